@@ -1,0 +1,14 @@
+//! One Rust type per `zookeeper.jute` class, with the same names and field
+//! order, grouped by family. Field docs come from the schema's comments.
+
+mod data;
+mod multi;
+mod proto;
+mod session;
+mod txn;
+
+pub use data::*;
+pub use multi::*;
+pub use proto::*;
+pub use session::*;
+pub use txn::*;
