@@ -2,7 +2,7 @@
 // Each step first labels itself on the proxy's control port, then runs one
 // synchronous call, so every frame in frames.tsv is named after its step.
 //
-//   javac -cp /usr/share/java/zookeeper.jar -d /tmp/golden GoldenTraffic.java
+//   javac -implicit:none -cp /usr/share/java/zookeeper.jar -d /tmp/golden GoldenTraffic.java
 //   java -cp /tmp/golden:/usr/share/java/zookeeper.jar GoldenTraffic 127.0.0.1:21811 21812
 import java.io.BufferedReader;
 import java.io.InputStreamReader;

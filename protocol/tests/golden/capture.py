@@ -10,10 +10,12 @@ driver label what comes next:
     mark <label>      frames from now on are named <label>_...
     comment <text>    write "# <text>" into the TSV
     drop              close all proxied connections (forces a client reconnect)
-    quit              stop the proxy
+The proxy runs until killed; the TSV is flushed after every line.
 
-raw mode: one hand-made session without the trailing readOnly byte in the
-ConnectRequest (44 bytes, old-style clients), then closeSession.
+raw mode (run after GoldenTraffic.java, which creates /golden): hand-made
+sessions for what stock clients do not send: a ConnectRequest without the
+trailing readOnly byte (44 bytes, old-style clients), a SetWatches with
+xid -8 (C client style) and a multi holding a create2 (15) op.
 
     python3 capture.py proxy --listen 21811 --upstream 21810 --control 21812 --out frames.tsv
     python3 capture.py raw --port 21811 --control 21812
@@ -74,7 +76,7 @@ class Recorder:
     def classify(self, conn, c2s, p):
         lab = self.label
         if c2s and not conn.connect_seen:
-            conn.connect_seen = True
+            conn.connect_seen, conn.label = True, lab
             return "connect_request", self.unique(f"{lab}_connect_request")
         if not c2s and not conn.connected:
             conn.connected = True
@@ -85,6 +87,8 @@ class Recorder:
             if op == 11:
                 self.pings[0] += 1
                 name = self.unique(f"ping_{self.pings[0]}_request")
+            elif conn.label == lab:  # frames the client pipelines behind a handshake
+                name = self.unique(f"{lab}_{opn}_request")
             else:
                 name = self.unique(f"{lab}_request", f"{lab}_{opn}_request")
             conn.pending[xid] = (op, name)
@@ -106,6 +110,7 @@ class Conn:
     def __init__(self, client, upstream):
         self.client, self.upstream = client, upstream
         self.connect_seen = self.connected = False
+        self.label = None  # label under which this connection was (re)established
         self.pending = {}
 
 
@@ -148,7 +153,6 @@ def listener(port):
 def run_proxy(a):
     rec = Recorder(a.out)
     conns = []
-    stop = threading.Event()
 
     def accept_loop(ls):
         while True:
@@ -177,8 +181,6 @@ def run_proxy(a):
                             s.shutdown(socket.SHUT_RDWR)
                         except OSError:
                             pass
-            elif cmd == "quit":
-                stop.set()
             f.write("ok\n")
             f.flush()
 
@@ -187,11 +189,10 @@ def run_proxy(a):
             cs, _ = ls.accept()
             threading.Thread(target=control_client, args=(cs,), daemon=True).start()
 
-    threading.Thread(target=accept_loop, args=(listener(a.listen),), daemon=True).start()
+    ls = listener(a.listen)
     threading.Thread(target=control_loop, args=(listener(a.control),), daemon=True).start()
     print(f"proxy 127.0.0.1:{a.listen} -> 127.0.0.1:{a.upstream}, control {a.control}", flush=True)
-    stop.wait()
-    rec.out.close()
+    accept_loop(ls)
 
 
 def control(port):
@@ -216,18 +217,53 @@ def read_frame(s):
     return exact(struct.unpack(">i", exact(4))[0])
 
 
+def ustr(text):
+    return struct.pack(">i", len(text)) + text.encode()
+
+
+def ustrings(*texts):
+    return struct.pack(">i", len(texts)) + b"".join(map(ustr, texts))
+
+
 def run_raw(a):
     ctl = control(a.control)
+
+    def session(label, readonly_byte):
+        ctl("mark " + label)
+        s = socket.create_connection(("127.0.0.1", a.port))
+        req = struct.pack(">iqiqi", 0, 0, 4000, 0, 16) + bytes(16) + readonly_byte
+        s.sendall(struct.pack(">i", len(req)) + req)
+        print(label, "connect response", read_frame(s).hex())
+        return s
+
+    def request(s, xid, op, body=b""):
+        s.sendall(struct.pack(">iii", 8 + len(body), xid, op) + body)
+        while True:  # print notifications until the reply with our xid
+            f = read_frame(s)
+            print("  ", f.hex())
+            if struct.unpack(">i", f[:4])[0] == xid:
+                return
+
     ctl("comment raw python session: ConnectRequest without the readOnly byte (44 bytes)")
-    ctl("mark raw_no_readonly")
-    s = socket.create_connection(("127.0.0.1", a.port))
-    req = struct.pack(">iqiqi", 0, 0, 4000, 0, 16) + bytes(16)  # 44 bytes, no readOnly
-    s.sendall(struct.pack(">i", len(req)) + req)
-    resp = read_frame(s)
-    print("connect response", len(resp), "bytes:", resp.hex())
+    s = session("raw_no_readonly", b"")
     ctl("mark raw_no_readonly_close")
-    s.sendall(struct.pack(">iii", 8, 1, -11))  # RequestHeader(xid 1, closeSession)
-    print("close reply:", read_frame(s).hex())
+    request(s, 1, -11)
+    s.close()
+
+    ctl("comment raw python session: SetWatches (101) with xid -8 as the C client sends it; "
+        "relativeZxid 1, so existing watched nodes look changed and events are synthesised")
+    s = session("raw_session", b"\x00")
+    ctl("mark raw_set_watches_xid_minus_8")
+    request(s, -8, 101, struct.pack(">q", 1)
+            + ustrings("/golden", "/golden/gone")          # dataWatches
+            + ustrings("/golden/c2", "/golden/absent2")    # existWatches
+            + ustrings("/golden", "/golden/gone"))         # childWatches
+    ctl("mark raw_multi_create2")  # a create2 (15) op inside multi; Java's Op API never sends it
+    open_acl = struct.pack(">ii", 1, 31) + ustr("world") + ustr("anyone")
+    create2 = ustr("/golden/raw_c2") + ustr("r") + open_acl + struct.pack(">i", 0)
+    request(s, 2, 14, struct.pack(">i?i", 15, False, -1) + create2 + struct.pack(">i?i", -1, True, -1))
+    ctl("mark raw_session_close")
+    request(s, 3, -11)
     s.close()
 
 

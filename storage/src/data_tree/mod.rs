@@ -1,0 +1,413 @@
+//! `DataTree`: the znode tree, pure and in memory.
+//!
+//! `apply(txn)` is the only mutator. It never reads a clock or validates a
+//! request: the leader did that when it built the txn, so every member that
+//! applies the same txns builds the same tree. Applying is idempotent for
+//! replay (a create that finds its node only raises the parent's counters).
+
+mod image;
+mod node;
+
+pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
+
+use crate::path;
+use crate::txn::{Txn, TxnBody};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use zkd_protocol::records::{Acl, Stat, StatPersisted};
+use zkd_protocol::{EventType, Perms, Zxid};
+
+/// A change that may fire watches: `(path, event)`, with the ACL that decides
+/// who may hear of it (the node's, or the parent's for NodeChildrenChanged).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchTrigger {
+    /// The path the event names.
+    pub path: String,
+    /// What happened.
+    pub event: EventType,
+    /// The ACL a receiver needs READ on.
+    pub acl: Arc<Vec<Acl>>,
+}
+
+/// What applying a txn produced, for the reply to its client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// A node was created at `path`.
+    Created { path: String, stat: Stat },
+    /// A node was deleted.
+    Deleted,
+    /// Data was set.
+    DataSet { stat: Stat },
+    /// The ACL was set.
+    AclSet { stat: Stat },
+    /// A check passed.
+    Checked,
+    /// One outcome per sub-op of a multi.
+    Multi(Vec<TxnOutcome>),
+    /// A session was created.
+    SessionCreated,
+    /// A session was closed and its ephemerals deleted.
+    SessionClosed,
+    /// The request failed validation with this code.
+    Error(i32),
+}
+
+/// The znode tree plus the session table it persists with.
+#[derive(Clone, Debug)]
+pub struct DataTree {
+    nodes: HashMap<String, DataNode>,
+    ephemerals: BTreeMap<i64, BTreeSet<String>>,
+    sessions: BTreeMap<i64, i32>,
+    /// Containers and TTL nodes, which the container manager scans.
+    expirable: BTreeSet<String>,
+    last_zxid: Zxid,
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DataTree {
+    /// A fresh tree: `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config`.
+    pub fn new() -> DataTree {
+        let mut tree = DataTree {
+            nodes: HashMap::new(),
+            ephemerals: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            expirable: BTreeSet::new(),
+            last_zxid: Zxid::ZERO,
+        };
+        let open = Arc::new(vec![Acl::world(Perms::ALL)]);
+        tree.insert_system("/", open.clone(), StatPersisted::default());
+        tree.insert_system("/zookeeper", open.clone(), StatPersisted::default());
+        tree.insert_system("/zookeeper/quota", open, StatPersisted::default());
+        // /zookeeper/config is world-readable only and shows aversion -1.
+        let config_stat = StatPersisted {
+            aversion: -1,
+            ..StatPersisted::default()
+        };
+        tree.insert_system(
+            "/zookeeper/config",
+            Arc::new(vec![Acl::world(Perms::READ)]),
+            config_stat,
+        );
+        tree
+    }
+
+    fn insert_system(&mut self, p: &str, acl: Arc<Vec<Acl>>, stat: StatPersisted) {
+        let node = DataNode {
+            data: Some(Bytes::new()),
+            acl,
+            stat,
+            children: BTreeSet::new(),
+        };
+        self.link(p, node);
+    }
+
+    /// Inserts a node and records it in its parent's children.
+    fn link(&mut self, p: &str, node: DataNode) {
+        if p != "/" {
+            if let Some(parent) = self.nodes.get_mut(path::parent(p)) {
+                parent.children.insert(path::name(p).to_owned());
+            }
+        }
+        if let Some(session) = node.ephemeral_session() {
+            self.ephemerals
+                .entry(session)
+                .or_default()
+                .insert(p.to_owned());
+        }
+        if node.is_container() || node.ttl().is_some() {
+            self.expirable.insert(p.to_owned());
+        }
+        self.nodes.insert(p.to_owned(), node);
+    }
+
+    /// The node at `path`.
+    pub fn node(&self, p: &str) -> Option<&DataNode> {
+        self.nodes.get(p)
+    }
+
+    /// The zxid of the last applied txn.
+    pub fn last_zxid(&self) -> Zxid {
+        self.last_zxid
+    }
+
+    /// Number of nodes, counting the root twice as ZooKeeper's `Node count` does.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len() + 1
+    }
+
+    /// Sum of path and data lengths (`zk_approximate_data_size`).
+    pub fn approximate_data_size(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|(p, n)| p.len() + n.data.as_ref().map_or(0, |d| d.len()))
+            .sum()
+    }
+
+    /// Live sessions and their timeouts, as persisted.
+    pub fn sessions(&self) -> &BTreeMap<i64, i32> {
+        &self.sessions
+    }
+
+    /// The ephemerals owned by `session`, sorted.
+    pub fn ephemerals_of(&self, session: i64) -> Vec<String> {
+        self.ephemerals
+            .get(&session)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Total number of ephemerals.
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(BTreeSet::len).sum()
+    }
+
+    /// Number of descendants of `path`, excluding itself.
+    pub fn descendant_count(&self, p: &str) -> usize {
+        let Some(node) = self.nodes.get(p) else {
+            return 0;
+        };
+        node.children
+            .iter()
+            .map(|c| 1 + self.descendant_count(&path::join(p, c)))
+            .sum()
+    }
+
+    /// Containers and TTL nodes the container manager should delete at `now_ms`:
+    /// childless containers that once had a child, and childless TTL nodes whose
+    /// data has not changed for longer than their TTL.
+    pub fn expired_containers(&self, now_ms: i64) -> Vec<String> {
+        self.expirable
+            .iter()
+            .filter(|p| {
+                let Some(node) = self.nodes.get(p.as_str()) else {
+                    return false;
+                };
+                if !node.children.is_empty() {
+                    return false;
+                }
+                match node.ttl() {
+                    Some(ttl) => now_ms - node.stat.mtime > ttl,
+                    None => node.stat.cversion > 0,
+                }
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Applies one txn, returning the outcome for its client and the watch
+    /// triggers in firing order.
+    pub fn apply(&mut self, txn: &Txn) -> (TxnOutcome, Vec<WatchTrigger>) {
+        let mut triggers = Vec::new();
+        let outcome = self.apply_body(&txn.body, txn, &mut triggers);
+        if txn.zxid() > self.last_zxid {
+            self.last_zxid = txn.zxid();
+        }
+        (outcome, triggers)
+    }
+
+    fn apply_body(&mut self, body: &TxnBody, txn: &Txn, out: &mut Vec<WatchTrigger>) -> TxnOutcome {
+        let h = &txn.header;
+        match body {
+            TxnBody::Create(_, t) => {
+                let owner = if t.ephemeral { h.client_id } else { 0 };
+                self.create(
+                    &t.path,
+                    &t.data,
+                    &t.acl,
+                    owner,
+                    t.parent_c_version,
+                    txn,
+                    out,
+                )
+            }
+            TxnBody::CreateContainer(t) => self.create(
+                &t.path,
+                &t.data,
+                &t.acl,
+                CONTAINER_OWNER,
+                t.parent_c_version,
+                txn,
+                out,
+            ),
+            TxnBody::CreateTtl(t) => self.create(
+                &t.path,
+                &t.data,
+                &t.acl,
+                ttl_owner(t.ttl),
+                t.parent_c_version,
+                txn,
+                out,
+            ),
+            TxnBody::Delete(_, t) => self.delete(&t.path, h.zxid, out),
+            TxnBody::SetData(t) => self.set_data(&t.path, &t.data, t.version, txn, out),
+            TxnBody::SetAcl(t) => self.set_acl(&t.path, &t.acl, t.version),
+            TxnBody::Check(_) => TxnOutcome::Checked,
+            TxnBody::Error(e) => TxnOutcome::Error(e.err),
+            TxnBody::Multi(subs) => {
+                TxnOutcome::Multi(subs.iter().map(|s| self.apply_body(s, txn, out)).collect())
+            }
+            TxnBody::CreateSession(t) => {
+                self.sessions.insert(h.client_id, t.time_out);
+                TxnOutcome::SessionCreated
+            }
+            TxnBody::CloseSession(t) => {
+                let mut doomed: BTreeSet<String> = t.paths2_delete.iter().cloned().collect();
+                doomed.extend(self.ephemerals_of(h.client_id));
+                // Children sort after parents; delete deepest first.
+                for p in doomed.iter().rev() {
+                    self.delete(p, h.zxid, out);
+                }
+                self.ephemerals.remove(&h.client_id);
+                self.sessions.remove(&h.client_id);
+                TxnOutcome::SessionClosed
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &mut self,
+        p: &str,
+        data: &Option<Bytes>,
+        acl: &[Acl],
+        owner: i64,
+        parent_cversion: i32,
+        txn: &Txn,
+        out: &mut Vec<WatchTrigger>,
+    ) -> TxnOutcome {
+        let zxid = txn.header.zxid;
+        let parent_path = path::parent(p);
+        let Some(parent) = self.nodes.get_mut(parent_path) else {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
+        };
+        // Counters only move forward, which makes replay over a snapshot idempotent.
+        if parent_cversion > parent.stat.cversion {
+            parent.stat.cversion = parent_cversion;
+        }
+        if zxid > parent.stat.pzxid {
+            parent.stat.pzxid = zxid;
+        }
+        let parent_acl = parent.acl.clone();
+        if self.nodes.contains_key(p) {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NodeExists.code());
+        }
+        let acl = self.share_acl(parent_path, acl);
+        let stat = StatPersisted {
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: txn.header.time,
+            mtime: txn.header.time,
+            ephemeral_owner: owner,
+            pzxid: zxid,
+            ..StatPersisted::default()
+        };
+        let node = DataNode {
+            data: data.clone(),
+            acl: acl.clone(),
+            stat,
+            children: BTreeSet::new(),
+        };
+        let client_stat = node.stat();
+        self.link(p, node);
+        out.push(WatchTrigger {
+            path: p.to_owned(),
+            event: EventType::NodeCreated,
+            acl,
+        });
+        out.push(WatchTrigger {
+            path: parent_path.to_owned(),
+            event: EventType::NodeChildrenChanged,
+            acl: parent_acl,
+        });
+        TxnOutcome::Created {
+            path: p.to_owned(),
+            stat: client_stat,
+        }
+    }
+
+    /// Reuses the parent's ACL allocation when equal: most trees use one or two ACLs.
+    fn share_acl(&self, parent_path: &str, acl: &[Acl]) -> Arc<Vec<Acl>> {
+        match self.nodes.get(parent_path) {
+            Some(parent) if parent.acl.as_slice() == acl => parent.acl.clone(),
+            _ => Arc::new(acl.to_vec()),
+        }
+    }
+
+    fn delete(&mut self, p: &str, zxid: i64, out: &mut Vec<WatchTrigger>) -> TxnOutcome {
+        let Some(node) = self.nodes.remove(p) else {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
+        };
+        if let Some(session) = node.ephemeral_session() {
+            if let Some(set) = self.ephemerals.get_mut(&session) {
+                set.remove(p);
+                if set.is_empty() {
+                    self.ephemerals.remove(&session);
+                }
+            }
+        }
+        self.expirable.remove(p);
+        let parent_path = path::parent(p);
+        let parent_acl = match self.nodes.get_mut(parent_path) {
+            Some(parent) => {
+                parent.children.remove(path::name(p));
+                if zxid > parent.stat.pzxid {
+                    parent.stat.pzxid = zxid;
+                }
+                parent.acl.clone()
+            }
+            None => Arc::new(Vec::new()),
+        };
+        out.push(WatchTrigger {
+            path: p.to_owned(),
+            event: EventType::NodeDeleted,
+            acl: node.acl,
+        });
+        out.push(WatchTrigger {
+            path: parent_path.to_owned(),
+            event: EventType::NodeChildrenChanged,
+            acl: parent_acl,
+        });
+        TxnOutcome::Deleted
+    }
+
+    fn set_data(
+        &mut self,
+        p: &str,
+        data: &Option<Bytes>,
+        version: i32,
+        txn: &Txn,
+        out: &mut Vec<WatchTrigger>,
+    ) -> TxnOutcome {
+        let Some(node) = self.nodes.get_mut(p) else {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
+        };
+        node.data = data.clone();
+        node.stat.version = version;
+        node.stat.mzxid = txn.header.zxid;
+        node.stat.mtime = txn.header.time;
+        out.push(WatchTrigger {
+            path: p.to_owned(),
+            event: EventType::NodeDataChanged,
+            acl: node.acl.clone(),
+        });
+        TxnOutcome::DataSet { stat: node.stat() }
+    }
+
+    fn set_acl(&mut self, p: &str, acl: &[Acl], version: i32) -> TxnOutcome {
+        let Some(node) = self.nodes.get_mut(p) else {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
+        };
+        node.acl = Arc::new(acl.to_vec());
+        node.stat.aversion = version;
+        TxnOutcome::AclSet { stat: node.stat() }
+    }
+}
+
+#[cfg(test)]
+mod tests;

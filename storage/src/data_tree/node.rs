@@ -1,0 +1,87 @@
+//! One znode.
+
+use bytes::Bytes;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use zkd_protocol::records::{Acl, Stat, StatPersisted};
+
+/// ephemeralOwner marking a container node.
+pub const CONTAINER_OWNER: i64 = i64::MIN;
+
+/// ephemeralOwner for a TTL node: `0xff` in the top byte, the TTL (ms) in the low 40 bits.
+pub fn ttl_owner(ttl_ms: i64) -> i64 {
+    (0xffu64 << 56 | (ttl_ms as u64 & ((1 << 40) - 1))) as i64
+}
+
+/// The TTL of a node from its ephemeralOwner, if it is a TTL node.
+pub fn ttl_of(owner: i64) -> Option<i64> {
+    let raw = owner as u64;
+    (raw >> 56 == 0xff && (raw >> 40) & 0xffff == 0).then_some((raw & ((1 << 40) - 1)) as i64)
+}
+
+/// The largest TTL a TTL node may carry (2^40 - 1 ms).
+pub const MAX_TTL_MS: i64 = (1 << 40) - 1;
+
+/// A znode: data, ACL, persisted stat and child names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataNode {
+    /// The data; `None` and empty stay apart, as clients can tell.
+    pub data: Option<Bytes>,
+    /// The ACL, shared between nodes that were given the same list.
+    pub acl: Arc<Vec<Acl>>,
+    /// The stat as stored.
+    pub stat: StatPersisted,
+    /// Names of the children (not full paths).
+    pub children: BTreeSet<String>,
+}
+
+impl DataNode {
+    /// The stat a client sees (`DataNode.copyStat`).
+    pub fn stat(&self) -> Stat {
+        let s = &self.stat;
+        let num_children = self.children.len() as i32;
+        Stat {
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            // The persisted cversion counts creations; clients see creations plus deletions.
+            cversion: s.cversion.wrapping_mul(2).wrapping_sub(num_children),
+            aversion: s.aversion,
+            ephemeral_owner: self.ephemeral_session().unwrap_or(0),
+            data_length: self.data.as_ref().map_or(0, |d| d.len() as i32),
+            num_children,
+            pzxid: s.pzxid,
+        }
+    }
+
+    /// The owning session if this is an ordinary ephemeral.
+    pub fn ephemeral_session(&self) -> Option<i64> {
+        let owner = self.stat.ephemeral_owner;
+        (owner != 0 && owner != CONTAINER_OWNER && ttl_of(owner).is_none()).then_some(owner)
+    }
+
+    /// Whether this node is a container.
+    pub fn is_container(&self) -> bool {
+        self.stat.ephemeral_owner == CONTAINER_OWNER
+    }
+
+    /// The TTL in ms if this is a TTL node.
+    pub fn ttl(&self) -> Option<i64> {
+        ttl_of(self.stat.ephemeral_owner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_owner_round_trips() {
+        assert_eq!(ttl_of(ttl_owner(5000)), Some(5000));
+        assert_eq!(ttl_of(ttl_owner(MAX_TTL_MS)), Some(MAX_TTL_MS));
+        assert_eq!(ttl_of(0x0100_0007_85ae_0000), None);
+        assert_eq!(ttl_of(CONTAINER_OWNER), None);
+    }
+}

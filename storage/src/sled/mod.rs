@@ -1,0 +1,177 @@
+//! `SledStorage`: the storage traits on sled 0.34. A write is durable only
+//! after `flush()` returns, so every "durable on return" method flushes.
+//!
+//! Layout: the txn log lives in its own sled database under
+//! `dataLogDir/version-2/log`, snapshots and epochs under `dataDir/version-2/data`,
+//! so operators can put the log on a separate disk as with ZooKeeper.
+
+use crate::epoch_store::EpochStore;
+use crate::error::{Result, StorageError};
+use crate::snapshot::{seal, unseal, SnapshotStore};
+use crate::txn_log::TxnLog;
+use bytes::Bytes;
+use std::path::Path;
+use zkd_protocol::Zxid;
+
+/// Durable storage on sled.
+#[derive(Clone, Debug)]
+pub struct SledStorage {
+    log_db: ::sled::Db,
+    log: ::sled::Tree,
+    data_db: ::sled::Db,
+    snapshots: ::sled::Tree,
+    epochs: ::sled::Tree,
+}
+
+fn key(zxid: Zxid) -> [u8; 8] {
+    (zxid.0 as u64).to_be_bytes()
+}
+
+fn zxid_of(key: &[u8]) -> Result<Zxid> {
+    let raw: [u8; 8] = key
+        .try_into()
+        .map_err(|_| StorageError::Corrupt("log key".into()))?;
+    Ok(Zxid(u64::from_be_bytes(raw) as i64))
+}
+
+impl SledStorage {
+    /// Opens (or creates) the stores under `data_dir` and `data_log_dir`.
+    pub fn open(data_dir: &Path, data_log_dir: &Path) -> Result<SledStorage> {
+        let open = |dir: &Path| {
+            ::sled::Config::new()
+                .path(dir)
+                .mode(::sled::Mode::HighThroughput)
+                .open()
+        };
+        let log_db = open(&data_log_dir.join("version-2").join("log"))?;
+        let data_db = open(&data_dir.join("version-2").join("data"))?;
+        Ok(SledStorage {
+            log: log_db.open_tree("txnlog")?,
+            snapshots: data_db.open_tree("snapshots")?,
+            epochs: data_db.open_tree("epochs")?,
+            log_db,
+            data_db,
+        })
+    }
+
+    /// Bytes used on disk by the log and by the data store (`dirs`).
+    pub fn sizes(&self) -> (u64, u64) {
+        (
+            self.data_db.size_on_disk().unwrap_or(0),
+            self.log_db.size_on_disk().unwrap_or(0),
+        )
+    }
+
+    fn epoch(&self, name: &str) -> Result<u32> {
+        match self.epochs.get(name)? {
+            None => Ok(0),
+            Some(v) => {
+                let raw: [u8; 4] = v
+                    .as_ref()
+                    .try_into()
+                    .map_err(|_| StorageError::Corrupt(name.into()))?;
+                Ok(u32::from_be_bytes(raw))
+            }
+        }
+    }
+
+    fn set_epoch(&mut self, name: &str, epoch: u32) -> Result<()> {
+        self.epochs.insert(name, &epoch.to_be_bytes())?;
+        self.data_db.flush()?;
+        Ok(())
+    }
+}
+
+impl TxnLog for SledStorage {
+    fn append(&mut self, zxid: Zxid, txn: Bytes) -> Result<()> {
+        if let Some(last) = self.last_zxid()? {
+            if zxid <= last {
+                return Err(StorageError::Misuse(format!("append {zxid} after {last}")));
+            }
+        }
+        self.log.insert(key(zxid), txn.as_ref())?;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.log_db.flush()?;
+        Ok(())
+    }
+
+    fn last_zxid(&self) -> Result<Option<Zxid>> {
+        self.log.last()?.map(|(k, _)| zxid_of(&k)).transpose()
+    }
+
+    fn read_after(&self, after: Zxid) -> Result<Vec<(Zxid, Bytes)>> {
+        self.log
+            .range(key(after.next())..)
+            .map(|item| {
+                let (k, v) = item?;
+                Ok((zxid_of(&k)?, Bytes::copy_from_slice(&v)))
+            })
+            .collect()
+    }
+
+    fn truncate_after(&mut self, zxid: Zxid) -> Result<()> {
+        for item in self.log.range(key(zxid.next())..) {
+            self.log.remove(item?.0)?;
+        }
+        self.log_db.flush()?;
+        Ok(())
+    }
+
+    fn purge_through(&mut self, zxid: Zxid) -> Result<()> {
+        for item in self.log.range(..=key(zxid)) {
+            self.log.remove(item?.0)?;
+        }
+        Ok(())
+    }
+}
+
+impl SnapshotStore for SledStorage {
+    fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
+        self.snapshots.insert(key(zxid), seal(&image).as_ref())?;
+        self.data_db.flush()?;
+        Ok(())
+    }
+
+    fn latest_snapshot(&self) -> Result<Option<(Zxid, Bytes)>> {
+        for item in self.snapshots.iter().rev() {
+            let (k, v) = item?;
+            let zxid = zxid_of(&k)?;
+            match unseal(&Bytes::copy_from_slice(&v)) {
+                Some(image) => return Ok(Some((zxid, image))),
+                None => tracing::warn!(%zxid, "skipping damaged snapshot"),
+            }
+        }
+        Ok(None)
+    }
+
+    fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>> {
+        let keys: Vec<_> = self
+            .snapshots
+            .iter()
+            .keys()
+            .collect::<std::result::Result<_, _>>()?;
+        let excess = keys.len().saturating_sub(retain.max(1));
+        for k in &keys[..excess] {
+            self.snapshots.remove(k)?;
+        }
+        keys.get(excess).map(|k| zxid_of(k)).transpose()
+    }
+}
+
+impl EpochStore for SledStorage {
+    fn accepted_epoch(&self) -> Result<u32> {
+        self.epoch("acceptedEpoch")
+    }
+    fn set_accepted_epoch(&mut self, epoch: u32) -> Result<()> {
+        self.set_epoch("acceptedEpoch", epoch)
+    }
+    fn current_epoch(&self) -> Result<u32> {
+        self.epoch("currentEpoch")
+    }
+    fn set_current_epoch(&mut self, epoch: u32) -> Result<()> {
+        self.set_epoch("currentEpoch", epoch)
+    }
+}
