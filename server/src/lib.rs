@@ -1,1 +1,5 @@
-//! zkd-server
+//! zkd-server: the sans-IO `core` and the tokio `runtime` around it.
+
+pub mod config;
+pub mod core;
+pub mod runtime;

@@ -6,13 +6,15 @@ create with b"" data, create2, transactions (multi), closeSession.
     PYTHONPATH=/tmp/pylib python3 kazoo_traffic.py --port 21811 --control 21812
 """
 import argparse
+import sys
 import time
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.version import __version__ as kazoo_version
 
-from capture import control
+sys.dont_write_bytecode = True  # keep __pycache__ out of the test-data folder
+from capture import control  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--port", type=int, default=21811)

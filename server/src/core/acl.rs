@@ -1,0 +1,194 @@
+//! ACL checks and fix-up, and the authentication schemes ZooKeeper ships:
+//! `world`, `auth`, `digest`, `ip` and `super` (via superDigest).
+
+use base64::Engine;
+use sha1::{Digest, Sha1};
+use std::net::IpAddr;
+use zkd_protocol::records::{Acl, Id};
+use zkd_protocol::{ErrorCode, Perms};
+
+/// The identities a connection holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuthIds {
+    ids: Vec<Id>,
+}
+
+impl AuthIds {
+    /// A connection from `remote_ip` holds `ip:<remote_ip>` from the start.
+    pub fn for_remote(remote_ip: &str) -> AuthIds {
+        AuthIds { ids: vec![Id { scheme: "ip".into(), id: remote_ip.into() }] }
+    }
+
+    /// The identities, in the order they were added (ip first).
+    pub fn ids(&self) -> &[Id] {
+        &self.ids
+    }
+
+    fn add(&mut self, id: Id) {
+        if !self.ids.contains(&id) {
+            self.ids.push(id);
+        }
+    }
+
+    fn is_super(&self) -> bool {
+        self.ids.iter().any(|id| id.scheme == "super")
+    }
+
+    /// Processes an auth packet. `Err(AuthFailed)` for an unknown scheme.
+    pub fn authenticate(&mut self, scheme: &str, auth: &[u8], super_digest: Option<&str>) -> Result<(), ErrorCode> {
+        match scheme {
+            "digest" => {
+                let id = digest_id(&String::from_utf8_lossy(auth));
+                if super_digest == Some(id.as_str()) {
+                    self.add(Id { scheme: "super".into(), id: String::new() });
+                }
+                // Any credentials are accepted: a wrong password yields an id matching nothing.
+                self.add(Id { scheme: "digest".into(), id });
+                Ok(())
+            }
+            "ip" => Ok(()),
+            _ => Err(ErrorCode::AuthFailed),
+        }
+    }
+
+    /// ZooKeeper's `checkACL`: may this connection do `perm` on a node with `acl`?
+    pub fn allows(&self, acl: &[Acl], perm: i32) -> bool {
+        if acl.is_empty() || self.is_super() {
+            return true;
+        }
+        acl.iter().filter(|a| a.perms & perm != 0).any(|a| {
+            let id = &a.id;
+            match id.scheme.as_str() {
+                "world" => id.id == "anyone",
+                "digest" => self.ids.iter().any(|h| h.scheme == "digest" && h.id == id.id),
+                "ip" => self.ids.iter().any(|h| h.scheme == "ip" && ip_matches(&h.id, &id.id)),
+                _ => false,
+            }
+        })
+    }
+
+    /// `fixupACL`: validates an ACL being set and expands `auth` entries.
+    pub fn fix_up(&self, acl: &[Acl]) -> Result<Vec<Acl>, ErrorCode> {
+        if acl.is_empty() {
+            return Err(ErrorCode::InvalidAcl);
+        }
+        let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
+        let mut push = |a: Acl| {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        };
+        for a in acl {
+            match a.id.scheme.as_str() {
+                "world" if a.id.id == "anyone" => push(a.clone()),
+                "auth" => {
+                    // Only authenticated identities count; ip is not one.
+                    let mut any = false;
+                    for id in self.ids.iter().filter(|id| id.scheme == "digest") {
+                        any = true;
+                        push(Acl { perms: a.perms, id: id.clone() });
+                    }
+                    if !any {
+                        return Err(ErrorCode::InvalidAcl);
+                    }
+                }
+                "digest" if a.id.id.split(':').count() == 2 => push(a.clone()),
+                "ip" if valid_ip_id(&a.id.id) => push(a.clone()),
+                _ => return Err(ErrorCode::InvalidAcl),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `digest:` identity of `user:password`: `user:base64(sha1("user:password"))`.
+pub fn digest_id(user_password: &str) -> String {
+    let user = user_password.split(':').next().unwrap_or("");
+    let hash = Sha1::digest(user_password.as_bytes());
+    format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash))
+}
+
+/// The user name `whoAmI` shows for an identity.
+pub fn user_of(id: &Id) -> String {
+    match id.scheme.as_str() {
+        "digest" => id.id.split(':').next().unwrap_or("").to_owned(),
+        _ => id.id.clone(),
+    }
+}
+
+/// getACL without ADMIN masks digest hashes (`user:x`).
+pub fn mask_digests(acl: &[Acl]) -> Vec<Acl> {
+    acl.iter()
+        .map(|a| match a.id.scheme.as_str() {
+            "digest" => {
+                let user = a.id.id.split(':').next().unwrap_or("");
+                Acl { perms: a.perms, id: Id { scheme: "digest".into(), id: format!("{user}:x") } }
+            }
+            _ => a.clone(),
+        })
+        .collect()
+}
+
+fn parse_ip_id(id: &str) -> Option<(IpAddr, u32)> {
+    let (addr, bits) = match id.split_once('/') {
+        Some((a, b)) => (a, Some(b.parse::<u32>().ok()?)),
+        None => (id, None),
+    };
+    let addr: IpAddr = addr.parse().ok()?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let bits = bits.unwrap_or(max);
+    (bits <= max).then_some((addr, bits))
+}
+
+fn valid_ip_id(id: &str) -> bool {
+    parse_ip_id(id).is_some()
+}
+
+fn ip_matches(have: &str, acl_id: &str) -> bool {
+    let (Some((addr, _)), Some((net, bits))) = (parse_ip_id(have), parse_ip_id(acl_id)) else {
+        return false;
+    };
+    match (addr, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => prefix_eq(&a.octets(), &n.octets(), bits),
+        (IpAddr::V6(a), IpAddr::V6(n)) => prefix_eq(&a.octets(), &n.octets(), bits),
+        _ => false,
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], bits: u32) -> bool {
+    (0..bits as usize).all(|i| (a[i / 8] >> (7 - i % 8)) & 1 == (b[i / 8] >> (7 - i % 8)) & 1)
+}
+
+/// Whether `perm` is one of the permission bits.
+pub fn is_perm(perm: i32) -> bool {
+    perm & Perms::ALL == perm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_matches_zookeeper() {
+        assert_eq!(digest_id("user:pass"), "user:smGaoVKd/cQkjm7b88GyorAUz20=");
+    }
+
+    #[test]
+    fn ip_prefixes_match() {
+        assert!(ip_matches("127.0.0.1", "127.0.0.0/8"));
+        assert!(!ip_matches("10.0.0.1", "127.0.0.0/8"));
+        assert!(!ip_matches("::1", "127.0.0.1"));
+    }
+
+    #[test]
+    fn auth_scheme_needs_an_authenticated_id() {
+        let mut ids = AuthIds::for_remote("127.0.0.1");
+        let auth = Acl { perms: 31, id: Id { scheme: "auth".into(), id: String::new() } };
+        assert_eq!(ids.fix_up(&[auth.clone()]), Err(ErrorCode::InvalidAcl));
+        ids.authenticate("digest", b"user:pass", None).unwrap();
+        let fixed = ids.fix_up(&[auth]).unwrap();
+        assert_eq!(fixed[0].id.id, "user:smGaoVKd/cQkjm7b88GyorAUz20=");
+        assert!(ids.allows(&fixed, Perms::READ));
+        assert!(!AuthIds::for_remote("127.0.0.1").allows(&fixed, Perms::READ));
+    }
+}

@@ -1,0 +1,99 @@
+//! A client connection as the core sees it: its session, identities, and the
+//! queue that keeps replies in request order.
+
+use crate::core::acl::AuthIds;
+use crate::core::session::SessionId;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use zkd_protocol::request::ClientRequest;
+use zkd_protocol::Zxid;
+
+/// Where a connection is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnState {
+    /// No ConnectRequest yet.
+    AwaitingHandshake,
+    /// The createSession txn is in flight.
+    CreatingSession(SessionId),
+    /// Serving requests for this session.
+    Established(SessionId),
+}
+
+/// One entry of the reply queue. Replies leave strictly in this order.
+#[derive(Debug)]
+pub enum Queued {
+    /// A read to execute once everything before it has been answered, so it
+    /// sees its own session's earlier writes.
+    Read { xid: i32, request: ClientRequest, received_ms: u64 },
+    /// A write whose reply is known once its txn is applied.
+    Write { zxid: Zxid, reply: Option<Bytes>, received_ms: u64 },
+    /// A reply that is already built.
+    Ready(Bytes),
+}
+
+/// Counters `cons` and `stat` show.
+#[derive(Clone, Debug, Default)]
+pub struct ConnStats {
+    pub received: u64,
+    pub sent: u64,
+    pub last_op: &'static str,
+    pub last_cxid: i32,
+    pub last_zxid: i64,
+    pub last_response_ms: i64,
+    pub last_latency_ms: u64,
+    pub min_latency_ms: u64,
+    pub max_latency_ms: u64,
+    pub total_latency_ms: u64,
+    pub replies: u64,
+    pub established_ms: i64,
+}
+
+/// The core's view of a connection.
+#[derive(Debug)]
+pub struct Conn {
+    pub remote_ip: String,
+    pub auth: AuthIds,
+    pub state: ConnState,
+    /// Whether the ConnectRequest carried the readOnly byte.
+    pub read_only_flag: Option<bool>,
+    /// Frames that arrived before the session was established.
+    pub backlog: VecDeque<Bytes>,
+    pub queue: VecDeque<Queued>,
+    /// Close once the queue has drained (auth failure, unimplemented op, closeSession).
+    pub close_when_drained: bool,
+    pub stats: ConnStats,
+}
+
+impl Conn {
+    /// A fresh connection from `remote_ip`.
+    pub fn new(remote_ip: String) -> Conn {
+        Conn {
+            auth: AuthIds::for_remote(&remote_ip),
+            remote_ip,
+            state: ConnState::AwaitingHandshake,
+            read_only_flag: None,
+            backlog: VecDeque::new(),
+            queue: VecDeque::new(),
+            close_when_drained: false,
+            stats: ConnStats::default(),
+        }
+    }
+
+    /// The session, once established.
+    pub fn session(&self) -> Option<SessionId> {
+        match self.state {
+            ConnState::Established(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Records one answered request's latency.
+    pub fn record_latency(&mut self, latency_ms: u64) {
+        let s = &mut self.stats;
+        s.min_latency_ms = if s.replies == 0 { latency_ms } else { s.min_latency_ms.min(latency_ms) };
+        s.max_latency_ms = s.max_latency_ms.max(latency_ms);
+        s.total_latency_ms += latency_ms;
+        s.last_latency_ms = latency_ms;
+        s.replies += 1;
+    }
+}

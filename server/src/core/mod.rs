@@ -1,0 +1,27 @@
+//! The sans-IO core: sessions, watches and the request pipeline as one
+//! deterministic state machine. No tokio, no clock reads, no unseeded
+//! randomness, no HashMap iteration (the `tidy` test enforces this).
+//!
+//! ```text
+//! runtime ──Event──▶ Node::handle_event(now, ev) ──▶ Command queue ──▶ runtime
+//!         ──now────▶ Node::handle_timeout(now)     (poll_timeout() says when)
+//! ```
+//!
+//! Standalone is an ensemble of one: a write is answered once the runtime
+//! reports `Persisted` for its zxid, which is exactly where Zab's quorum ACK
+//! will plug in.
+
+pub mod acl;
+pub mod connection;
+mod node;
+mod node_apply;
+mod node_request;
+pub mod pipeline;
+pub mod reply;
+pub mod session;
+pub mod stats;
+pub mod types;
+pub mod watch;
+
+pub use node::Node;
+pub use types::{Command, ConnId, CoreConfig, Event, Now};

@@ -1,0 +1,282 @@
+//! `Node`: the state machine's state, its event entry points, handshakes and timeouts.
+
+use super::connection::{Conn, ConnState};
+use super::pipeline::pending::PendingChanges;
+use super::session::{session_password, SessionId, SessionTable};
+use super::stats::ServerStats;
+use super::types::{Command, ConnId, CoreConfig, Event, Now};
+use super::watch::WatchRegistry;
+use bytes::Bytes;
+use std::collections::{BTreeMap, VecDeque};
+use zkd_protocol::records::{ConnectRequest, ConnectResponse};
+use zkd_protocol::{Record, Zxid};
+use zkd_storage::{DataTree, Txn};
+
+/// Why a txn was started, so its outcome reaches the right place.
+#[derive(Clone, Debug)]
+pub(super) enum Origin {
+    /// A client request on `conn`.
+    Client { conn: ConnId, xid: i32, op: zkd_protocol::OpCode },
+    /// A new session for the connection that asked for it.
+    CreateSession { conn: ConnId, timeout_ms: i32 },
+    /// The session table expired a session.
+    Expiry,
+    /// The container manager removing an empty container or expired TTL node.
+    ContainerSweep,
+}
+
+/// A txn handed to storage and not yet applied.
+#[derive(Debug)]
+pub(super) struct InFlight {
+    pub txn: Txn,
+    pub origin: Origin,
+}
+
+/// The whole server state of one member.
+#[derive(Debug)]
+pub struct Node {
+    pub(super) config: CoreConfig,
+    pub(super) tree: DataTree,
+    pub(super) sessions: SessionTable,
+    pub(super) watches: WatchRegistry,
+    pub(super) pending: PendingChanges,
+    pub(super) conns: BTreeMap<ConnId, Conn>,
+    pub(super) session_conn: BTreeMap<SessionId, ConnId>,
+    pub(super) in_flight: VecDeque<InFlight>,
+    pub(super) last_assigned: Zxid,
+    pub(super) commands: VecDeque<Command>,
+    pub(super) txns_since_snapshot: u64,
+    pub(super) snapshot_after: u64,
+    pub(super) rng: u64,
+    pub(super) next_container_check_ms: u64,
+    pub(super) stats: ServerStats,
+}
+
+impl Node {
+    /// A node serving `tree` (recovered from disk). Sessions recorded in the
+    /// tree get a fresh timeout from `now`, as after a ZooKeeper restart.
+    pub fn new(config: CoreConfig, tree: DataTree, now: Now) -> Node {
+        let mut sessions = SessionTable::new(config.tick_ms, config.server_id, now.wall_ms as u64);
+        for (id, timeout) in tree.sessions() {
+            sessions.add(SessionId(*id), *timeout, now.mono_ms);
+        }
+        let mut node = Node {
+            last_assigned: tree.last_zxid(),
+            next_container_check_ms: now.mono_ms + config.container_check_interval_ms,
+            rng: config.seed | 1,
+            config,
+            tree,
+            sessions,
+            watches: WatchRegistry::default(),
+            pending: PendingChanges::default(),
+            conns: BTreeMap::new(),
+            session_conn: BTreeMap::new(),
+            in_flight: VecDeque::new(),
+            commands: VecDeque::new(),
+            txns_since_snapshot: 0,
+            snapshot_after: 0,
+            stats: ServerStats::default(),
+        };
+        node.snapshot_after = node.next_snapshot_threshold();
+        node
+    }
+
+    /// ZooKeeper snapshots after `snapCount/2 + rand[0, snapCount/2)` txns so
+    /// members do not all snapshot at once; the randomness here is seeded.
+    fn next_snapshot_threshold(&mut self) -> u64 {
+        // xorshift64: deterministic for a given seed.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let half = (self.config.snap_count / 2).max(1);
+        half + self.rng % half
+    }
+
+    pub(super) fn count_txn_for_snapshot(&mut self) {
+        self.txns_since_snapshot += 1;
+        if self.txns_since_snapshot > self.snapshot_after {
+            self.txns_since_snapshot = 0;
+            self.snapshot_after = self.next_snapshot_threshold();
+            let zxid = self.tree.last_zxid();
+            tracing::info!(%zxid, "taking snapshot");
+            self.commands.push_back(Command::Snapshot { zxid, image: self.tree.to_image() });
+        }
+    }
+
+    /// Feeds one event to the state machine.
+    pub fn handle_event(&mut self, now: Now, event: Event) {
+        match event {
+            Event::Connected { conn, remote_ip } => {
+                self.conns.insert(conn, Conn::new(remote_ip));
+            }
+            Event::Handshake { conn, request } => self.handshake(now, conn, request),
+            Event::Request { conn, frame } => self.request_frame(now, conn, frame),
+            Event::Disconnected { conn } => self.forget_connection(conn),
+            Event::Persisted { zxid } => self.persisted(now, zxid),
+        }
+    }
+
+    /// Takes the commands produced so far, in order.
+    pub fn drain_commands(&mut self) -> impl Iterator<Item = Command> + '_ {
+        self.commands.drain(..)
+    }
+
+    /// The monotonic time at which `handle_timeout` next has work.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let expiry = self.sessions.next_expiry_ms();
+        Some(expiry.map_or(self.next_container_check_ms, |e| e.min(self.next_container_check_ms)))
+    }
+
+    /// Expires sessions and sweeps containers whose time has come.
+    pub fn handle_timeout(&mut self, now: Now) {
+        for session in self.sessions.expire(now.mono_ms) {
+            tracing::info!(%session, "session expired");
+            self.start_close_session(now, session, Origin::Expiry);
+        }
+        if now.mono_ms >= self.next_container_check_ms {
+            self.next_container_check_ms = now.mono_ms + self.config.container_check_interval_ms;
+            self.sweep_containers(now);
+        }
+    }
+
+    pub(super) fn send(&mut self, conn: ConnId, frame: Bytes) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.stats.sent += 1;
+            self.stats.packets_sent += 1;
+            self.commands.push_back(Command::Send { conn, frame });
+        }
+    }
+
+    /// Closes a connection and forgets it (its watches go with it).
+    pub(super) fn close(&mut self, conn: ConnId) {
+        if self.conns.contains_key(&conn) {
+            self.commands.push_back(Command::Close { conn });
+            self.forget_connection(conn);
+        }
+    }
+
+    fn forget_connection(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            if let Some(session) = c.session() {
+                if self.session_conn.get(&session) == Some(&conn) {
+                    self.session_conn.remove(&session);
+                }
+            }
+        }
+        self.watches.remove_connection(conn);
+    }
+
+    fn negotiate_timeout(&self, requested: i32) -> i32 {
+        requested.clamp(self.config.min_session_timeout_ms, self.config.max_session_timeout_ms)
+    }
+
+    fn handshake(&mut self, now: Now, conn: ConnId, request: ConnectRequest) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if c.state != ConnState::AwaitingHandshake {
+            return self.close(conn);
+        }
+        c.read_only_flag = request.read_only;
+        // A client that has seen a later zxid must not go back in time here.
+        if request.last_zxid_seen > self.tree.last_zxid().0 {
+            tracing::info!(conn = conn.0, "refusing client with a newer zxid than ours");
+            return self.close(conn);
+        }
+        let timeout_ms = self.negotiate_timeout(request.time_out);
+        if request.session_id == 0 {
+            let session = self.sessions.next_session_id();
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.state = ConnState::CreatingSession(session);
+            }
+            let body = zkd_storage::TxnBody::CreateSession(zkd_protocol::records::CreateSessionTxn {
+                time_out: timeout_ms,
+            });
+            self.start_txn(now, session.0, 0, body, Origin::CreateSession { conn, timeout_ms });
+        } else {
+            self.reattach(now, conn, &request, timeout_ms);
+        }
+    }
+
+    fn reattach(&mut self, now: Now, conn: ConnId, request: &ConnectRequest, timeout_ms: i32) {
+        let session = SessionId(request.session_id);
+        // ZooKeeper closes the session's old connection before checking the password.
+        if let Some(old) = self.session_conn.get(&session).copied() {
+            if old != conn {
+                self.close(old);
+            }
+        }
+        let valid = request.passwd.as_ref() == session_password(session.0) && self.sessions.is_live(session);
+        if !valid {
+            tracing::info!(%session, "refusing reattach: session expired or wrong password");
+            self.send_connect_response(conn, 0, SessionId(0));
+            return self.close(conn);
+        }
+        self.sessions.touch(session, now.mono_ms);
+        self.send_connect_response(conn, timeout_ms, session);
+        self.establish(now, conn, session);
+    }
+
+    pub(super) fn send_connect_response(&mut self, conn: ConnId, timeout_ms: i32, session: SessionId) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let passwd = if session.0 == 0 { [0u8; 16] } else { session_password(session.0) };
+        let response = ConnectResponse {
+            protocol_version: 0,
+            time_out: timeout_ms,
+            session_id: session.0,
+            passwd: Bytes::copy_from_slice(&passwd),
+            // Answer in the form the client used: the byte only if it sent one.
+            read_only: c.read_only_flag.map(|_| false),
+        };
+        self.send(conn, response.to_bytes());
+    }
+
+    pub(super) fn establish(&mut self, now: Now, conn: ConnId, session: SessionId) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.state = ConnState::Established(session);
+        c.stats.established_ms = now.wall_ms;
+        let backlog = std::mem::take(&mut c.backlog);
+        self.session_conn.insert(session, conn);
+        for frame in backlog {
+            self.request_frame(now, conn, frame);
+        }
+    }
+
+    /// The committed tree.
+    pub fn tree(&self) -> &DataTree {
+        &self.tree
+    }
+
+    /// The session table.
+    pub fn sessions(&self) -> &SessionTable {
+        &self.sessions
+    }
+
+    /// The watch registry.
+    pub fn watches(&self) -> &WatchRegistry {
+        &self.watches
+    }
+
+    /// Live connections.
+    pub fn connections(&self) -> &BTreeMap<ConnId, Conn> {
+        &self.conns
+    }
+
+    /// Server-wide counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Resets server-wide counters (`srst`).
+    pub fn reset_stats(&mut self) {
+        self.stats = ServerStats::default();
+    }
+
+    /// Number of requests waiting for their txn to be applied.
+    pub fn outstanding(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The configuration the core runs with.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+}

@@ -1,0 +1,254 @@
+//! Prep: validates a write against the committed tree plus outstanding
+//! changes and turns it into a txn (ZooKeeper's `PrepRequestProcessor`).
+//! Checks run in ZooKeeper's order, so the first failing check decides the code.
+
+use super::pending::{NodeMeta, PendingChanges};
+use crate::core::acl::AuthIds;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use zkd_protocol::records::*;
+use zkd_protocol::{CreateMode, ErrorCode, OpCode, Perms};
+use zkd_storage::data_tree::{ttl_owner, CONTAINER_OWNER, MAX_TTL_MS};
+use zkd_storage::{path, DataTree, TxnBody};
+
+
+/// The system nodes no client may delete.
+const UNDELETABLE: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"];
+
+/// One write being prepared: lookups see the tree, then outstanding changes,
+/// then this txn's own earlier sub-ops (a multi sees itself).
+pub struct Prep<'a> {
+    pub tree: &'a DataTree,
+    pub pending: &'a PendingChanges,
+    pub auth: &'a AuthIds,
+    pub session: i64,
+    pub zxid: i64,
+    pub time: i64,
+    pub extended_types: bool,
+    /// Changes made by this txn so far.
+    pub scratch: BTreeMap<String, Option<NodeMeta>>,
+}
+
+type Outcome = Result<TxnBody, ErrorCode>;
+
+impl<'a> Prep<'a> {
+    fn view(&self, p: &str) -> Option<NodeMeta> {
+        match self.scratch.get(p) {
+            Some(meta) => meta.clone(),
+            None => self.pending.lookup(self.tree, p),
+        }
+    }
+
+    fn require(&self, p: &str) -> Result<NodeMeta, ErrorCode> {
+        self.view(p).ok_or(ErrorCode::NoNode)
+    }
+
+    fn check_perm(&self, meta: &NodeMeta, perm: i32) -> Result<(), ErrorCode> {
+        if self.auth.allows(&meta.acl, perm) {
+            Ok(())
+        } else {
+            Err(ErrorCode::NoAuth)
+        }
+    }
+
+    fn check_version(expected: i32, actual: i32) -> Result<(), ErrorCode> {
+        if expected == -1 || expected == actual {
+            Ok(())
+        } else {
+            Err(ErrorCode::BadVersion)
+        }
+    }
+
+    /// create, create2, createContainer and createTTL (`ttl` is -1 for the plain ops).
+    pub fn create(&mut self, op: OpCode, req: &CreateRequest, ttl: i64) -> Outcome {
+        let mode = CreateMode::from_flags(req.flags).ok_or(ErrorCode::BadArguments)?;
+        if mode.is_ttl() && !self.extended_types {
+            return Err(ErrorCode::Unimplemented);
+        }
+        let ttl_ok = if mode.is_ttl() { ttl > 0 && ttl <= MAX_TTL_MS } else { ttl < 0 };
+        if !ttl_ok {
+            return Err(ErrorCode::BadArguments);
+        }
+        let base = req.path.as_str();
+        if !base.contains('/') || base.contains('\0') {
+            return Err(ErrorCode::BadArguments);
+        }
+        let acl = self.auth.fix_up(&req.acl)?;
+        let parent_path = path::parent(base).to_owned();
+        let parent = self.require(&parent_path)?;
+        self.check_perm(&parent, Perms::CREATE)?;
+        let full = if mode.is_sequential() {
+            format!("{base}{:010}", parent.stat.cversion)
+        } else {
+            base.to_owned()
+        };
+        path::validate(&full).map_err(|_| ErrorCode::BadArguments)?;
+        if self.view(&full).is_some() {
+            return Err(ErrorCode::NodeExists);
+        }
+        if parent.ephemeral_session().is_some() {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        let parent_cversion = parent.stat.cversion.wrapping_add(1);
+        let owner = match mode {
+            _ if mode.is_ephemeral() => self.session,
+            CreateMode::Container => CONTAINER_OWNER,
+            _ if mode.is_ttl() => ttl_owner(ttl),
+            _ => 0,
+        };
+        self.record_create(&full, parent, parent_cversion, owner, &acl);
+        let data = req.data.clone();
+        Ok(match mode {
+            CreateMode::Container => TxnBody::CreateContainer(CreateContainerTxn {
+                path: full,
+                data,
+                acl,
+                parent_c_version: parent_cversion,
+            }),
+            _ if mode.is_ttl() => TxnBody::CreateTtl(CreateTtlTxn {
+                path: full,
+                data,
+                acl,
+                parent_c_version: parent_cversion,
+                ttl,
+            }),
+            _ => TxnBody::Create(
+                if op == OpCode::Create { OpCode::Create } else { OpCode::Create2 },
+                CreateTxn {
+                    path: full,
+                    data,
+                    acl,
+                    ephemeral: mode.is_ephemeral(),
+                    parent_c_version: parent_cversion,
+                },
+            ),
+        })
+    }
+
+    fn record_create(&mut self, full: &str, mut parent: NodeMeta, cversion: i32, owner: i64, acl: &[Acl]) {
+        parent.stat.cversion = cversion;
+        parent.stat.pzxid = self.zxid;
+        parent.num_children += 1;
+        self.scratch.insert(path::parent(full).to_owned(), Some(parent));
+        let stat = StatPersisted {
+            czxid: self.zxid,
+            mzxid: self.zxid,
+            ctime: self.time,
+            mtime: self.time,
+            ephemeral_owner: owner,
+            pzxid: self.zxid,
+            ..StatPersisted::default()
+        };
+        let meta = NodeMeta { stat, num_children: 0, acl: Arc::new(acl.to_vec()) };
+        self.scratch.insert(full.to_owned(), Some(meta));
+    }
+
+    /// delete (`container` false) and deleteContainer (`container` true).
+    pub fn delete(&mut self, p: &str, version: i32, container: bool) -> Outcome {
+        if !p.contains('/') || p.contains('\0') || UNDELETABLE.contains(&p) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let parent_path = path::parent(p).to_owned();
+        let mut parent = self.require(&parent_path)?;
+        if !container {
+            self.check_perm(&parent, Perms::DELETE)?;
+        }
+        let node = self.require(p)?;
+        if container {
+            if node.num_children > 0 {
+                return Err(ErrorCode::NotEmpty);
+            }
+            // ZooKeeper answers BADVERSION for an ordinary ephemeral here.
+            if node.ephemeral_session().is_some() {
+                return Err(ErrorCode::BadVersion);
+            }
+        } else {
+            Self::check_version(version, node.stat.version)?;
+            if node.num_children > 0 {
+                return Err(ErrorCode::NotEmpty);
+            }
+        }
+        parent.num_children -= 1;
+        parent.stat.pzxid = self.zxid;
+        self.scratch.insert(parent_path, Some(parent));
+        self.scratch.insert(p.to_owned(), None);
+        let op = if container { OpCode::DeleteContainer } else { OpCode::Delete };
+        Ok(TxnBody::Delete(op, DeleteTxn { path: p.to_owned() }))
+    }
+
+    /// setData.
+    pub fn set_data(&mut self, p: &str, data: &Option<Bytes>, version: i32) -> Outcome {
+        path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
+        let mut node = self.require(p)?;
+        self.check_perm(&node, Perms::WRITE)?;
+        Self::check_version(version, node.stat.version)?;
+        let new_version = node.stat.version.wrapping_add(1);
+        node.stat.version = new_version;
+        node.stat.mzxid = self.zxid;
+        node.stat.mtime = self.time;
+        self.scratch.insert(p.to_owned(), Some(node));
+        Ok(TxnBody::SetData(SetDataTxn { path: p.to_owned(), data: data.clone(), version: new_version }))
+    }
+
+    /// setACL; the version is compared with the aversion.
+    pub fn set_acl(&mut self, p: &str, acl: &[Acl], version: i32) -> Outcome {
+        path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
+        let acl = self.auth.fix_up(acl)?;
+        let mut node = self.require(p)?;
+        self.check_perm(&node, Perms::ADMIN)?;
+        Self::check_version(version, node.stat.aversion)?;
+        let new_version = node.stat.aversion.wrapping_add(1);
+        node.stat.aversion = new_version;
+        node.acl = Arc::new(acl.clone());
+        self.scratch.insert(p.to_owned(), Some(node));
+        Ok(TxnBody::SetAcl(SetAclTxn { path: p.to_owned(), acl, version: new_version }))
+    }
+
+    /// check (inside a multi).
+    pub fn check(&mut self, p: &str, version: i32) -> Outcome {
+        path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
+        let node = self.require(p)?;
+        self.check_perm(&node, Perms::READ)?;
+        Self::check_version(version, node.stat.version)?;
+        Ok(TxnBody::Check(CheckVersionTxn { path: p.to_owned(), version }))
+    }
+
+    fn multi_op(&mut self, op: &MultiOp) -> Outcome {
+        match op {
+            MultiOp::Create(code, r) => self.create(*code, r, -1),
+            MultiOp::CreateTtl(r) => {
+                let req = CreateRequest { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags };
+                self.create(OpCode::CreateTtl, &req, r.ttl)
+            }
+            MultiOp::Delete(r) => self.delete(&r.path, r.version, false),
+            MultiOp::SetData(r) => self.set_data(&r.path, &r.data, r.version),
+            MultiOp::Check(r) => self.check(&r.path, r.version),
+            MultiOp::GetData(_) | MultiOp::GetChildren(_) => Err(ErrorCode::MarshallingError),
+        }
+    }
+
+    /// multi: all sub-ops or none. On failure every sub-txn is an ErrorTxn
+    /// (0 before the failing op, its code, then -2) and nothing is recorded.
+    pub fn multi(&mut self, ops: &[MultiOp]) -> TxnBody {
+        let mut subs = Vec::with_capacity(ops.len());
+        for (i, op) in ops.iter().enumerate() {
+            match self.multi_op(op) {
+                Ok(body) => subs.push(body),
+                Err(code) => {
+                    self.scratch.clear();
+                    let errors = (0..ops.len()).map(|j| {
+                        let err = match j.cmp(&i) {
+                            std::cmp::Ordering::Less => 0,
+                            std::cmp::Ordering::Equal => code.code(),
+                            std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
+                        };
+                        TxnBody::Error(ErrorTxn { err })
+                    });
+                    return TxnBody::Multi(errors.collect());
+                }
+            }
+        }
+        TxnBody::Multi(subs)
+    }
+}

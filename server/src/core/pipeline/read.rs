@@ -1,0 +1,243 @@
+//! Reads and other local requests, answered from the committed tree
+//! (ZooKeeper's `FinalRequestProcessor` for non-txn ops).
+
+use crate::core::acl::{mask_digests, user_of, AuthIds};
+use crate::core::reply;
+use crate::core::types::ConnId;
+use crate::core::watch::{Mode, Table, WatchRegistry};
+use bytes::Bytes;
+use zkd_protocol::records::*;
+use zkd_protocol::request::ClientRequest;
+use zkd_protocol::{AddWatchMode, ErrorCode, EventType, Perms, Record, WatcherType};
+use zkd_storage::{DataNode, DataTree};
+
+/// What a read may touch.
+pub struct ReadCtx<'a> {
+    pub tree: &'a DataTree,
+    pub watches: &'a mut WatchRegistry,
+    pub auth: &'a AuthIds,
+    pub conn: ConnId,
+    pub session: i64,
+}
+
+/// Frames a read produces: SetWatches may emit notifications before its reply.
+pub type Frames = Vec<Bytes>;
+
+impl ReadCtx<'_> {
+    fn zxid(&self) -> i64 {
+        self.tree.last_zxid().0
+    }
+
+    fn err(&self, xid: i32, code: ErrorCode) -> Frames {
+        vec![reply::bare(xid, self.zxid(), code.code())]
+    }
+
+    fn ok(&self, xid: i32, record: &impl Record) -> Frames {
+        vec![reply::with_record(xid, self.zxid(), record)]
+    }
+
+    /// A node the connection may read, or the error ZooKeeper gives.
+    fn readable(&self, path: &str) -> Result<&DataNode, ErrorCode> {
+        let node = self.tree.node(path).ok_or(ErrorCode::NoNode)?;
+        if self.auth.allows(&node.acl, Perms::READ) {
+            Ok(node)
+        } else {
+            Err(ErrorCode::NoAuth)
+        }
+    }
+
+    /// Answers one read request.
+    pub fn execute(&mut self, xid: i32, req: &ClientRequest) -> Frames {
+        use ClientRequest as R;
+        match req {
+            R::Exists(r) => self.exists(xid, &r.path, r.watch),
+            R::GetData(r) => self.get_data(xid, &r.path, r.watch),
+            R::GetChildren(r) => match self.children(&r.path, r.watch) {
+                Ok((children, _)) => self.ok(xid, &GetChildrenResponse { children }),
+                Err(code) => self.err(xid, code),
+            },
+            R::GetChildren2(r) => match self.children(&r.path, r.watch) {
+                Ok((children, stat)) => self.ok(xid, &GetChildren2Response { children, stat }),
+                Err(code) => self.err(xid, code),
+            },
+            R::GetAcl(r) => self.get_acl(xid, &r.path),
+            R::Sync(r) => self.ok(xid, &SyncResponse { path: r.path.clone() }),
+            R::Ping => vec![reply::bare(reply::PING_XID, self.zxid(), 0)],
+            R::GetEphemerals(r) => {
+                let prefix = r.prefix_path.as_str();
+                let all = prefix.is_empty() || prefix == "/";
+                let ephemerals =
+                    self.tree.ephemerals_of(self.session).into_iter().filter(|p| all || p.starts_with(prefix)).collect();
+                self.ok(xid, &GetEphemeralsResponse { ephemerals })
+            }
+            R::GetAllChildrenNumber(r) => match self.readable(&r.path) {
+                Ok(_) => {
+                    let total_number = self.tree.descendant_count(&r.path) as i32;
+                    self.ok(xid, &GetAllChildrenNumberResponse { total_number })
+                }
+                Err(code) => self.err(xid, code),
+            },
+            R::AddWatch(r) => self.add_watch(xid, r),
+            R::CheckWatches(r) => self.check_or_remove(xid, &r.path, r.r#type, false),
+            R::RemoveWatches(r) => self.check_or_remove(xid, &r.path, r.r#type, true),
+            R::SetWatches(r) => {
+                let all = SetWatches2 {
+                    relative_zxid: r.relative_zxid,
+                    data_watches: r.data_watches.clone(),
+                    exist_watches: r.exist_watches.clone(),
+                    child_watches: r.child_watches.clone(),
+                    ..SetWatches2::default()
+                };
+                self.set_watches(xid, &all)
+            }
+            R::SetWatches2(r) => self.set_watches(xid, r),
+            R::WhoAmI => {
+                let client_info = self
+                    .auth
+                    .ids()
+                    .iter()
+                    .map(|id| ClientInfo { auth_scheme: id.scheme.clone(), user: user_of(id) })
+                    .collect();
+                self.ok(xid, &WhoAmIResponse { client_info })
+            }
+            R::MultiRead(m) => {
+                let results = m.ops.iter().map(|op| self.multi_read_op(op)).collect();
+                self.ok(xid, &MultiResponse { results })
+            }
+            // Writes never reach here; answer defensively rather than panic.
+            _ => self.err(xid, ErrorCode::Unimplemented),
+        }
+    }
+
+    fn exists(&mut self, xid: i32, path: &str, watch: bool) -> Frames {
+        if path.contains('\0') {
+            return self.err(xid, ErrorCode::BadArguments);
+        }
+        match self.tree.node(path) {
+            // 3.9.2+ (ZOOKEEPER-2590): exists needs READ on an existing node; 3.8.0 did not check.
+            Some(node) if !self.auth.allows(&node.acl, Perms::READ) => self.err(xid, ErrorCode::NoAuth),
+            found => {
+                let stat = found.map(DataNode::stat);
+                if watch {
+                    // A missing node still gets a watch: that is how NodeCreated fires.
+                    self.watches.add(Table::Data, path, self.conn, Mode::Standard);
+                }
+                match stat {
+                    Some(stat) => self.ok(xid, &ExistsResponse { stat }),
+                    None => self.err(xid, ErrorCode::NoNode),
+                }
+            }
+        }
+    }
+
+    fn get_data(&mut self, xid: i32, path: &str, watch: bool) -> Frames {
+        let (data, stat) = match self.readable(path) {
+            Ok(node) => (node.data.clone(), node.stat()),
+            Err(code) => return self.err(xid, code),
+        };
+        if watch {
+            self.watches.add(Table::Data, path, self.conn, Mode::Standard);
+        }
+        self.ok(xid, &GetDataResponse { data, stat })
+    }
+
+    fn children(&mut self, path: &str, watch: bool) -> Result<(Vec<String>, Stat), ErrorCode> {
+        let node = self.readable(path)?;
+        let out = (node.children.iter().cloned().collect(), node.stat());
+        if watch {
+            self.watches.add(Table::Child, path, self.conn, Mode::Standard);
+        }
+        Ok(out)
+    }
+
+    fn get_acl(&self, xid: i32, path: &str) -> Frames {
+        let Some(node) = self.tree.node(path) else { return self.err(xid, ErrorCode::NoNode) };
+        let admin = self.auth.allows(&node.acl, Perms::ADMIN);
+        if !admin && !self.auth.allows(&node.acl, Perms::READ) {
+            return self.err(xid, ErrorCode::NoAuth);
+        }
+        let acl = if admin { node.acl.to_vec() } else { mask_digests(&node.acl) };
+        self.ok(xid, &GetAclResponse { acl, stat: node.stat() })
+    }
+
+    fn add_watch(&mut self, xid: i32, r: &AddWatchRequest) -> Frames {
+        match AddWatchMode::from_i32(r.mode) {
+            Some(AddWatchMode::Persistent) => {
+                self.watches.add(Table::Data, &r.path, self.conn, Mode::Persistent);
+                self.watches.add(Table::Child, &r.path, self.conn, Mode::Persistent);
+            }
+            Some(AddWatchMode::PersistentRecursive) => {
+                self.watches.add(Table::Data, &r.path, self.conn, Mode::PersistentRecursive);
+            }
+            None => return self.err(xid, ErrorCode::MarshallingError),
+        }
+        self.ok(xid, &ErrorResponse { err: 0 })
+    }
+
+    fn check_or_remove(&mut self, xid: i32, path: &str, kind: i32, remove: bool) -> Frames {
+        let Some(kind) = WatcherType::from_i32(kind) else {
+            return self.err(xid, ErrorCode::MarshallingError);
+        };
+        let found = if remove {
+            self.watches.remove(path, self.conn, kind)
+        } else {
+            self.watches.has(path, self.conn, kind)
+        };
+        if found {
+            vec![reply::bare(xid, self.zxid(), 0)]
+        } else {
+            self.err(xid, ErrorCode::NoWatcher)
+        }
+    }
+
+    /// Re-registers watches after a reconnect, first sending the events the
+    /// client missed (zxid -1), then the reply.
+    fn set_watches(&mut self, xid: i32, r: &SetWatches2) -> Frames {
+        let rel = r.relative_zxid;
+        let mut frames = Vec::new();
+        let mut missed = |event, path: &str| frames.push(reply::notification(-1, event, path));
+        for path in &r.data_watches {
+            match self.tree.node(path) {
+                None => missed(EventType::NodeDeleted, path),
+                Some(n) if n.stat.mzxid > rel => missed(EventType::NodeDataChanged, path),
+                Some(_) => self.watches.add(Table::Data, path, self.conn, Mode::Standard),
+            }
+        }
+        for path in &r.exist_watches {
+            match self.tree.node(path) {
+                Some(_) => missed(EventType::NodeCreated, path),
+                None => self.watches.add(Table::Data, path, self.conn, Mode::Standard),
+            }
+        }
+        for path in &r.child_watches {
+            match self.tree.node(path) {
+                None => missed(EventType::NodeDeleted, path),
+                Some(n) if n.stat.pzxid > rel => missed(EventType::NodeChildrenChanged, path),
+                Some(_) => self.watches.add(Table::Child, path, self.conn, Mode::Standard),
+            }
+        }
+        for path in &r.persistent_watches {
+            self.watches.add(Table::Data, path, self.conn, Mode::Persistent);
+            self.watches.add(Table::Child, path, self.conn, Mode::Persistent);
+        }
+        for path in &r.persistent_recursive_watches {
+            self.watches.add(Table::Data, path, self.conn, Mode::PersistentRecursive);
+        }
+        frames.push(reply::bare(xid, self.zxid(), 0));
+        frames
+    }
+
+    fn multi_read_op(&self, op: &MultiOp) -> MultiResult {
+        // multiRead never sets watches, whatever the flag says.
+        let result = match op {
+            MultiOp::GetData(r) => {
+                self.readable(&r.path).map(|n| MultiResult::GetData { data: n.data.clone(), stat: n.stat() })
+            }
+            MultiOp::GetChildren(r) => self
+                .readable(&r.path)
+                .map(|n| MultiResult::GetChildren { children: n.children.iter().cloned().collect() }),
+            _ => Err(ErrorCode::MarshallingError),
+        };
+        result.unwrap_or_else(|code| MultiResult::Error { err: code.code() })
+    }
+}

@@ -1,0 +1,86 @@
+//! What goes into the core (events) and what comes out (commands).
+
+use bytes::Bytes;
+use zkd_protocol::records::ConnectRequest;
+use zkd_protocol::Zxid;
+use zkd_storage::Txn;
+
+/// A client connection, numbered by the runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
+/// The time, as the runtime read it. The core never reads a clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// Monotonic milliseconds (timeouts and expiry).
+    pub mono_ms: u64,
+    /// Wall-clock milliseconds since the Unix epoch (stamped into txns).
+    pub wall_ms: i64,
+}
+
+/// Something that happened, fed to [`crate::core::Node::handle_event`].
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A client connected from `remote_ip`.
+    Connected { conn: ConnId, remote_ip: String },
+    /// The first frame of a connection: its ConnectRequest.
+    Handshake { conn: ConnId, request: ConnectRequest },
+    /// A later frame: RequestHeader and body, not yet decoded.
+    Request { conn: ConnId, frame: Bytes },
+    /// The connection closed (peer, error, or after a Close command).
+    Disconnected { conn: ConnId },
+    /// Every txn up to `zxid` is durable.
+    Persisted { zxid: Zxid },
+}
+
+/// Something the runtime must do, drained from [`crate::core::Node::drain_commands`].
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// Write a frame (length prefix added by the codec) to a connection.
+    Send { conn: ConnId, frame: Bytes },
+    /// Close a connection after the frames sent before this command.
+    Close { conn: ConnId },
+    /// Append the txn to the log and fsync it; report `Persisted` afterwards.
+    Persist { txn: Txn },
+    /// Store a snapshot of the tree as of `zxid`, then purge old snapshots and logs.
+    Snapshot { zxid: Zxid, image: Bytes },
+}
+
+/// Settings the core needs, already validated.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    /// This server's id (1 in standalone); the top byte of session ids.
+    pub server_id: u8,
+    /// tickTime, ms.
+    pub tick_ms: u64,
+    /// Smallest negotiated session timeout, ms.
+    pub min_session_timeout_ms: i32,
+    /// Largest negotiated session timeout, ms.
+    pub max_session_timeout_ms: i32,
+    /// Whether TTL nodes are allowed (`zookeeper.extendedTypesEnabled`).
+    pub extended_types: bool,
+    /// `digest` id that grants `super` (`DigestAuthenticationProvider.superDigest`).
+    pub super_digest: Option<String>,
+    /// Snapshot after about this many txns (`snapCount`).
+    pub snap_count: u64,
+    /// How often containers and TTL nodes are checked, ms.
+    pub container_check_interval_ms: u64,
+    /// Seed for the snapshot jitter, so runs replay exactly.
+    pub seed: u64,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            server_id: 1,
+            tick_ms: 2000,
+            min_session_timeout_ms: 4000,
+            max_session_timeout_ms: 40000,
+            extended_types: false,
+            super_digest: None,
+            snap_count: 100_000,
+            container_check_interval_ms: 60_000,
+            seed: 1,
+        }
+    }
+}
