@@ -25,9 +25,9 @@ impl FrameCodec {
 /// The first four bytes of a fresh connection, as a four-letter word if they spell one.
 pub fn four_letter_word(prefix: &[u8]) -> Option<&str> {
     let word = std::str::from_utf8(prefix.get(..4)?).ok()?;
-    const WORDS: [&str; 19] = [
+    const WORDS: [&str; 15] = [
         "ruok", "isro", "srvr", "stat", "conf", "cons", "envi", "mntr", "wchs", "wchc", "wchp",
-        "dirs", "dump", "crst", "srst", "gtmk", "stmk", "hash", "lead",
+        "dirs", "dump", "crst", "srst",
     ];
     WORDS.contains(&word).then_some(word)
 }

@@ -1,1 +1,412 @@
-//! config
+//! `zoo.cfg` and `myid`: ZooKeeper's own keys, parsed once and validated with
+//! their cross-field rules. Unknown keys are logged, never fatal; an invalid
+//! value is an error naming its key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A configuration problem, naming the key at fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending key (or file).
+    pub key: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration: {}: {}", self.key, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// One `server.N` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub host: String,
+    pub quorum_port: u16,
+    pub election_port: u16,
+    /// `participant` or `observer`.
+    pub observer: bool,
+    /// The optional `;[host:]port` client address.
+    pub client_address: Option<String>,
+}
+
+/// Which four-letter words may run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Whitelist {
+    /// `*`.
+    All,
+    /// The listed words.
+    Only(BTreeSet<String>),
+}
+
+impl Whitelist {
+    /// Whether `word` may run.
+    pub fn allows(&self, word: &str) -> bool {
+        match self {
+            Whitelist::All => true,
+            Whitelist::Only(words) => words.contains(word),
+        }
+    }
+}
+
+/// A validated server configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub tick_time_ms: u64,
+    pub init_limit: Option<u32>,
+    pub sync_limit: Option<u32>,
+    pub data_dir: PathBuf,
+    pub data_log_dir: PathBuf,
+    pub client_port: u16,
+    pub client_port_address: Option<String>,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    /// Connections allowed per client IP; 0 = unlimited.
+    pub max_client_cnxns: u32,
+    pub snap_count: u64,
+    pub autopurge_snap_retain_count: usize,
+    pub autopurge_purge_interval_hours: u32,
+    pub four_letter_whitelist: Whitelist,
+    pub servers: BTreeMap<u64, ServerSpec>,
+    pub my_id: Option<u64>,
+    pub standalone_enabled: bool,
+    pub extended_types_enabled: bool,
+    pub super_digest: Option<String>,
+    pub container_check_interval_ms: u64,
+    pub jute_max_buffer: usize,
+}
+
+impl Config {
+    /// Reads `path` and the `myid` file in its dataDir.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err(&path.display().to_string(), e.to_string()))?;
+        let mut props = parse_properties(&text);
+        if !props.contains_key("dataDir") {
+            return Err(err("dataDir", "is required"));
+        }
+        let data_dir = PathBuf::from(&props["dataDir"]);
+        if !props.contains_key("myid") {
+            if let Some(id) = read_myid(&data_dir)? {
+                props.insert("myid".into(), id.to_string());
+            }
+        }
+        Config::from_properties(&props)
+    }
+
+    /// Builds and validates a configuration from `key=value` pairs.
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+        let mut p = Props {
+            props,
+            used: BTreeSet::new(),
+        };
+        let tick = p.num::<u64>("tickTime")?.unwrap_or(3000);
+        let data_dir = PathBuf::from(
+            p.get("dataDir")
+                .ok_or_else(|| err("dataDir", "is required"))?,
+        );
+        let config = Config {
+            tick_time_ms: tick,
+            init_limit: p.num("initLimit")?,
+            sync_limit: p.num("syncLimit")?,
+            data_log_dir: p
+                .get("dataLogDir")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| data_dir.clone()),
+            data_dir,
+            client_port: p
+                .num("clientPort")?
+                .ok_or_else(|| err("clientPort", "is required"))?,
+            client_port_address: p.get("clientPortAddress").map(str::to_owned),
+            min_session_timeout_ms: p.num("minSessionTimeout")?.unwrap_or(2 * tick as i32),
+            max_session_timeout_ms: p.num("maxSessionTimeout")?.unwrap_or(20 * tick as i32),
+            max_client_cnxns: p.num("maxClientCnxns")?.unwrap_or(60),
+            snap_count: p.num("snapCount")?.unwrap_or(100_000),
+            autopurge_snap_retain_count: p.num("autopurge.snapRetainCount")?.unwrap_or(3),
+            autopurge_purge_interval_hours: p.num("autopurge.purgeInterval")?.unwrap_or(0),
+            four_letter_whitelist: parse_whitelist(p.get("4lw.commands.whitelist")),
+            servers: p.servers()?,
+            my_id: p.num("myid")?,
+            standalone_enabled: p.num("standaloneEnabled")?.unwrap_or(true),
+            extended_types_enabled: p.num("extendedTypesEnabled")?.unwrap_or(false),
+            super_digest: p
+                .get("DigestAuthenticationProvider.superDigest")
+                .map(str::to_owned),
+            container_check_interval_ms: p
+                .num("znode.container.checkIntervalMs")?
+                .unwrap_or(60_000),
+            jute_max_buffer: p
+                .num("jute.maxbuffer")?
+                .unwrap_or(zkd_protocol::DEFAULT_MAX_BUFFER),
+        };
+        p.warn_unknown();
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Cross-field rules, checked once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.tick_time_ms == 0 {
+            return Err(err("tickTime", "must be positive"));
+        }
+        if self.min_session_timeout_ms > self.max_session_timeout_ms {
+            return Err(err(
+                "minSessionTimeout",
+                "must not exceed maxSessionTimeout",
+            ));
+        }
+        if self.min_session_timeout_ms <= 0 {
+            return Err(err("minSessionTimeout", "must be positive"));
+        }
+        if self.snap_count < 2 {
+            return Err(err("snapCount", "must be at least 2"));
+        }
+        if self.autopurge_snap_retain_count < 3 {
+            return Err(err("autopurge.snapRetainCount", "must be at least 3"));
+        }
+        if self.jute_max_buffer < 1024 {
+            return Err(err("jute.maxbuffer", "must be at least 1024"));
+        }
+        if self.container_check_interval_ms == 0 {
+            return Err(err("znode.container.checkIntervalMs", "must be positive"));
+        }
+        if let Some(id) = self.my_id {
+            if !self.servers.is_empty() && !self.servers.contains_key(&id) {
+                return Err(err("myid", format!("{id} has no server.{id} line")));
+            }
+            if self.extended_types_enabled && id > 254 {
+                return Err(err(
+                    "myid",
+                    "must be at most 254 when extendedTypesEnabled is on",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the config describes a replicated ensemble (more than one participant,
+    /// or standaloneEnabled=false), as ZooKeeper decides it.
+    pub fn is_quorum(&self) -> bool {
+        let participants = self.servers.values().filter(|s| !s.observer).count();
+        !self.servers.is_empty() && (!self.standalone_enabled || participants > 1)
+    }
+}
+
+/// Java-properties-style parsing: `key=value` (or `key:value`), `#`/`!` comments, trimmed.
+pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let split = line.find(['=', ':']).unwrap_or(line.len());
+        let key = line[..split].trim();
+        let value = line.get(split + 1..).unwrap_or("").trim();
+        // ZooKeeper turns unknown keys into `zookeeper.<key>` system properties;
+        // accept both spellings of those properties here.
+        let key = key.strip_prefix("zookeeper.").unwrap_or(key);
+        out.insert(key.to_owned(), value.to_owned());
+    }
+    out
+}
+
+fn read_myid(data_dir: &Path) -> Result<Option<u64>, ConfigError> {
+    match std::fs::read_to_string(data_dir.join("myid")) {
+        Ok(text) => {
+            let first = text.lines().next().unwrap_or("").trim();
+            first
+                .parse()
+                .map(Some)
+                .map_err(|_| err("myid", format!("{first:?} is not a number")))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+fn parse_whitelist(value: Option<&str>) -> Whitelist {
+    match value {
+        None => Whitelist::Only(BTreeSet::from(["srvr".to_owned()])),
+        Some(v) if v.trim() == "*" => Whitelist::All,
+        Some(v) => Whitelist::Only(
+            v.split(',')
+                .map(|w| w.trim().to_owned())
+                .filter(|w| !w.is_empty())
+                .collect(),
+        ),
+    }
+}
+
+/// Keys ZooKeeper knows that zkd accepts without acting on them.
+const ACCEPTED_KEYS: [&str; 12] = [
+    "electionAlg",
+    "peerType",
+    "clientPortListenBacklog",
+    "admin.enableServer",
+    "admin.serverPort",
+    "admin.serverAddress",
+    "reconfigEnabled",
+    "metricsProvider.className",
+    "quorumListenOnAllIPs",
+    "syncEnabled",
+    "forceSync",
+    "preAllocSize",
+];
+
+struct Props<'a> {
+    props: &'a BTreeMap<String, String>,
+    used: BTreeSet<String>,
+}
+
+impl Props<'_> {
+    fn get(&mut self, key: &str) -> Option<&str> {
+        self.used.insert(key.to_owned());
+        self.props.get(key).map(String::as_str)
+    }
+
+    fn num<T: std::str::FromStr>(&mut self, key: &str) -> Result<Option<T>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| err(key, format!("{v:?} is not a valid value"))),
+        }
+    }
+
+    fn servers(&mut self) -> Result<BTreeMap<u64, ServerSpec>, ConfigError> {
+        let mut out = BTreeMap::new();
+        let keys: Vec<String> = self
+            .props
+            .keys()
+            .filter(|k| k.starts_with("server."))
+            .cloned()
+            .collect();
+        for key in keys {
+            let id: u64 = key["server.".len()..]
+                .parse()
+                .map_err(|_| err(&key, "server id must be a number"))?;
+            let value = self.get(&key).unwrap_or("").to_owned();
+            out.insert(id, parse_server(&key, &value)?);
+        }
+        Ok(out)
+    }
+
+    fn warn_unknown(&self) {
+        for key in self.props.keys() {
+            if !self.used.contains(key) && !ACCEPTED_KEYS.contains(&key.as_str()) {
+                tracing::warn!(key, "unknown configuration key ignored");
+            }
+        }
+    }
+}
+
+fn parse_server(key: &str, value: &str) -> Result<ServerSpec, ConfigError> {
+    let (addr, client) = match value.split_once(';') {
+        Some((a, c)) => (a, Some(c.trim().to_owned())),
+        None => (value, None),
+    };
+    let parts: Vec<&str> = addr.trim().split(':').collect();
+    if parts.len() < 3 || parts.len() > 4 {
+        return Err(err(
+            key,
+            "expected host:quorumPort:electionPort[:participant|observer]",
+        ));
+    }
+    let port = |s: &str| {
+        s.parse::<u16>()
+            .map_err(|_| err(key, format!("{s:?} is not a port")))
+    };
+    let quorum_port = port(parts[1])?;
+    let election_port = port(parts[2])?;
+    if quorum_port == election_port {
+        return Err(err(key, "quorum and election ports must differ"));
+    }
+    let observer = match parts.get(3).copied() {
+        None | Some("participant") => false,
+        Some("observer") => true,
+        Some(other) => return Err(err(key, format!("unknown role {other:?}"))),
+    };
+    Ok(ServerSpec {
+        host: parts[0].to_owned(),
+        quorum_port,
+        election_port,
+        observer,
+        client_address: client,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(text: &str) -> BTreeMap<String, String> {
+        parse_properties(text)
+    }
+
+    #[test]
+    fn defaults_follow_zookeeper() {
+        let c = Config::from_properties(&props("tickTime=2000\ndataDir=/tmp/x\nclientPort=2181\n"))
+            .unwrap();
+        assert_eq!(c.min_session_timeout_ms, 4000);
+        assert_eq!(c.max_session_timeout_ms, 40000);
+        assert_eq!(c.max_client_cnxns, 60);
+        assert_eq!(c.data_log_dir, PathBuf::from("/tmp/x"));
+        assert!(c.four_letter_whitelist.allows("srvr"));
+        assert!(!c.four_letter_whitelist.allows("ruok"));
+        assert!(!c.is_quorum());
+    }
+
+    #[test]
+    fn system_property_keys_are_accepted_with_or_without_prefix() {
+        let c = Config::from_properties(&props(
+            "dataDir=/d\nclientPort=1\nzookeeper.extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc\njute.maxbuffer=4096\n4lw.commands.whitelist=*",
+        ))
+        .unwrap();
+        assert!(c.extended_types_enabled);
+        assert_eq!(c.super_digest.as_deref(), Some("super:abc"));
+        assert_eq!(c.jute_max_buffer, 4096);
+        assert_eq!(c.four_letter_whitelist, Whitelist::All);
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        let e =
+            Config::from_properties(&props("dataDir=/d\nclientPort=1\ntickTime=abc")).unwrap_err();
+        assert_eq!(e.key, "tickTime");
+        let e = Config::from_properties(&props(
+            "dataDir=/d\nclientPort=1\nminSessionTimeout=9000\nmaxSessionTimeout=100",
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "minSessionTimeout");
+    }
+
+    #[test]
+    fn server_lines_parse() {
+        let c = Config::from_properties(&props(
+            "dataDir=/d\nclientPort=1\nmyid=2\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n",
+        ))
+        .unwrap();
+        assert_eq!(c.servers.len(), 2);
+        assert_eq!(
+            c.servers[&2].client_address.as_deref(),
+            Some("127.0.0.1:2182")
+        );
+        assert!(c.is_quorum());
+        let e = Config::from_properties(&props("dataDir=/d\nclientPort=1\nserver.1=h:1:1"))
+            .unwrap_err();
+        assert_eq!(e.key, "server.1");
+    }
+}

@@ -1,1 +1,114 @@
-fn main() {}
+//! `zkd`: the command line. Parses flags, loads zoo.cfg, sets up tracing, runs.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use zkd_server::config::Config;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "zkd",
+    version,
+    about = "A ZooKeeper-compatible coordination server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand, Debug)]
+enum Commands {
+    /// Serve one node from a ZooKeeper zoo.cfg.
+    Serve {
+        /// Path to zoo.cfg.
+        #[arg(long, default_value = "conf/zoo.cfg")]
+        config: PathBuf,
+        /// Overrides clientPort.
+        #[arg(long)]
+        client_port: Option<u16>,
+        /// Overrides clientPortAddress.
+        #[arg(long)]
+        client_port_address: Option<String>,
+        /// Overrides dataDir (and dataLogDir when it was not set separately).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ZKD_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Commands::Serve {
+            config,
+            client_port,
+            client_port_address,
+            data_dir,
+        } => {
+            let mut cfg = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(port) = client_port {
+                cfg.client_port = port;
+            }
+            if let Some(addr) = client_port_address {
+                cfg.client_port_address = Some(addr);
+            }
+            if let Some(dir) = data_dir {
+                if cfg.data_log_dir == cfg.data_dir {
+                    cfg.data_log_dir = dir.clone();
+                }
+                cfg.data_dir = dir;
+            }
+            run(cfg)
+        }
+    }
+}
+
+fn run(config: Config) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let host = config
+            .client_port_address
+            .clone()
+            .unwrap_or_else(|| "0.0.0.0".into());
+        let listener =
+            match tokio::net::TcpListener::bind((host.as_str(), config.client_port)).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!("cannot listen on {host}:{}: {e}", config.client_port);
+                    return ExitCode::FAILURE;
+                }
+            };
+        tracing::info!(address = %host, port = config.client_port, "serving clients (standalone)");
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        match zkd_server::runtime::serve(config, listener, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!("stopping: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

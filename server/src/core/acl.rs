@@ -16,7 +16,12 @@ pub struct AuthIds {
 impl AuthIds {
     /// A connection from `remote_ip` holds `ip:<remote_ip>` from the start.
     pub fn for_remote(remote_ip: &str) -> AuthIds {
-        AuthIds { ids: vec![Id { scheme: "ip".into(), id: remote_ip.into() }] }
+        AuthIds {
+            ids: vec![Id {
+                scheme: "ip".into(),
+                id: remote_ip.into(),
+            }],
+        }
     }
 
     /// The identities, in the order they were added (ip first).
@@ -35,15 +40,26 @@ impl AuthIds {
     }
 
     /// Processes an auth packet. `Err(AuthFailed)` for an unknown scheme.
-    pub fn authenticate(&mut self, scheme: &str, auth: &[u8], super_digest: Option<&str>) -> Result<(), ErrorCode> {
+    pub fn authenticate(
+        &mut self,
+        scheme: &str,
+        auth: &[u8],
+        super_digest: Option<&str>,
+    ) -> Result<(), ErrorCode> {
         match scheme {
             "digest" => {
                 let id = digest_id(&String::from_utf8_lossy(auth));
                 if super_digest == Some(id.as_str()) {
-                    self.add(Id { scheme: "super".into(), id: String::new() });
+                    self.add(Id {
+                        scheme: "super".into(),
+                        id: String::new(),
+                    });
                 }
                 // Any credentials are accepted: a wrong password yields an id matching nothing.
-                self.add(Id { scheme: "digest".into(), id });
+                self.add(Id {
+                    scheme: "digest".into(),
+                    id,
+                });
                 Ok(())
             }
             "ip" => Ok(()),
@@ -60,8 +76,14 @@ impl AuthIds {
             let id = &a.id;
             match id.scheme.as_str() {
                 "world" => id.id == "anyone",
-                "digest" => self.ids.iter().any(|h| h.scheme == "digest" && h.id == id.id),
-                "ip" => self.ids.iter().any(|h| h.scheme == "ip" && ip_matches(&h.id, &id.id)),
+                "digest" => self
+                    .ids
+                    .iter()
+                    .any(|h| h.scheme == "digest" && h.id == id.id),
+                "ip" => self
+                    .ids
+                    .iter()
+                    .any(|h| h.scheme == "ip" && ip_matches(&h.id, &id.id)),
                 _ => false,
             }
         })
@@ -86,7 +108,10 @@ impl AuthIds {
                     let mut any = false;
                     for id in self.ids.iter().filter(|id| id.scheme == "digest") {
                         any = true;
-                        push(Acl { perms: a.perms, id: id.clone() });
+                        push(Acl {
+                            perms: a.perms,
+                            id: id.clone(),
+                        });
                     }
                     if !any {
                         return Err(ErrorCode::InvalidAcl);
@@ -105,7 +130,10 @@ impl AuthIds {
 pub fn digest_id(user_password: &str) -> String {
     let user = user_password.split(':').next().unwrap_or("");
     let hash = Sha1::digest(user_password.as_bytes());
-    format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash))
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
 }
 
 /// The user name `whoAmI` shows for an identity.
@@ -122,7 +150,13 @@ pub fn mask_digests(acl: &[Acl]) -> Vec<Acl> {
         .map(|a| match a.id.scheme.as_str() {
             "digest" => {
                 let user = a.id.id.split(':').next().unwrap_or("");
-                Acl { perms: a.perms, id: Id { scheme: "digest".into(), id: format!("{user}:x") } }
+                Acl {
+                    perms: a.perms,
+                    id: Id {
+                        scheme: "digest".into(),
+                        id: format!("{user}:x"),
+                    },
+                }
             }
             _ => a.clone(),
         })
@@ -183,7 +217,13 @@ mod tests {
     #[test]
     fn auth_scheme_needs_an_authenticated_id() {
         let mut ids = AuthIds::for_remote("127.0.0.1");
-        let auth = Acl { perms: 31, id: Id { scheme: "auth".into(), id: String::new() } };
+        let auth = Acl {
+            perms: 31,
+            id: Id {
+                scheme: "auth".into(),
+                id: String::new(),
+            },
+        };
         assert_eq!(ids.fix_up(&[auth.clone()]), Err(ErrorCode::InvalidAcl));
         ids.authenticate("digest", b"user:pass", None).unwrap();
         let fixed = ids.fix_up(&[auth]).unwrap();

@@ -24,9 +24,17 @@ pub enum ConnState {
 pub enum Queued {
     /// A read to execute once everything before it has been answered, so it
     /// sees its own session's earlier writes.
-    Read { xid: i32, request: ClientRequest, received_ms: u64 },
+    Read {
+        xid: i32,
+        request: ClientRequest,
+        received_ms: u64,
+    },
     /// A write whose reply is known once its txn is applied.
-    Write { zxid: Zxid, reply: Option<Bytes>, received_ms: u64 },
+    Write {
+        zxid: Zxid,
+        reply: Option<Bytes>,
+        received_ms: u64,
+    },
     /// A reply that is already built.
     Ready(Bytes),
 }
@@ -52,6 +60,7 @@ pub struct ConnStats {
 #[derive(Debug)]
 pub struct Conn {
     pub remote_ip: String,
+    pub remote_port: u16,
     pub auth: AuthIds,
     pub state: ConnState,
     /// Whether the ConnectRequest carried the readOnly byte.
@@ -66,8 +75,9 @@ pub struct Conn {
 
 impl Conn {
     /// A fresh connection from `remote_ip`.
-    pub fn new(remote_ip: String) -> Conn {
+    pub fn new(remote_ip: String, remote_port: u16) -> Conn {
         Conn {
+            remote_port,
             auth: AuthIds::for_remote(&remote_ip),
             remote_ip,
             state: ConnState::AwaitingHandshake,
@@ -90,7 +100,11 @@ impl Conn {
     /// Records one answered request's latency.
     pub fn record_latency(&mut self, latency_ms: u64) {
         let s = &mut self.stats;
-        s.min_latency_ms = if s.replies == 0 { latency_ms } else { s.min_latency_ms.min(latency_ms) };
+        s.min_latency_ms = if s.replies == 0 {
+            latency_ms
+        } else {
+            s.min_latency_ms.min(latency_ms)
+        };
         s.max_latency_ms = s.max_latency_ms.max(latency_ms);
         s.total_latency_ms += latency_ms;
         s.last_latency_ms = latency_ms;

@@ -16,7 +16,11 @@ use zkd_storage::{DataTree, Txn};
 #[derive(Clone, Debug)]
 pub(super) enum Origin {
     /// A client request on `conn`.
-    Client { conn: ConnId, xid: i32, op: zkd_protocol::OpCode },
+    Client {
+        conn: ConnId,
+        xid: i32,
+        op: zkd_protocol::OpCode,
+    },
     /// A new session for the connection that asked for it.
     CreateSession { conn: ConnId, timeout_ms: i32 },
     /// The session table expired a session.
@@ -99,15 +103,22 @@ impl Node {
             self.snapshot_after = self.next_snapshot_threshold();
             let zxid = self.tree.last_zxid();
             tracing::info!(%zxid, "taking snapshot");
-            self.commands.push_back(Command::Snapshot { zxid, image: self.tree.to_image() });
+            self.commands.push_back(Command::Snapshot {
+                zxid,
+                image: self.tree.to_image(),
+            });
         }
     }
 
     /// Feeds one event to the state machine.
     pub fn handle_event(&mut self, now: Now, event: Event) {
         match event {
-            Event::Connected { conn, remote_ip } => {
-                self.conns.insert(conn, Conn::new(remote_ip));
+            Event::Connected {
+                conn,
+                remote_ip,
+                remote_port,
+            } => {
+                self.conns.insert(conn, Conn::new(remote_ip, remote_port));
             }
             Event::Handshake { conn, request } => self.handshake(now, conn, request),
             Event::Request { conn, frame } => self.request_frame(now, conn, frame),
@@ -124,7 +135,9 @@ impl Node {
     /// The monotonic time at which `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
         let expiry = self.sessions.next_expiry_ms();
-        Some(expiry.map_or(self.next_container_check_ms, |e| e.min(self.next_container_check_ms)))
+        Some(expiry.map_or(self.next_container_check_ms, |e| {
+            e.min(self.next_container_check_ms)
+        }))
     }
 
     /// Expires sessions and sweeps containers whose time has come.
@@ -167,11 +180,16 @@ impl Node {
     }
 
     fn negotiate_timeout(&self, requested: i32) -> i32 {
-        requested.clamp(self.config.min_session_timeout_ms, self.config.max_session_timeout_ms)
+        requested.clamp(
+            self.config.min_session_timeout_ms,
+            self.config.max_session_timeout_ms,
+        )
     }
 
     fn handshake(&mut self, now: Now, conn: ConnId, request: ConnectRequest) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         if c.state != ConnState::AwaitingHandshake {
             return self.close(conn);
         }
@@ -187,10 +205,17 @@ impl Node {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.state = ConnState::CreatingSession(session);
             }
-            let body = zkd_storage::TxnBody::CreateSession(zkd_protocol::records::CreateSessionTxn {
-                time_out: timeout_ms,
-            });
-            self.start_txn(now, session.0, 0, body, Origin::CreateSession { conn, timeout_ms });
+            let body =
+                zkd_storage::TxnBody::CreateSession(zkd_protocol::records::CreateSessionTxn {
+                    time_out: timeout_ms,
+                });
+            self.start_txn(
+                now,
+                session.0,
+                0,
+                body,
+                Origin::CreateSession { conn, timeout_ms },
+            );
         } else {
             self.reattach(now, conn, &request, timeout_ms);
         }
@@ -204,7 +229,8 @@ impl Node {
                 self.close(old);
             }
         }
-        let valid = request.passwd.as_ref() == session_password(session.0) && self.sessions.is_live(session);
+        let valid = request.passwd.as_ref() == session_password(session.0)
+            && self.sessions.is_live(session);
         if !valid {
             tracing::info!(%session, "refusing reattach: session expired or wrong password");
             self.send_connect_response(conn, 0, SessionId(0));
@@ -215,9 +241,20 @@ impl Node {
         self.establish(now, conn, session);
     }
 
-    pub(super) fn send_connect_response(&mut self, conn: ConnId, timeout_ms: i32, session: SessionId) {
-        let Some(c) = self.conns.get(&conn) else { return };
-        let passwd = if session.0 == 0 { [0u8; 16] } else { session_password(session.0) };
+    pub(super) fn send_connect_response(
+        &mut self,
+        conn: ConnId,
+        timeout_ms: i32,
+        session: SessionId,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let passwd = if session.0 == 0 {
+            [0u8; 16]
+        } else {
+            session_password(session.0)
+        };
         let response = ConnectResponse {
             protocol_version: 0,
             time_out: timeout_ms,
@@ -230,7 +267,9 @@ impl Node {
     }
 
     pub(super) fn establish(&mut self, now: Now, conn: ConnId, session: SessionId) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         c.state = ConnState::Established(session);
         c.stats.established_ms = now.wall_ms;
         let backlog = std::mem::take(&mut c.backlog);
@@ -268,6 +307,16 @@ impl Node {
     /// Resets server-wide counters (`srst`).
     pub fn reset_stats(&mut self) {
         self.stats = ServerStats::default();
+    }
+
+    /// Resets per-connection counters (`crst`).
+    pub fn reset_connection_stats(&mut self) {
+        for conn in self.conns.values_mut() {
+            conn.stats = super::connection::ConnStats {
+                established_ms: conn.stats.established_ms,
+                ..Default::default()
+            };
+        }
     }
 
     /// Number of requests waiting for their txn to be applied.

@@ -15,7 +15,9 @@ impl Node {
     /// Storage reports every txn up to `zxid` durable: apply them in order.
     pub(super) fn persisted(&mut self, now: Now, zxid: Zxid) {
         while self.in_flight.front().is_some_and(|f| f.txn.zxid() <= zxid) {
-            let Some(InFlight { txn, origin }) = self.in_flight.pop_front() else { break };
+            let Some(InFlight { txn, origin }) = self.in_flight.pop_front() else {
+                break;
+            };
             let (outcome, triggers) = self.tree.apply(&txn);
             self.pending.applied(txn.zxid());
             self.fire(txn.zxid(), &triggers);
@@ -30,10 +32,16 @@ impl Node {
         for trigger in triggers {
             let conns = self.watches.trigger(&trigger.path, trigger.event);
             for conn in conns {
-                let allowed = self.conns.get(&conn).is_some_and(|c| c.auth.allows(&trigger.acl, Perms::READ));
+                let allowed = self
+                    .conns
+                    .get(&conn)
+                    .is_some_and(|c| c.auth.allows(&trigger.acl, Perms::READ));
                 if allowed {
                     // 3.9 sends the txn's zxid (ZOOKEEPER-4655); 3.8 sent -1.
-                    self.send(conn, reply::notification(zxid.0, trigger.event, &trigger.path));
+                    self.send(
+                        conn,
+                        reply::notification(zxid.0, trigger.event, &trigger.path),
+                    );
                 }
             }
         }
@@ -77,7 +85,9 @@ impl Node {
     }
 
     fn complete_write(&mut self, now: Now, conn: ConnId, zxid: Zxid, frame: bytes::Bytes) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         let slot = c.queue.iter_mut().find_map(|q| match q {
             Queued::Write { zxid: z, reply, .. } if *z == zxid => Some(reply),
             _ => None,

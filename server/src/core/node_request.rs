@@ -20,7 +20,9 @@ const MAX_BACKLOG: usize = 1000;
 
 impl Node {
     pub(super) fn request_frame(&mut self, now: Now, conn: ConnId, frame: Bytes) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         let session = match c.state {
             ConnState::Established(s) => s,
             ConnState::CreatingSession(_) if c.backlog.len() < MAX_BACKLOG => {
@@ -37,10 +39,15 @@ impl Node {
         match ClientRequest::decode_frame(frame) {
             Ok((header, request)) => self.request(now, conn, session, header.xid, request),
             Err(RequestError::NoHeader) => self.close(conn),
-            Err(RequestError::Unimplemented { xid, .. }) => self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented),
+            Err(RequestError::Unimplemented { xid, .. }) => {
+                self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented)
+            }
             Err(RequestError::Marshalling { xid, .. }) => {
                 let zxid = self.tree.last_zxid().0;
-                self.enqueue(conn, Queued::Ready(reply::bare(xid, zxid, ErrorCode::MarshallingError.code())));
+                self.enqueue(
+                    conn,
+                    Queued::Ready(reply::bare(xid, zxid, ErrorCode::MarshallingError.code())),
+                );
             }
         }
         self.flush(now, conn);
@@ -59,7 +66,14 @@ impl Node {
         }
     }
 
-    fn request(&mut self, now: Now, conn: ConnId, session: SessionId, xid: i32, request: ClientRequest) {
+    fn request(
+        &mut self,
+        now: Now,
+        conn: ConnId,
+        session: SessionId,
+        xid: i32,
+        request: ClientRequest,
+    ) {
         let op = request.op_code();
         if let Some(c) = self.conns.get_mut(&conn) {
             c.stats.last_op = op.short_name();
@@ -67,40 +81,72 @@ impl Node {
         }
         if !self.sessions.is_live(session) {
             let zxid = self.tree.last_zxid().0;
-            return self.enqueue(conn, Queued::Ready(reply::bare(xid, zxid, ErrorCode::SessionExpired.code())));
+            return self.enqueue(
+                conn,
+                Queued::Ready(reply::bare(xid, zxid, ErrorCode::SessionExpired.code())),
+            );
         }
         match request {
-            ClientRequest::Auth(packet) => self.authenticate(conn, xid, &packet.scheme, &packet.auth),
+            ClientRequest::Auth(packet) => {
+                self.authenticate(conn, xid, &packet.scheme, &packet.auth)
+            }
             // SASL is not offered: ZooKeeper without a SASL provider fails the auth and closes.
             ClientRequest::Sasl(_) => self.answer_then_close(conn, xid, 0, ErrorCode::AuthFailed),
             // 3.9.3+ (ZOOKEEPER-2623): a top-level check is refused and the connection closed.
-            ClientRequest::Check(_) => self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented),
+            ClientRequest::Check(_) => {
+                self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented)
+            }
             ClientRequest::Multi(ref m) if m.ops.iter().any(has_bad_create_flags) => {
                 let zxid = self.tree.last_zxid().0;
-                self.enqueue(conn, Queued::Ready(reply::bare(xid, zxid, ErrorCode::MarshallingError.code())));
+                self.enqueue(
+                    conn,
+                    Queued::Ready(reply::bare(xid, zxid, ErrorCode::MarshallingError.code())),
+                );
             }
             r if r.is_write() => self.start_write(now, conn, session, xid, r),
-            r => self.enqueue(conn, Queued::Read { xid, request: r, received_ms: now.mono_ms }),
+            r => self.enqueue(
+                conn,
+                Queued::Read {
+                    xid,
+                    request: r,
+                    received_ms: now.mono_ms,
+                },
+            ),
         }
     }
 
     fn authenticate(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8]) {
         let super_digest = self.config.super_digest.clone();
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         match c.auth.authenticate(scheme, auth, super_digest.as_deref()) {
             Ok(()) => self.enqueue(conn, Queued::Ready(reply::bare(xid, 0, 0))),
             Err(code) => self.answer_then_close(conn, xid, 0, code),
         }
     }
 
-    fn start_write(&mut self, now: Now, conn: ConnId, session: SessionId, xid: i32, request: ClientRequest) {
+    fn start_write(
+        &mut self,
+        now: Now,
+        conn: ConnId,
+        session: SessionId,
+        xid: i32,
+        request: ClientRequest,
+    ) {
         let op = request.op_code();
         let zxid = self.last_assigned.next();
         let body = if let ClientRequest::CloseSession = request {
             self.sessions.set_closing(session);
-            TxnBody::CloseSession(CloseSessionTxn { paths2_delete: self.tree.ephemerals_of(session.0) })
+            TxnBody::CloseSession(CloseSessionTxn {
+                paths2_delete: self.tree.ephemerals_of(session.0),
+            })
         } else {
-            let auth = self.conns.get(&conn).map(|c| c.auth.clone()).unwrap_or_default();
+            let auth = self
+                .conns
+                .get(&conn)
+                .map(|c| c.auth.clone())
+                .unwrap_or_default();
             let mut prep = self.prep(now, &auth, session.0, zxid.0);
             let body = prep_request(&mut prep, &request);
             let changes = std::mem::take(&mut prep.scratch);
@@ -108,11 +154,24 @@ impl Node {
             self.pending.record(zxid, changes);
             body
         };
-        self.enqueue(conn, Queued::Write { zxid, reply: None, received_ms: now.mono_ms });
+        self.enqueue(
+            conn,
+            Queued::Write {
+                zxid,
+                reply: None,
+                received_ms: now.mono_ms,
+            },
+        );
         self.start_txn(now, session.0, xid, body, Origin::Client { conn, xid, op });
     }
 
-    fn prep<'a>(&'a self, now: Now, auth: &'a super::acl::AuthIds, session: i64, zxid: i64) -> Prep<'a> {
+    fn prep<'a>(
+        &'a self,
+        now: Now,
+        auth: &'a super::acl::AuthIds,
+        session: i64,
+        zxid: i64,
+    ) -> Prep<'a> {
         Prep {
             tree: &self.tree,
             pending: &self.pending,
@@ -126,7 +185,14 @@ impl Node {
     }
 
     /// Assigns the next zxid, stamps the time and hands the txn to storage.
-    pub(super) fn start_txn(&mut self, now: Now, session: i64, cxid: i32, body: TxnBody, origin: Origin) {
+    pub(super) fn start_txn(
+        &mut self,
+        now: Now,
+        session: i64,
+        cxid: i32,
+        body: TxnBody,
+        origin: Origin,
+    ) {
         self.last_assigned = self.last_assigned.next();
         let header = TxnHeader {
             client_id: session,
@@ -136,14 +202,21 @@ impl Node {
             r#type: body.type_code(),
         };
         let txn = Txn { header, body };
-        self.commands.push_back(Command::Persist { txn: txn.clone() });
+        self.commands
+            .push_back(Command::Persist { txn: txn.clone() });
         self.in_flight.push_back(InFlight { txn, origin });
     }
 
     pub(super) fn start_close_session(&mut self, now: Now, session: SessionId, origin: Origin) {
         self.sessions.set_closing(session);
         let paths2_delete = self.tree.ephemerals_of(session.0);
-        self.start_txn(now, session.0, 0, TxnBody::CloseSession(CloseSessionTxn { paths2_delete }), origin);
+        self.start_txn(
+            now,
+            session.0,
+            0,
+            TxnBody::CloseSession(CloseSessionTxn { paths2_delete }),
+            origin,
+        );
     }
 
     /// Deletes empty containers and expired TTL nodes, as the leader's ContainerManager does.
@@ -153,7 +226,9 @@ impl Node {
             let auth = super::acl::AuthIds::default();
             let mut prep = self.prep(now, &auth, 0, zxid.0);
             // Validation against pending changes skips nodes a client is already changing.
-            let Ok(body) = prep.delete(&path, -1, true) else { continue };
+            let Ok(body) = prep.delete(&path, -1, true) else {
+                continue;
+            };
             let changes = std::mem::take(&mut prep.scratch);
             self.pending.record(zxid, changes);
             tracing::debug!(path, "deleting expired container or TTL node");
@@ -165,19 +240,32 @@ impl Node {
     /// executing reads when their turn comes.
     pub(super) fn flush(&mut self, now: Now, conn: ConnId) {
         loop {
-            let Some(c) = self.conns.get_mut(&conn) else { return };
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
             let (frames, received_ms) = match c.queue.front_mut() {
                 None => break,
                 Some(Queued::Write { reply: None, .. }) => return,
                 Some(Queued::Write { reply: Some(_), .. }) | Some(Queued::Ready(_)) => {
                     match c.queue.pop_front() {
-                        Some(Queued::Write { reply: Some(frame), received_ms, .. }) => (vec![frame], Some(received_ms)),
+                        Some(Queued::Write {
+                            reply: Some(frame),
+                            received_ms,
+                            ..
+                        }) => (vec![frame], Some(received_ms)),
                         Some(Queued::Ready(frame)) => (vec![frame], None),
                         _ => return,
                     }
                 }
                 Some(Queued::Read { .. }) => {
-                    let Some(Queued::Read { xid, request, received_ms }) = c.queue.pop_front() else { return };
+                    let Some(Queued::Read {
+                        xid,
+                        request,
+                        received_ms,
+                    }) = c.queue.pop_front()
+                    else {
+                        return;
+                    };
                     (self.execute_read(conn, xid, &request), Some(received_ms))
                 }
             };
@@ -205,9 +293,17 @@ impl Node {
     }
 
     fn execute_read(&mut self, conn: ConnId, xid: i32, request: &ClientRequest) -> Vec<Bytes> {
-        let Some(c) = self.conns.get(&conn) else { return Vec::new() };
+        let Some(c) = self.conns.get(&conn) else {
+            return Vec::new();
+        };
         let session = c.session().map_or(0, |s| s.0);
-        let mut ctx = ReadCtx { tree: &self.tree, watches: &mut self.watches, auth: &c.auth, conn, session };
+        let mut ctx = ReadCtx {
+            tree: &self.tree,
+            watches: &mut self.watches,
+            auth: &c.auth,
+            conn,
+            session,
+        };
         ctx.execute(xid, request)
     }
 }
@@ -226,7 +322,12 @@ fn prep_request(prep: &mut Prep<'_>, request: &ClientRequest) -> Result<TxnBody,
     match request {
         R::Create(op, r) => prep.create(*op, r, -1),
         R::CreateTtl(r) => {
-            let plain = CreateRequest { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags };
+            let plain = CreateRequest {
+                path: r.path.clone(),
+                data: r.data.clone(),
+                acl: r.acl.clone(),
+                flags: r.flags,
+            };
             prep.create(OpCode::CreateTtl, &plain, r.ttl)
         }
         R::Delete(r) => prep.delete(&r.path, r.version, false),

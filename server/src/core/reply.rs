@@ -35,6 +35,10 @@ pub fn bare(xid: i32, zxid: i64, err: i32) -> Bytes {
 
 /// A watch notification.
 pub fn notification(zxid: i64, event: EventType, path: &str) -> Bytes {
-    let event = WatcherEvent { r#type: event as i32, state: SYNC_CONNECTED, path: path.to_owned() };
+    let event = WatcherEvent {
+        r#type: event as i32,
+        state: SYNC_CONNECTED,
+        path: path.to_owned(),
+    };
     with_record(NOTIFICATION_XID, zxid, &event)
 }

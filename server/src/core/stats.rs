@@ -14,7 +14,11 @@ pub struct ServerStats {
 impl ServerStats {
     /// Records one answered request.
     pub fn record_latency(&mut self, latency_ms: u64) {
-        self.min_latency_ms = if self.replies == 0 { latency_ms } else { self.min_latency_ms.min(latency_ms) };
+        self.min_latency_ms = if self.replies == 0 {
+            latency_ms
+        } else {
+            self.min_latency_ms.min(latency_ms)
+        };
         self.max_latency_ms = self.max_latency_ms.max(latency_ms);
         self.total_latency_ms += latency_ms;
         self.replies += 1;

@@ -21,10 +21,17 @@ pub struct Now {
 /// Something that happened, fed to [`crate::core::Node::handle_event`].
 #[derive(Clone, Debug)]
 pub enum Event {
-    /// A client connected from `remote_ip`.
-    Connected { conn: ConnId, remote_ip: String },
+    /// A client connected from `remote_ip:remote_port`.
+    Connected {
+        conn: ConnId,
+        remote_ip: String,
+        remote_port: u16,
+    },
     /// The first frame of a connection: its ConnectRequest.
-    Handshake { conn: ConnId, request: ConnectRequest },
+    Handshake {
+        conn: ConnId,
+        request: ConnectRequest,
+    },
     /// A later frame: RequestHeader and body, not yet decoded.
     Request { conn: ConnId, frame: Bytes },
     /// The connection closed (peer, error, or after a Close command).

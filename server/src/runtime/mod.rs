@@ -1,1 +1,325 @@
-//! runtime
+//! The tokio side: the only place with sockets, spawns, `select!`, the clock
+//! and sled calls. One node-loop task owns the core `Node`; connection tasks
+//! and the storage thread talk to it over bounded channels.
+//!
+//! ```text
+//! accept ─▶ connection task ──Inbound──▶ node loop ──Outgoing──▶ connection writer
+//!                                          │  ▲
+//!                          StorageJob ─────┘  └──── StorageReport (Persisted)
+//!                            storage thread (append, group-commit fsync, snapshots)
+//! ```
+
+pub mod clock;
+pub mod connection;
+pub mod four_letter;
+pub mod recovery;
+pub mod storage_worker;
+
+use crate::config::Config;
+use crate::core::{Command, ConnId, CoreConfig, Event, Node};
+use bytes::Bytes;
+use clock::Clock;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use storage_worker::{StorageJob, StorageReport};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use zkd_protocol::records::ConnectRequest;
+use zkd_storage::SledStorage;
+
+/// Messages from connection tasks to the node loop.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A client completed the TCP handshake and sent a ConnectRequest.
+    Connected {
+        conn: ConnId,
+        remote_ip: String,
+        remote_port: u16,
+        outgoing: mpsc::UnboundedSender<Outgoing>,
+    },
+    /// Its ConnectRequest.
+    Handshake {
+        conn: ConnId,
+        request: ConnectRequest,
+    },
+    /// A request frame.
+    Frame { conn: ConnId, frame: Bytes },
+    /// The socket closed.
+    Disconnected { conn: ConnId },
+    /// A four-letter word to answer.
+    FourLetterWord {
+        word: String,
+        reply: oneshot::Sender<String>,
+    },
+}
+
+/// Messages from the node loop to a connection's writer.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A frame to write.
+    Frame(Bytes),
+    /// Flush and close.
+    Close,
+}
+
+/// Why the server stopped.
+#[derive(Debug)]
+pub enum ServeError {
+    /// Storage failed or is corrupt: restart from disk.
+    Storage(String),
+    /// The listener failed.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Storage(e) => write!(f, "storage: {e}"),
+            ServeError::Io(e) => write!(f, "io: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// Capacity of the channel from connections to the node loop.
+const INBOUND_CAPACITY: usize = 8192;
+
+/// The core settings derived from a validated config.
+pub fn core_config(config: &Config) -> CoreConfig {
+    CoreConfig {
+        server_id: if config.is_quorum() {
+            config.my_id.unwrap_or(1) as u8
+        } else {
+            1
+        },
+        tick_ms: config.tick_time_ms,
+        min_session_timeout_ms: config.min_session_timeout_ms,
+        max_session_timeout_ms: config.max_session_timeout_ms,
+        extended_types: config.extended_types_enabled,
+        super_digest: config.super_digest.clone(),
+        snap_count: config.snap_count,
+        container_check_interval_ms: config.container_check_interval_ms,
+        seed: config.my_id.unwrap_or(1),
+    }
+}
+
+/// Serves clients on `listener` until `shutdown` completes or storage fails.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let storage = SledStorage::open(&config.data_dir, &config.data_log_dir)
+        .map_err(|e| ServeError::Storage(e.to_string()))?;
+    let tree = recovery::recover(&storage).map_err(|e| ServeError::Storage(e.to_string()))?;
+    let clock = Clock::new();
+    let node = Node::new(core_config(&config), tree, clock.now());
+
+    let (job_tx, job_rx) = std::sync::mpsc::channel();
+    let (report_tx, report_rx) = mpsc::unbounded_channel();
+    let worker_storage = storage.clone();
+    let retain = config.autopurge_snap_retain_count;
+    let worker = std::thread::Builder::new()
+        .name("zkd-storage".into())
+        .spawn(move || storage_worker::run(worker_storage, retain, job_rx, report_tx))
+        .map_err(ServeError::Io)?;
+
+    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    let settings = connection::ConnectionSettings {
+        max_frame: config.jute_max_buffer,
+    };
+    let acceptor = tokio::spawn(accept_loop(
+        listener,
+        inbound_tx,
+        settings,
+        config.max_client_cnxns,
+    ));
+    let info = four_letter::ServerInfo::new(config, storage, clock);
+    let mut node_loop = NodeLoop {
+        node,
+        clock,
+        jobs: job_tx,
+        conns: BTreeMap::new(),
+        info,
+    };
+    let result = node_loop.run(inbound_rx, report_rx, shutdown).await;
+    acceptor.abort();
+    drop(node_loop);
+    // The worker drains queued jobs and exits when its channel closes.
+    let _ = worker.join();
+    result
+}
+
+struct NodeLoop {
+    node: Node,
+    clock: Clock,
+    jobs: std::sync::mpsc::Sender<StorageJob>,
+    conns: BTreeMap<ConnId, mpsc::UnboundedSender<Outgoing>>,
+    info: four_letter::ServerInfo,
+}
+
+impl NodeLoop {
+    async fn run(
+        &mut self,
+        mut inbound: mpsc::Receiver<Inbound>,
+        mut reports: mpsc::UnboundedReceiver<StorageReport>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServeError> {
+        tokio::pin!(shutdown);
+        loop {
+            let deadline = self.node.poll_timeout().map(|ms| self.clock.instant_at(ms));
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // biased: storage reports first so replies are not starved by new requests.
+            // Every arm is cancel-safe: channel receives lose nothing when another arm wins.
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => return Ok(()),
+                report = reports.recv() => match report {
+                    Some(StorageReport::Persisted(zxid)) => self.node.handle_event(self.clock.now(), Event::Persisted { zxid }),
+                    Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
+                    None => return Err(ServeError::Storage("storage worker stopped".into())),
+                },
+                msg = inbound.recv() => match msg {
+                    Some(msg) => self.inbound(msg),
+                    None => return Ok(()),
+                },
+                _ = sleep => self.node.handle_timeout(self.clock.now()),
+            }
+            self.route_commands()?;
+        }
+    }
+
+    fn inbound(&mut self, msg: Inbound) {
+        let now = self.clock.now();
+        match msg {
+            Inbound::Connected {
+                conn,
+                remote_ip,
+                remote_port,
+                outgoing,
+            } => {
+                self.conns.insert(conn, outgoing);
+                self.node.handle_event(
+                    now,
+                    Event::Connected {
+                        conn,
+                        remote_ip,
+                        remote_port,
+                    },
+                );
+            }
+            Inbound::Handshake { conn, request } => self
+                .node
+                .handle_event(now, Event::Handshake { conn, request }),
+            Inbound::Frame { conn, frame } => {
+                self.node.handle_event(now, Event::Request { conn, frame })
+            }
+            Inbound::Disconnected { conn } => {
+                self.conns.remove(&conn);
+                self.node.handle_event(now, Event::Disconnected { conn });
+            }
+            Inbound::FourLetterWord { word, reply } => {
+                let _ = reply.send(self.info.answer(&word, &mut self.node));
+            }
+        }
+    }
+
+    fn route_commands(&mut self) -> Result<(), ServeError> {
+        let commands: Vec<Command> = self.node.drain_commands().collect();
+        for command in commands {
+            match command {
+                Command::Send { conn, frame } => {
+                    if let Some(out) = self.conns.get(&conn) {
+                        let _ = out.send(Outgoing::Frame(frame));
+                    }
+                }
+                Command::Close { conn } => {
+                    if let Some(out) = self.conns.remove(&conn) {
+                        let _ = out.send(Outgoing::Close);
+                    }
+                }
+                Command::Persist { txn } => self.submit(StorageJob::Persist(txn))?,
+                Command::Snapshot { zxid, image } => {
+                    self.submit(StorageJob::Snapshot { zxid, image })?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn submit(&self, job: StorageJob) -> Result<(), ServeError> {
+        self.jobs
+            .send(job)
+            .map_err(|_| ServeError::Storage("storage worker stopped".into()))
+    }
+}
+
+/// Per-IP connection counts, for maxClientCnxns.
+type IpCounts = Arc<Mutex<HashMap<IpAddr, u32>>>;
+
+struct IpSlot {
+    counts: IpCounts,
+    ip: IpAddr,
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = counts.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    inbound: mpsc::Sender<Inbound>,
+    settings: connection::ConnectionSettings,
+    max_per_ip: u32,
+) {
+    let counts: IpCounts = Arc::default();
+    let mut next_conn = 0u64;
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let slot = {
+            let mut map = counts.lock().unwrap_or_else(|e| e.into_inner());
+            let n = map.entry(addr.ip()).or_insert(0);
+            if max_per_ip != 0 && *n >= max_per_ip {
+                tracing::warn!(ip = %addr.ip(), max_per_ip, "too many connections from one address");
+                continue;
+            }
+            *n += 1;
+            IpSlot {
+                counts: counts.clone(),
+                ip: addr.ip(),
+            }
+        };
+        next_conn += 1;
+        let conn = ConnId(next_conn);
+        let inbound = inbound.clone();
+        let settings = settings.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            connection::serve(stream, conn, inbound, settings).await;
+        });
+    }
+}

@@ -6,28 +6,48 @@ use zkd_protocol::OpCode;
 use zkd_storage::{TxnBody, TxnOutcome};
 
 /// The reply to a write request with opcode `op`, once its txn `body` was applied.
-pub fn write_reply(xid: i32, zxid: i64, op: OpCode, body: &TxnBody, outcome: &TxnOutcome) -> bytes::Bytes {
+pub fn write_reply(
+    xid: i32,
+    zxid: i64,
+    op: OpCode,
+    body: &TxnBody,
+    outcome: &TxnOutcome,
+) -> bytes::Bytes {
     match outcome {
         TxnOutcome::Error(code) => reply::bare(xid, zxid, *code),
         TxnOutcome::Created { path, stat } if op == OpCode::Create => {
             reply::with_record(xid, zxid, &CreateResponse { path: path.clone() })
         }
-        TxnOutcome::Created { path, stat } => {
-            reply::with_record(xid, zxid, &Create2Response { path: path.clone(), stat: stat.clone() })
+        TxnOutcome::Created { path, stat } => reply::with_record(
+            xid,
+            zxid,
+            &Create2Response {
+                path: path.clone(),
+                stat: stat.clone(),
+            },
+        ),
+        TxnOutcome::DataSet { stat } => {
+            reply::with_record(xid, zxid, &SetDataResponse { stat: stat.clone() })
         }
-        TxnOutcome::DataSet { stat } => reply::with_record(xid, zxid, &SetDataResponse { stat: stat.clone() }),
-        TxnOutcome::AclSet { stat } => reply::with_record(xid, zxid, &SetAclResponse { stat: stat.clone() }),
+        TxnOutcome::AclSet { stat } => {
+            reply::with_record(xid, zxid, &SetAclResponse { stat: stat.clone() })
+        }
         TxnOutcome::Multi(outcomes) => {
             let subs: &[TxnBody] = match body {
                 TxnBody::Multi(subs) => subs,
                 _ => &[],
             };
-            let results = subs.iter().zip(outcomes).map(|(b, o)| multi_result(b, o)).collect();
+            let results = subs
+                .iter()
+                .zip(outcomes)
+                .map(|(b, o)| multi_result(b, o))
+                .collect();
             reply::with_record(xid, zxid, &MultiResponse { results })
         }
-        TxnOutcome::Deleted | TxnOutcome::Checked | TxnOutcome::SessionClosed | TxnOutcome::SessionCreated => {
-            reply::bare(xid, zxid, 0)
-        }
+        TxnOutcome::Deleted
+        | TxnOutcome::Checked
+        | TxnOutcome::SessionClosed
+        | TxnOutcome::SessionCreated => reply::bare(xid, zxid, 0),
     }
 }
 
@@ -39,11 +59,16 @@ fn multi_result(body: &TxnBody, outcome: &TxnOutcome) -> MultiResult {
         (TxnBody::Create(OpCode::Create, _), TxnOutcome::Created { path, .. }) => {
             MultiResult::Create { path: path.clone() }
         }
-        (_, TxnOutcome::Created { path, stat }) => MultiResult::Create2 { path: path.clone(), stat: stat.clone() },
+        (_, TxnOutcome::Created { path, stat }) => MultiResult::Create2 {
+            path: path.clone(),
+            stat: stat.clone(),
+        },
         (_, TxnOutcome::Deleted) => MultiResult::Delete,
         (_, TxnOutcome::DataSet { stat }) => MultiResult::SetData { stat: stat.clone() },
         (_, TxnOutcome::Checked) => MultiResult::Check,
         // Not produced by a multi; keep the reply well-formed anyway.
-        _ => MultiResult::Error { err: zkd_protocol::ErrorCode::SystemError.code() },
+        _ => MultiResult::Error {
+            err: zkd_protocol::ErrorCode::SystemError.code(),
+        },
     }
 }

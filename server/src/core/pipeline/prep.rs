@@ -12,7 +12,6 @@ use zkd_protocol::{CreateMode, ErrorCode, OpCode, Perms};
 use zkd_storage::data_tree::{ttl_owner, CONTAINER_OWNER, MAX_TTL_MS};
 use zkd_storage::{path, DataTree, TxnBody};
 
-
 /// The system nodes no client may delete.
 const UNDELETABLE: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"];
 
@@ -66,7 +65,11 @@ impl<'a> Prep<'a> {
         if mode.is_ttl() && !self.extended_types {
             return Err(ErrorCode::Unimplemented);
         }
-        let ttl_ok = if mode.is_ttl() { ttl > 0 && ttl <= MAX_TTL_MS } else { ttl < 0 };
+        let ttl_ok = if mode.is_ttl() {
+            ttl > 0 && ttl <= MAX_TTL_MS
+        } else {
+            ttl < 0
+        };
         if !ttl_ok {
             return Err(ErrorCode::BadArguments);
         }
@@ -114,7 +117,11 @@ impl<'a> Prep<'a> {
                 ttl,
             }),
             _ => TxnBody::Create(
-                if op == OpCode::Create { OpCode::Create } else { OpCode::Create2 },
+                if op == OpCode::Create {
+                    OpCode::Create
+                } else {
+                    OpCode::Create2
+                },
                 CreateTxn {
                     path: full,
                     data,
@@ -126,11 +133,19 @@ impl<'a> Prep<'a> {
         })
     }
 
-    fn record_create(&mut self, full: &str, mut parent: NodeMeta, cversion: i32, owner: i64, acl: &[Acl]) {
+    fn record_create(
+        &mut self,
+        full: &str,
+        mut parent: NodeMeta,
+        cversion: i32,
+        owner: i64,
+        acl: &[Acl],
+    ) {
         parent.stat.cversion = cversion;
         parent.stat.pzxid = self.zxid;
         parent.num_children += 1;
-        self.scratch.insert(path::parent(full).to_owned(), Some(parent));
+        self.scratch
+            .insert(path::parent(full).to_owned(), Some(parent));
         let stat = StatPersisted {
             czxid: self.zxid,
             mzxid: self.zxid,
@@ -140,7 +155,11 @@ impl<'a> Prep<'a> {
             pzxid: self.zxid,
             ..StatPersisted::default()
         };
-        let meta = NodeMeta { stat, num_children: 0, acl: Arc::new(acl.to_vec()) };
+        let meta = NodeMeta {
+            stat,
+            num_children: 0,
+            acl: Arc::new(acl.to_vec()),
+        };
         self.scratch.insert(full.to_owned(), Some(meta));
     }
 
@@ -173,7 +192,11 @@ impl<'a> Prep<'a> {
         parent.stat.pzxid = self.zxid;
         self.scratch.insert(parent_path, Some(parent));
         self.scratch.insert(p.to_owned(), None);
-        let op = if container { OpCode::DeleteContainer } else { OpCode::Delete };
+        let op = if container {
+            OpCode::DeleteContainer
+        } else {
+            OpCode::Delete
+        };
         Ok(TxnBody::Delete(op, DeleteTxn { path: p.to_owned() }))
     }
 
@@ -188,7 +211,11 @@ impl<'a> Prep<'a> {
         node.stat.mzxid = self.zxid;
         node.stat.mtime = self.time;
         self.scratch.insert(p.to_owned(), Some(node));
-        Ok(TxnBody::SetData(SetDataTxn { path: p.to_owned(), data: data.clone(), version: new_version }))
+        Ok(TxnBody::SetData(SetDataTxn {
+            path: p.to_owned(),
+            data: data.clone(),
+            version: new_version,
+        }))
     }
 
     /// setACL; the version is compared with the aversion.
@@ -202,7 +229,11 @@ impl<'a> Prep<'a> {
         node.stat.aversion = new_version;
         node.acl = Arc::new(acl.clone());
         self.scratch.insert(p.to_owned(), Some(node));
-        Ok(TxnBody::SetAcl(SetAclTxn { path: p.to_owned(), acl, version: new_version }))
+        Ok(TxnBody::SetAcl(SetAclTxn {
+            path: p.to_owned(),
+            acl,
+            version: new_version,
+        }))
     }
 
     /// check (inside a multi).
@@ -211,14 +242,22 @@ impl<'a> Prep<'a> {
         let node = self.require(p)?;
         self.check_perm(&node, Perms::READ)?;
         Self::check_version(version, node.stat.version)?;
-        Ok(TxnBody::Check(CheckVersionTxn { path: p.to_owned(), version }))
+        Ok(TxnBody::Check(CheckVersionTxn {
+            path: p.to_owned(),
+            version,
+        }))
     }
 
     fn multi_op(&mut self, op: &MultiOp) -> Outcome {
         match op {
             MultiOp::Create(code, r) => self.create(*code, r, -1),
             MultiOp::CreateTtl(r) => {
-                let req = CreateRequest { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags };
+                let req = CreateRequest {
+                    path: r.path.clone(),
+                    data: r.data.clone(),
+                    acl: r.acl.clone(),
+                    flags: r.flags,
+                };
                 self.create(OpCode::CreateTtl, &req, r.ttl)
             }
             MultiOp::Delete(r) => self.delete(&r.path, r.version, false),

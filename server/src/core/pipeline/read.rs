@@ -61,13 +61,22 @@ impl ReadCtx<'_> {
                 Err(code) => self.err(xid, code),
             },
             R::GetAcl(r) => self.get_acl(xid, &r.path),
-            R::Sync(r) => self.ok(xid, &SyncResponse { path: r.path.clone() }),
+            R::Sync(r) => self.ok(
+                xid,
+                &SyncResponse {
+                    path: r.path.clone(),
+                },
+            ),
             R::Ping => vec![reply::bare(reply::PING_XID, self.zxid(), 0)],
             R::GetEphemerals(r) => {
                 let prefix = r.prefix_path.as_str();
                 let all = prefix.is_empty() || prefix == "/";
-                let ephemerals =
-                    self.tree.ephemerals_of(self.session).into_iter().filter(|p| all || p.starts_with(prefix)).collect();
+                let ephemerals = self
+                    .tree
+                    .ephemerals_of(self.session)
+                    .into_iter()
+                    .filter(|p| all || p.starts_with(prefix))
+                    .collect();
                 self.ok(xid, &GetEphemeralsResponse { ephemerals })
             }
             R::GetAllChildrenNumber(r) => match self.readable(&r.path) {
@@ -96,7 +105,10 @@ impl ReadCtx<'_> {
                     .auth
                     .ids()
                     .iter()
-                    .map(|id| ClientInfo { auth_scheme: id.scheme.clone(), user: user_of(id) })
+                    .map(|id| ClientInfo {
+                        auth_scheme: id.scheme.clone(),
+                        user: user_of(id),
+                    })
                     .collect();
                 self.ok(xid, &WhoAmIResponse { client_info })
             }
@@ -115,12 +127,15 @@ impl ReadCtx<'_> {
         }
         match self.tree.node(path) {
             // 3.9.2+ (ZOOKEEPER-2590): exists needs READ on an existing node; 3.8.0 did not check.
-            Some(node) if !self.auth.allows(&node.acl, Perms::READ) => self.err(xid, ErrorCode::NoAuth),
+            Some(node) if !self.auth.allows(&node.acl, Perms::READ) => {
+                self.err(xid, ErrorCode::NoAuth)
+            }
             found => {
                 let stat = found.map(DataNode::stat);
                 if watch {
                     // A missing node still gets a watch: that is how NodeCreated fires.
-                    self.watches.add(Table::Data, path, self.conn, Mode::Standard);
+                    self.watches
+                        .add(Table::Data, path, self.conn, Mode::Standard);
                 }
                 match stat {
                     Some(stat) => self.ok(xid, &ExistsResponse { stat }),
@@ -136,7 +151,8 @@ impl ReadCtx<'_> {
             Err(code) => return self.err(xid, code),
         };
         if watch {
-            self.watches.add(Table::Data, path, self.conn, Mode::Standard);
+            self.watches
+                .add(Table::Data, path, self.conn, Mode::Standard);
         }
         self.ok(xid, &GetDataResponse { data, stat })
     }
@@ -145,29 +161,45 @@ impl ReadCtx<'_> {
         let node = self.readable(path)?;
         let out = (node.children.iter().cloned().collect(), node.stat());
         if watch {
-            self.watches.add(Table::Child, path, self.conn, Mode::Standard);
+            self.watches
+                .add(Table::Child, path, self.conn, Mode::Standard);
         }
         Ok(out)
     }
 
     fn get_acl(&self, xid: i32, path: &str) -> Frames {
-        let Some(node) = self.tree.node(path) else { return self.err(xid, ErrorCode::NoNode) };
+        let Some(node) = self.tree.node(path) else {
+            return self.err(xid, ErrorCode::NoNode);
+        };
         let admin = self.auth.allows(&node.acl, Perms::ADMIN);
         if !admin && !self.auth.allows(&node.acl, Perms::READ) {
             return self.err(xid, ErrorCode::NoAuth);
         }
-        let acl = if admin { node.acl.to_vec() } else { mask_digests(&node.acl) };
-        self.ok(xid, &GetAclResponse { acl, stat: node.stat() })
+        let acl = if admin {
+            node.acl.to_vec()
+        } else {
+            mask_digests(&node.acl)
+        };
+        self.ok(
+            xid,
+            &GetAclResponse {
+                acl,
+                stat: node.stat(),
+            },
+        )
     }
 
     fn add_watch(&mut self, xid: i32, r: &AddWatchRequest) -> Frames {
         match AddWatchMode::from_i32(r.mode) {
             Some(AddWatchMode::Persistent) => {
-                self.watches.add(Table::Data, &r.path, self.conn, Mode::Persistent);
-                self.watches.add(Table::Child, &r.path, self.conn, Mode::Persistent);
+                self.watches
+                    .add(Table::Data, &r.path, self.conn, Mode::Persistent);
+                self.watches
+                    .add(Table::Child, &r.path, self.conn, Mode::Persistent);
             }
             Some(AddWatchMode::PersistentRecursive) => {
-                self.watches.add(Table::Data, &r.path, self.conn, Mode::PersistentRecursive);
+                self.watches
+                    .add(Table::Data, &r.path, self.conn, Mode::PersistentRecursive);
             }
             None => return self.err(xid, ErrorCode::MarshallingError),
         }
@@ -200,28 +232,37 @@ impl ReadCtx<'_> {
             match self.tree.node(path) {
                 None => missed(EventType::NodeDeleted, path),
                 Some(n) if n.stat.mzxid > rel => missed(EventType::NodeDataChanged, path),
-                Some(_) => self.watches.add(Table::Data, path, self.conn, Mode::Standard),
+                Some(_) => self
+                    .watches
+                    .add(Table::Data, path, self.conn, Mode::Standard),
             }
         }
         for path in &r.exist_watches {
             match self.tree.node(path) {
                 Some(_) => missed(EventType::NodeCreated, path),
-                None => self.watches.add(Table::Data, path, self.conn, Mode::Standard),
+                None => self
+                    .watches
+                    .add(Table::Data, path, self.conn, Mode::Standard),
             }
         }
         for path in &r.child_watches {
             match self.tree.node(path) {
                 None => missed(EventType::NodeDeleted, path),
                 Some(n) if n.stat.pzxid > rel => missed(EventType::NodeChildrenChanged, path),
-                Some(_) => self.watches.add(Table::Child, path, self.conn, Mode::Standard),
+                Some(_) => self
+                    .watches
+                    .add(Table::Child, path, self.conn, Mode::Standard),
             }
         }
         for path in &r.persistent_watches {
-            self.watches.add(Table::Data, path, self.conn, Mode::Persistent);
-            self.watches.add(Table::Child, path, self.conn, Mode::Persistent);
+            self.watches
+                .add(Table::Data, path, self.conn, Mode::Persistent);
+            self.watches
+                .add(Table::Child, path, self.conn, Mode::Persistent);
         }
         for path in &r.persistent_recursive_watches {
-            self.watches.add(Table::Data, path, self.conn, Mode::PersistentRecursive);
+            self.watches
+                .add(Table::Data, path, self.conn, Mode::PersistentRecursive);
         }
         frames.push(reply::bare(xid, self.zxid(), 0));
         frames
@@ -230,12 +271,13 @@ impl ReadCtx<'_> {
     fn multi_read_op(&self, op: &MultiOp) -> MultiResult {
         // multiRead never sets watches, whatever the flag says.
         let result = match op {
-            MultiOp::GetData(r) => {
-                self.readable(&r.path).map(|n| MultiResult::GetData { data: n.data.clone(), stat: n.stat() })
-            }
-            MultiOp::GetChildren(r) => self
-                .readable(&r.path)
-                .map(|n| MultiResult::GetChildren { children: n.children.iter().cloned().collect() }),
+            MultiOp::GetData(r) => self.readable(&r.path).map(|n| MultiResult::GetData {
+                data: n.data.clone(),
+                stat: n.stat(),
+            }),
+            MultiOp::GetChildren(r) => self.readable(&r.path).map(|n| MultiResult::GetChildren {
+                children: n.children.iter().cloned().collect(),
+            }),
             _ => Err(ErrorCode::MarshallingError),
         };
         result.unwrap_or_else(|code| MultiResult::Error { err: code.code() })

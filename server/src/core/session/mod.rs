@@ -44,7 +44,12 @@ impl SessionTable {
         if next_id == i64::MIN {
             next_id += 1;
         }
-        SessionTable { tick_ms: tick_ms.max(1), sessions: BTreeMap::new(), buckets: BTreeMap::new(), next_id }
+        SessionTable {
+            tick_ms: tick_ms.max(1),
+            sessions: BTreeMap::new(),
+            buckets: BTreeMap::new(),
+            next_id,
+        }
     }
 
     /// Allocates a fresh session id.
@@ -56,7 +61,14 @@ impl SessionTable {
 
     /// Adds (or re-adds after recovery) a session that expires `timeout_ms` after `now_ms`.
     pub fn add(&mut self, id: SessionId, timeout_ms: i32, now_ms: u64) {
-        self.sessions.insert(id, Session { timeout_ms, expires_at_ms: 0, closing: false });
+        self.sessions.insert(
+            id,
+            Session {
+                timeout_ms,
+                expires_at_ms: 0,
+                closing: false,
+            },
+        );
         self.touch(id, now_ms);
     }
 
@@ -67,7 +79,9 @@ impl SessionTable {
 
     /// Pushes the session's expiry to `now + timeout`. False if it is unknown or closing.
     pub fn touch(&mut self, id: SessionId, now_ms: u64) -> bool {
-        let Some(session) = self.sessions.get(&id) else { return false };
+        let Some(session) = self.sessions.get(&id) else {
+            return false;
+        };
         if session.closing {
             return false;
         }
@@ -110,7 +124,9 @@ impl SessionTable {
 
     /// Marks a session closing: it stops being touched and serves no requests.
     pub fn set_closing(&mut self, id: SessionId) {
-        let Some(expiry) = self.sessions.get(&id).map(|s| s.expires_at_ms) else { return };
+        let Some(expiry) = self.sessions.get(&id).map(|s| s.expires_at_ms) else {
+            return;
+        };
         self.unbucket(id, expiry);
         if let Some(s) = self.sessions.get_mut(&id) {
             s.closing = true;

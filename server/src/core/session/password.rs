@@ -12,7 +12,9 @@ struct JavaRandom {
 
 impl JavaRandom {
     fn new(seed: i64) -> JavaRandom {
-        JavaRandom { seed: (seed as u64 ^ MULTIPLIER) & MASK }
+        JavaRandom {
+            seed: (seed as u64 ^ MULTIPLIER) & MASK,
+        }
     }
 
     fn next_int(&mut self) -> i32 {

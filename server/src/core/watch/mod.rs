@@ -52,20 +52,32 @@ impl WatchRegistry {
 
     /// Registers a watch; registering the same one twice is one watch.
     pub fn add(&mut self, table: Table, path: &str, conn: ConnId, mode: Mode) {
-        let modes = self.table(table).entry(path.to_owned()).or_default().entry(conn).or_insert(0);
+        let modes = self
+            .table(table)
+            .entry(path.to_owned())
+            .or_default()
+            .entry(conn)
+            .or_insert(0);
         let had_recursive = *modes & Mode::PersistentRecursive as u8 != 0;
         *modes |= mode as u8;
         if mode == Mode::PersistentRecursive && !had_recursive {
             self.recursive += 1;
         }
-        self.by_conn.entry(conn).or_default().insert((table, path.to_owned()));
+        self.by_conn
+            .entry(conn)
+            .or_default()
+            .insert((table, path.to_owned()));
     }
 
     /// Clears `mask` bits of a watch; returns the bits that were set.
     fn clear(&mut self, table: Table, path: &str, conn: ConnId, mask: u8) -> u8 {
         let tab = self.table(table);
-        let Some(watchers) = tab.get_mut(path) else { return 0 };
-        let Some(modes) = watchers.get_mut(&conn) else { return 0 };
+        let Some(watchers) = tab.get_mut(path) else {
+            return 0;
+        };
+        let Some(modes) = watchers.get_mut(&conn) else {
+            return 0;
+        };
         let removed = *modes & mask;
         *modes &= !mask;
         let now_empty = *modes == 0;
@@ -94,7 +106,10 @@ impl WatchRegistry {
             Table::Data => &self.data,
             Table::Child => &self.child,
         };
-        tab.get(path).and_then(|w| w.get(&conn)).copied().unwrap_or(0)
+        tab.get(path)
+            .and_then(|w| w.get(&conn))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Drops every watch of a closed connection.
@@ -136,7 +151,11 @@ impl WatchRegistry {
             }
         }
         hit.retain(|c| !skip.contains(c));
-        let exact: Vec<ConnId> = hit.iter().copied().filter(|c| self.modes(table, path, *c) != 0).collect();
+        let exact: Vec<ConnId> = hit
+            .iter()
+            .copied()
+            .filter(|c| self.modes(table, path, *c) != 0)
+            .collect();
         for conn in exact {
             self.clear(table, path, conn, Mode::Standard as u8);
         }
@@ -147,7 +166,9 @@ impl WatchRegistry {
     pub fn trigger(&mut self, path: &str, event: EventType) -> BTreeSet<ConnId> {
         let none = BTreeSet::new();
         match event {
-            EventType::NodeCreated | EventType::NodeDataChanged => self.fire(Table::Data, path, &none),
+            EventType::NodeCreated | EventType::NodeDataChanged => {
+                self.fire(Table::Data, path, &none)
+            }
             EventType::NodeChildrenChanged => self.fire(Table::Child, path, &none),
             EventType::NodeDeleted => {
                 let mut hit = self.fire(Table::Data, path, &none);
@@ -178,9 +199,13 @@ impl WatchRegistry {
         let removed = match kind {
             WatcherType::Children => self.clear(Table::Child, path, conn, std),
             WatcherType::Data => self.clear(Table::Data, path, conn, std),
-            WatcherType::Any => self.clear(Table::Data, path, conn, 0xff) | self.clear(Table::Child, path, conn, 0xff),
+            WatcherType::Any => {
+                self.clear(Table::Data, path, conn, 0xff)
+                    | self.clear(Table::Child, path, conn, 0xff)
+            }
             WatcherType::Persistent => {
-                self.clear(Table::Data, path, conn, pers) | self.clear(Table::Child, path, conn, pers)
+                self.clear(Table::Data, path, conn, pers)
+                    | self.clear(Table::Child, path, conn, pers)
             }
             WatcherType::PersistentRecursive => {
                 self.clear(Table::Data, path, conn, Mode::PersistentRecursive as u8)
@@ -198,7 +223,11 @@ impl WatchRegistry {
 
     /// Total watch entries in both tables (`zk_watch_count`).
     pub fn count(&self) -> usize {
-        self.data.values().chain(self.child.values()).map(BTreeMap::len).sum()
+        self.data
+            .values()
+            .chain(self.child.values())
+            .map(BTreeMap::len)
+            .sum()
     }
 
     /// Data-table paths watched by each connection (`wchc`).
@@ -214,7 +243,10 @@ impl WatchRegistry {
 
     /// Connections watching each data-table path (`wchp`).
     pub fn data_conns_by_path(&self) -> BTreeMap<String, Vec<ConnId>> {
-        self.data.iter().map(|(p, w)| (p.clone(), w.keys().copied().collect())).collect()
+        self.data
+            .iter()
+            .map(|(p, w)| (p.clone(), w.keys().copied().collect()))
+            .collect()
     }
 }
 
@@ -229,7 +261,10 @@ mod tests {
     fn standard_watches_fire_once() {
         let mut r = WatchRegistry::default();
         r.add(Table::Data, "/a", A, Mode::Standard);
-        assert_eq!(r.trigger("/a", EventType::NodeDataChanged), BTreeSet::from([A]));
+        assert_eq!(
+            r.trigger("/a", EventType::NodeDataChanged),
+            BTreeSet::from([A])
+        );
         assert!(r.trigger("/a", EventType::NodeDataChanged).is_empty());
         assert_eq!(r.count(), 0);
     }
@@ -240,9 +275,18 @@ mod tests {
         r.add(Table::Data, "/a", A, Mode::PersistentRecursive);
         r.add(Table::Data, "/a", B, Mode::Persistent);
         r.add(Table::Child, "/a", B, Mode::Persistent);
-        assert_eq!(r.trigger("/a/b/c", EventType::NodeCreated), BTreeSet::from([A]));
-        assert_eq!(r.trigger("/a", EventType::NodeChildrenChanged), BTreeSet::from([B]));
-        assert_eq!(r.trigger("/a", EventType::NodeDataChanged), BTreeSet::from([A, B]));
+        assert_eq!(
+            r.trigger("/a/b/c", EventType::NodeCreated),
+            BTreeSet::from([A])
+        );
+        assert_eq!(
+            r.trigger("/a", EventType::NodeChildrenChanged),
+            BTreeSet::from([B])
+        );
+        assert_eq!(
+            r.trigger("/a", EventType::NodeDataChanged),
+            BTreeSet::from([A, B])
+        );
         assert!(r.has("/a", A, WatcherType::PersistentRecursive));
     }
 
@@ -252,7 +296,10 @@ mod tests {
         r.add(Table::Data, "/a", A, Mode::Standard);
         r.add(Table::Child, "/a", A, Mode::Standard);
         r.add(Table::Child, "/a", B, Mode::Standard);
-        assert_eq!(r.trigger("/a", EventType::NodeDeleted), BTreeSet::from([A, B]));
+        assert_eq!(
+            r.trigger("/a", EventType::NodeDeleted),
+            BTreeSet::from([A, B])
+        );
         assert_eq!(r.count(), 0);
     }
 

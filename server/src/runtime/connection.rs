@@ -1,0 +1,193 @@
+//! One client connection: owns its read buffer, splits frames (two-phase:
+//! is a whole frame here? then decode), forwards them to the node loop, and
+//! writes what the node loop sends back. A four-letter word on a fresh
+//! connection is answered and the connection closed.
+
+use super::{Inbound, Outgoing};
+use crate::core::ConnId;
+use bytes::{Bytes, BytesMut};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::Decoder;
+use zkd_protocol::client_codec::{four_letter_word, FrameCodec};
+use zkd_protocol::records::ConnectRequest;
+use zkd_protocol::Record;
+
+/// A connection that has not completed its handshake by then is closed
+/// (ZooKeeper's `zookeeper.nio.sessionlessCnxnTimeout`).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings every connection shares.
+#[derive(Clone, Debug)]
+pub struct ConnectionSettings {
+    /// jute.maxbuffer.
+    pub max_frame: usize,
+}
+
+/// Serves one accepted socket until it closes.
+pub async fn serve(
+    stream: TcpStream,
+    conn: ConnId,
+    inbound: mpsc::Sender<Inbound>,
+    settings: ConnectionSettings,
+) {
+    let (remote_ip, remote_port) = match stream.peer_addr() {
+        Ok(a) => (a.ip().to_string(), a.port()),
+        Err(_) => (String::new(), 0),
+    };
+    let _ = stream.set_nodelay(true);
+    let (mut reader, writer) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut codec = FrameCodec::new(settings.max_frame);
+
+    // Phase one: the first four bytes decide between a 4lw and a session.
+    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        while buf.len() < 4 {
+            if reader.read_buf(&mut buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    if !matches!(first, Ok(Some(()))) {
+        return;
+    }
+    if let Some(word) = four_letter_word(&buf[..4]) {
+        return answer_four_letter_word(word.to_owned(), writer, &inbound).await;
+    }
+
+    // Phase two: the ConnectRequest frame.
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        loop {
+            match codec.decode(&mut buf) {
+                Ok(Some(frame)) => return Some(frame),
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+            if reader.read_buf(&mut buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+    })
+    .await;
+    let Ok(Some(mut frame)) = handshake else {
+        return;
+    };
+    let Ok(request) = ConnectRequest::decode(&mut frame) else {
+        return;
+    };
+
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let mut writer_task = tokio::spawn(write_loop(writer, out_rx));
+    if inbound
+        .send(Inbound::Connected {
+            conn,
+            remote_ip,
+            remote_port,
+            outgoing: out_tx,
+        })
+        .await
+        .is_err()
+        || inbound
+            .send(Inbound::Handshake { conn, request })
+            .await
+            .is_err()
+    {
+        return;
+    }
+    // Either side ends the connection: the peer closing, or the node loop
+    // closing it (the writer returns). read_buf is cancel-safe, so dropping
+    // the read loop mid-read loses nothing we still need.
+    tokio::select! {
+        _ = read_loop(&mut reader, &mut buf, &mut codec, conn, &inbound) => writer_task.abort(),
+        _ = &mut writer_task => {}
+    }
+    let _ = inbound.send(Inbound::Disconnected { conn }).await;
+}
+
+async fn read_loop(
+    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut BytesMut,
+    codec: &mut FrameCodec,
+    conn: ConnId,
+    inbound: &mpsc::Sender<Inbound>,
+) {
+    loop {
+        loop {
+            match codec.decode(buf) {
+                Ok(Some(frame)) => {
+                    // Awaiting here is the backpressure: a busy node loop slows readers.
+                    if inbound.send(Inbound::Frame { conn, frame }).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(conn = conn.0, error = %e, "closing connection on bad frame");
+                    return;
+                }
+            }
+        }
+        match reader.read_buf(buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Writes frames until told to close; flushes whenever the queue runs dry so
+/// pipelined replies share syscalls.
+async fn write_loop(writer: OwnedWriteHalf, mut out: mpsc::UnboundedReceiver<Outgoing>) {
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    while let Some(msg) = out.recv().await {
+        let mut next = Some(msg);
+        while let Some(msg) = next.take() {
+            match msg {
+                Outgoing::Frame(frame) => {
+                    if write_frame(&mut writer, &frame).await.is_err() {
+                        return;
+                    }
+                }
+                Outgoing::Close => {
+                    let _ = writer.flush().await;
+                    let _ = writer.shutdown().await;
+                    return;
+                }
+            }
+            next = out.try_recv().ok();
+        }
+        if writer.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_frame(writer: &mut BufWriter<OwnedWriteHalf>, frame: &Bytes) -> std::io::Result<()> {
+    writer
+        .write_all(&(frame.len() as i32).to_be_bytes())
+        .await?;
+    writer.write_all(frame).await
+}
+
+async fn answer_four_letter_word(
+    word: String,
+    mut writer: OwnedWriteHalf,
+    inbound: &mpsc::Sender<Inbound>,
+) {
+    let (tx, rx) = oneshot::channel();
+    if inbound
+        .send(Inbound::FourLetterWord { word, reply: tx })
+        .await
+        .is_err()
+    {
+        return;
+    }
+    if let Ok(text) = rx.await {
+        let _ = writer.write_all(text.as_bytes()).await;
+    }
+    let _ = writer.shutdown().await;
+}

@@ -1,0 +1,295 @@
+//! Four-letter words on the client port, with ZooKeeper's output formats.
+
+use super::clock::Clock;
+use crate::config::Config;
+use crate::core::connection::Conn;
+use crate::core::{ConnId, Node};
+use std::fmt::Write;
+use zkd_storage::SledStorage;
+
+/// The ZooKeeper release whose client-visible behaviour zkd follows.
+pub const ZOOKEEPER_COMPAT_VERSION: &str = "3.9.5";
+
+/// What the node loop knows besides the core, for 4lw output.
+pub struct ServerInfo {
+    config: Config,
+    storage: SledStorage,
+    clock: Clock,
+    started_mono_ms: u64,
+}
+
+/// `Zookeeper version:` value: the compatible release, then zkd's own version.
+pub fn version_string() -> String {
+    format!(
+        "{ZOOKEEPER_COMPAT_VERSION}-zkd-{}, built on 1970-01-01 00:00 UTC",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+impl ServerInfo {
+    /// Info for a server started now.
+    pub fn new(config: Config, storage: SledStorage, clock: Clock) -> ServerInfo {
+        ServerInfo {
+            started_mono_ms: clock.now().mono_ms,
+            config,
+            storage,
+            clock,
+        }
+    }
+
+    /// The reply to `word`, honouring the whitelist.
+    pub fn answer(&self, word: &str, node: &mut Node) -> String {
+        if !self.config.four_letter_whitelist.allows(word) {
+            return format!("{word} is not executed because it is not in the whitelist.\n");
+        }
+        match word {
+            "ruok" => "imok".into(),
+            "isro" => "rw".into(),
+            "srvr" => self.srvr(node, false),
+            "stat" => self.srvr(node, true),
+            "conf" => self.conf(),
+            "cons" => cons(node),
+            "envi" => envi(),
+            "mntr" => self.mntr(node),
+            "wchs" => {
+                let (conns, paths, total) = node.watches().data_summary();
+                format!("{conns} connections watching {paths} paths\nTotal watches:{total}\n")
+            }
+            "wchc" => wchc(node),
+            "wchp" => wchp(node),
+            "dirs" => {
+                let (data, log) = self.storage.sizes();
+                format!("datadir_size: {data}\nlogdir_size: {log}\n")
+            }
+            "dump" => dump(node),
+            "crst" => {
+                node.reset_connection_stats();
+                "Connection stats reset.\n".into()
+            }
+            "srst" => {
+                node.reset_stats();
+                "Server stats reset.\n".into()
+            }
+            _ => String::new(),
+        }
+    }
+
+    fn srvr(&self, node: &Node, with_clients: bool) -> String {
+        let s = node.stats();
+        let mut out = format!("Zookeeper version: {}\n", version_string());
+        if with_clients {
+            out.push_str("Clients:\n");
+            for conn in node.connections().values() {
+                let _ = writeln!(out, "{}", brief(conn));
+            }
+            out.push('\n');
+        }
+        let _ = write!(
+            out,
+            "Latency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: {}\nMode: standalone\nNode count: {}\n",
+            s.min_latency_ms,
+            s.avg_latency_ms(),
+            s.max_latency_ms,
+            s.packets_received,
+            s.packets_sent,
+            node.connections().len(),
+            node.outstanding(),
+            node.tree().last_zxid(),
+            node.tree().node_count(),
+        );
+        out
+    }
+
+    fn conf(&self) -> String {
+        let c = &self.config;
+        let (data, log) = self.storage.sizes();
+        format!(
+            "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize={data}\ndataLogDir={}\ndataLogSize={log}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
+            c.client_port,
+            c.data_dir.join("version-2").display(),
+            c.data_log_dir.join("version-2").display(),
+            c.tick_time_ms,
+            c.max_client_cnxns,
+            c.min_session_timeout_ms,
+            c.max_session_timeout_ms,
+            c.my_id.unwrap_or(0),
+        )
+    }
+
+    fn mntr(&self, node: &Node) -> String {
+        let s = node.stats();
+        let tree = node.tree();
+        let (open_fds, max_fds) = fd_counts();
+        let uptime = self.clock.now().mono_ms - self.started_mono_ms;
+        let rows: Vec<(&str, String)> = vec![
+            ("zk_version", version_string()),
+            ("zk_server_state", "standalone".into()),
+            ("zk_avg_latency", format!("{:.4}", s.avg_latency_ms())),
+            ("zk_max_latency", s.max_latency_ms.to_string()),
+            ("zk_min_latency", s.min_latency_ms.to_string()),
+            ("zk_packets_received", s.packets_received.to_string()),
+            ("zk_packets_sent", s.packets_sent.to_string()),
+            (
+                "zk_num_alive_connections",
+                node.connections().len().to_string(),
+            ),
+            ("zk_outstanding_requests", node.outstanding().to_string()),
+            ("zk_uptime", uptime.to_string()),
+            ("zk_znode_count", tree.node_count().to_string()),
+            ("zk_watch_count", node.watches().count().to_string()),
+            ("zk_ephemerals_count", tree.ephemeral_count().to_string()),
+            (
+                "zk_approximate_data_size",
+                tree.approximate_data_size().to_string(),
+            ),
+            ("zk_global_sessions", node.sessions().len().to_string()),
+            ("zk_local_sessions", "0".into()),
+            ("zk_open_file_descriptor_count", open_fds.to_string()),
+            ("zk_max_file_descriptor_count", max_fds.to_string()),
+            ("zk_connection_drop_probability", "0.0".into()),
+            ("zk_auth_failed_count", "0".into()),
+        ];
+        rows.into_iter()
+            .map(|(k, v)| format!("{k}\t{v}\n"))
+            .collect()
+    }
+}
+
+/// ` /ip:port[1](queued=N,recved=N,sent=N)` as `stat` shows a connection.
+fn brief(conn: &Conn) -> String {
+    format!(
+        " /{}:{}[1](queued={},recved={},sent={})",
+        conn.remote_ip,
+        conn.remote_port,
+        conn.queue.len(),
+        conn.stats.received,
+        conn.stats.sent
+    )
+}
+
+fn cons(node: &Node) -> String {
+    let mut out = String::new();
+    for conn in node.connections().values() {
+        let s = &conn.stats;
+        let mut line = brief(conn);
+        if let Some(session) = conn.session() {
+            line.pop();
+            let avg = if s.replies == 0 {
+                0
+            } else {
+                s.total_latency_ms / s.replies
+            };
+            let timeout = node.sessions().timeout_ms(session).unwrap_or(0);
+            let _ = write!(
+                line,
+                ",sid={session},lop={},est={},to={timeout},lcxid=0x{:x},lzxid=0x{:x},lresp={},llat={},minlat={},avglat={avg},maxlat={})",
+                if s.last_op.is_empty() { "NA" } else { s.last_op },
+                s.established_ms,
+                s.last_cxid,
+                s.last_zxid,
+                s.last_response_ms,
+                s.last_latency_ms,
+                s.min_latency_ms,
+                s.max_latency_ms,
+            );
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+fn session_of(node: &Node, conn: ConnId) -> String {
+    node.connections()
+        .get(&conn)
+        .and_then(Conn::session)
+        .map_or_else(|| "0x0".into(), |s| s.to_string())
+}
+
+fn wchc(node: &Node) -> String {
+    let mut out = String::new();
+    for (conn, paths) in node.watches().data_paths_by_conn() {
+        let _ = writeln!(out, "{}", session_of(node, conn));
+        for path in paths {
+            let _ = writeln!(out, "\t{path}");
+        }
+    }
+    out
+}
+
+fn wchp(node: &Node) -> String {
+    let mut out = String::new();
+    for (path, conns) in node.watches().data_conns_by_path() {
+        let _ = writeln!(out, "{path}");
+        for conn in conns {
+            let _ = writeln!(out, "\t{}", session_of(node, conn));
+        }
+    }
+    out
+}
+
+fn dump(node: &Node) -> String {
+    let sessions = node.sessions();
+    let buckets: Vec<_> = sessions.buckets().collect();
+    let mut out = format!(
+        "SessionTracker dump:\nSession Sets ({})/({}):\n",
+        buckets.len(),
+        sessions.len()
+    );
+    for (at, ids) in buckets {
+        let _ = writeln!(out, "{} expire at {at}:", ids.len());
+        for id in ids {
+            let _ = writeln!(out, "\t{id}");
+        }
+    }
+    let tree = node.tree();
+    let owners: Vec<_> = tree
+        .sessions()
+        .keys()
+        .filter(|id| !tree.ephemerals_of(**id).is_empty())
+        .collect();
+    let _ = write!(
+        out,
+        "ephemeral nodes dump:\nSessions with Ephemerals ({}):\n",
+        owners.len()
+    );
+    for id in owners {
+        let _ = writeln!(out, "0x{id:x}:");
+        for path in tree.ephemerals_of(*id) {
+            let _ = writeln!(out, "\t{path}");
+        }
+    }
+    out.push_str("Connections dump:\n");
+    out
+}
+
+fn envi() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let dir = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    format!(
+        "Environment:\nzookeeper.version={}\nhost.name={}\nos.name={}\nos.arch={}\nuser.name={}\nuser.home={}\nuser.dir={dir}\n",
+        version_string(),
+        host.trim(),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        var("USER"),
+        var("HOME"),
+    )
+}
+
+fn fd_counts() -> (usize, u64) {
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let max = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|line| line.starts_with("Max open files"))
+                .and_then(|line| line.split_whitespace().nth(3).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0);
+    (open, max)
+}
