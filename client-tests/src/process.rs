@@ -1,0 +1,221 @@
+//! Spawning and controlling `zkd` processes.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long a server may take to answer `ruok` after start.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Settings written into the zoo.cfg of a test server.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    pub tick_time_ms: u64,
+    pub extra: Vec<(String, String)>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            tick_time_ms: 2000,
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl ServerOptions {
+    /// Adds a zoo.cfg line.
+    pub fn with(mut self, key: &str, value: &str) -> Self {
+        self.extra.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// The `zkd` binary, built once per test process so tests never run a stale one.
+pub fn zkd_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(bin) = std::env::var("ZKD_BIN") {
+            return PathBuf::from(bin);
+        }
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let release = !cfg!(debug_assertions);
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(workspace)
+            .args(["build", "-q", "-p", "zkd-server", "--bin", "zkd"]);
+        if release {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build for zkd");
+        assert!(status.success(), "building zkd failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| workspace.join("target"));
+        target
+            .join(if release { "release" } else { "debug" })
+            .join("zkd")
+    })
+}
+
+/// A free loopback port (bound then released; good enough on a test machine).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Sends a four-letter word and returns the reply.
+pub fn four_letter_word(port: u16, word: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(word.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// A running `zkd serve` with its own data directory.
+pub struct ZkdProcess {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl ZkdProcess {
+    /// Starts a standalone server with default options.
+    pub fn start() -> ZkdProcess {
+        ZkdProcess::start_with(ServerOptions::default())
+    }
+
+    /// Starts a standalone server with `options`.
+    pub fn start_with(options: ServerOptions) -> ZkdProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let config = dir.path().join("zoo.cfg");
+        let mut text = format!(
+            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n",
+            options.tick_time_ms,
+            dir.path().join("data").display()
+        );
+        for (k, v) in &options.extra {
+            text.push_str(&format!("{k}={v}\n"));
+        }
+        std::fs::write(&config, text).expect("write zoo.cfg");
+        let mut p = ZkdProcess {
+            child: None,
+            port,
+            dir,
+            config,
+        };
+        p.spawn();
+        p
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("zkd.log"))
+            .expect("log file");
+        let child = Command::new(zkd_binary())
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env(
+                "ZKD_LOG",
+                std::env::var("ZKD_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn zkd");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            if four_letter_word(self.port, "ruok").is_ok_and(|r| r == "imok") {
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("zkd exited early with {status}; log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "zkd did not answer ruok within {START_TIMEOUT:?}; log:\n{}",
+            self.log()
+        );
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("zkd.log")).unwrap_or_default()
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// kill -9: no chance to flush anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and data directory.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    /// SIGSTOP: the process freezes with its sockets open.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(pid) = self.pid() {
+            let _ = Command::new("kill").arg(sig).arg(pid.to_string()).status();
+        }
+    }
+
+    /// Sends a four-letter word.
+    pub fn four_letter_word(&self, word: &str) -> String {
+        four_letter_word(self.port, word).expect("4lw")
+    }
+}
+
+impl Drop for ZkdProcess {
+    fn drop(&mut self) {
+        self.resume();
+        self.kill9();
+    }
+}
