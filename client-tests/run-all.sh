@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the tests need (Apache ZooKeeper 3.8 as the oracle, its CLI and
+# C client) and runs every test of the workspace. Usage: bash client-tests/run-all.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+
+need_apt=""
+[ -x /usr/share/zookeeper/bin/zkCli.sh ] || need_apt=1
+[ -f /usr/share/java/zookeeper.jar ] || need_apt=1
+[ -x /usr/lib/zookeeper/bin/cli_mt ] || need_apt=1
+if [ -n "$need_apt" ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jre-headless >/dev/null
+fi
+
+# Missing oracle tools are failures here, not skips.
+export ZKD_REQUIRE_ORACLE=1
+cargo build --workspace --all-targets --release --locked 2>&1 | tail -n 3
+cargo test --workspace --release --locked -- --test-threads 2
