@@ -1,1 +1,102 @@
-//! oracle
+//! Apache ZooKeeper 3.8 (Debian's `zookeeper` package) as the oracle: started
+//! standalone on loopback with its own data directory, killed on drop.
+
+use crate::process::{four_letter_word, free_port};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Debian's ZooKeeper jar; its manifest names every dependency.
+pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// Whether missing oracle tools fail the test (CI) or skip it (a laptop).
+pub fn oracle_required() -> bool {
+    std::env::var("ZKD_REQUIRE_ORACLE").is_ok_and(|v| v == "1")
+}
+
+/// Returns false (after saying why) if `path` is missing and the oracle is optional;
+/// panics if it is missing and required.
+pub fn tool_available(path: &str) -> bool {
+    if Path::new(path).exists() {
+        return true;
+    }
+    assert!(
+        !oracle_required(),
+        "{path} is missing; run client-tests/run-all.sh to install it"
+    );
+    eprintln!("SKIPPED: {path} is not installed (set up by client-tests/run-all.sh)");
+    false
+}
+
+/// A running Apache ZooKeeper server.
+pub struct ZooKeeperProcess {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl ZooKeeperProcess {
+    /// Starts ZooKeeper standalone with TTL nodes enabled and every 4lw allowed,
+    /// or returns None when it is not installed and not required.
+    pub fn start(tick_time_ms: u64) -> Option<ZooKeeperProcess> {
+        if !tool_available(ZOOKEEPER_JAR) {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let cfg = dir.path().join("zoo.cfg");
+        let text = format!(
+            "tickTime={tick_time_ms}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+            dir.path().join("data").display()
+        );
+        std::fs::write(&cfg, text).expect("write zoo.cfg");
+        let log = std::fs::File::create(dir.path().join("zookeeper.log")).expect("log");
+        let child = Command::new("java")
+            .args([
+                "-Xmx256m",
+                "-Dzookeeper.extendedTypesEnabled=true",
+                "-Dzookeeper.admin.enableServer=false",
+                "-cp",
+                ZOOKEEPER_JAR,
+            ])
+            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn java");
+        let mut zk = ZooKeeperProcess {
+            child,
+            port,
+            _dir: dir,
+        };
+        zk.wait_ready();
+        Some(zk)
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if four_letter_word(self.port, "srvr").is_ok_and(|r| r.contains("Mode:")) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("ZooKeeper exited early with {status}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("ZooKeeper did not start within 60 s");
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for ZooKeeperProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
