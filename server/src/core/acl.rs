@@ -224,7 +224,10 @@ mod tests {
                 id: String::new(),
             },
         };
-        assert_eq!(ids.fix_up(&[auth.clone()]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            ids.fix_up(std::slice::from_ref(&auth)),
+            Err(ErrorCode::InvalidAcl)
+        );
         ids.authenticate("digest", b"user:pass", None).unwrap();
         let fixed = ids.fix_up(&[auth]).unwrap();
         assert_eq!(fixed[0].id.id, "user:smGaoVKd/cQkjm7b88GyorAUz20=");

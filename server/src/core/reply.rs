@@ -11,26 +11,18 @@ pub const PING_XID: i32 = -2;
 /// KeeperState SyncConnected: the only state the server sends.
 const SYNC_CONNECTED: i32 = 3;
 
-/// A reply frame: header, then the body only when `err` is 0.
-pub fn frame(xid: i32, zxid: i64, err: i32, body: Option<&dyn Fn(&mut Vec<u8>)>) -> Bytes {
+/// A reply carrying a record.
+pub fn with_record(xid: i32, zxid: i64, record: &impl Record) -> Bytes {
     let mut out = Vec::with_capacity(64);
-    ReplyHeader { xid, zxid, err }.encode(&mut out);
-    if err == 0 {
-        if let Some(write) = body {
-            write(&mut out);
-        }
-    }
+    ReplyHeader { xid, zxid, err: 0 }.encode(&mut out);
+    record.encode(&mut out);
     Bytes::from(out)
 }
 
-/// A reply carrying a record.
-pub fn with_record(xid: i32, zxid: i64, record: &impl Record) -> Bytes {
-    frame(xid, zxid, 0, Some(&|out: &mut Vec<u8>| record.encode(out)))
-}
-
-/// A reply with no body (error, or an op that returns nothing).
+/// A reply with no body: an error (clients read no body when err != 0), or an
+/// op that returns nothing.
 pub fn bare(xid: i32, zxid: i64, err: i32) -> Bytes {
-    frame(xid, zxid, err, None)
+    ReplyHeader { xid, zxid, err }.to_bytes()
 }
 
 /// A watch notification.

@@ -174,11 +174,7 @@ fn cons(node: &Node) -> String {
         let mut line = brief(conn);
         if let Some(session) = conn.session() {
             line.pop();
-            let avg = if s.replies == 0 {
-                0
-            } else {
-                s.total_latency_ms / s.replies
-            };
+            let avg = s.total_latency_ms.checked_div(s.replies).unwrap_or(0);
             let timeout = node.sessions().timeout_ms(session).unwrap_or(0);
             let _ = write!(
                 line,
