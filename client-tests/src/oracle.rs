@@ -88,6 +88,11 @@ impl ZooKeeperProcess {
         panic!("ZooKeeper did not start within 60 s");
     }
 
+    /// The JVM's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `127.0.0.1:port`.
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)

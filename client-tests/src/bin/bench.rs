@@ -1,1 +1,202 @@
-fn main() {}
+//! `zkd-bench`: zkd and Apache ZooKeeper standalone, side by side, in one run,
+//! driven by the stock Rust client: many sessions, each pipelining requests.
+//! Prints write and read throughput, latency percentiles and server memory,
+//! with zkd/ZooKeeper ratios (absolute numbers are noisy; ratios less so).
+
+#![allow(clippy::print_stdout)]
+
+use clap::Parser;
+use hdrhistogram::Histogram;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use zkd_client_tests::oracle::ZooKeeperProcess;
+use zkd_client_tests::{connect, persistent, ZkdProcess};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Benchmark zkd against Apache ZooKeeper (standalone)")]
+struct Args {
+    /// Seconds per phase (write, read) per server.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Client sessions.
+    #[arg(long, default_value_t = 8)]
+    sessions: usize,
+    /// Requests in flight per session (pipelining depth).
+    #[arg(long, default_value_t = 16)]
+    window: usize,
+    /// Bytes of data per setData.
+    #[arg(long, default_value_t = 100)]
+    payload: usize,
+}
+
+/// One phase's outcome.
+struct PhaseResult {
+    ops: u64,
+    elapsed: Duration,
+    latency_us: Histogram<u64>,
+}
+
+impl PhaseResult {
+    fn throughput(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+    fn pct_ms(&self, q: f64) -> f64 {
+        self.latency_us.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Phase {
+    Write,
+    Read,
+}
+
+async fn run_phase(addr: &str, args: &Args, phase: Phase) -> PhaseResult {
+    let setup = connect(addr, Duration::from_secs(30)).await;
+    let _ = setup.create("/bench", b"", &persistent()).await;
+    let mut clients = Vec::new();
+    for s in 0..args.sessions {
+        let c = connect(addr, Duration::from_secs(30)).await;
+        for w in 0..args.window {
+            let _ = c
+                .create(
+                    &format!("/bench/n{s}-{w}"),
+                    &vec![0u8; args.payload],
+                    &persistent(),
+                )
+                .await;
+        }
+        clients.push(c);
+    }
+    let hist = Arc::new(Mutex::new(
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram"),
+    ));
+    let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(args.seconds);
+    let mut tasks = Vec::new();
+    for (s, client) in clients.iter().enumerate() {
+        for w in 0..args.window {
+            let client = client.clone();
+            let hist = hist.clone();
+            let ops = ops.clone();
+            let path = format!("/bench/n{s}-{w}");
+            let data = vec![7u8; args.payload];
+            tasks.push(tokio::spawn(async move {
+                let mut local =
+                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    let ok = match phase {
+                        Phase::Write => client.set_data(&path, &data, None).await.is_ok(),
+                        Phase::Read => client.get_data(&path).await.is_ok(),
+                    };
+                    if ok {
+                        let _ = local.record(t.elapsed().as_micros().max(1) as u64);
+                        ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                let _ = hist.lock().map(|mut h| h.add(&local));
+            }));
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let elapsed = start.elapsed();
+    let latency_us = hist.lock().map(|h| h.clone()).expect("histogram lock");
+    PhaseResult {
+        ops: ops.load(std::sync::atomic::Ordering::Relaxed),
+        elapsed,
+        latency_us,
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+struct ServerRun {
+    write: PhaseResult,
+    read: PhaseResult,
+    rss_kib: u64,
+}
+
+async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
+    let write = run_phase(addr, args, Phase::Write).await;
+    let read = run_phase(addr, args, Phase::Read).await;
+    ServerRun {
+        write,
+        read,
+        rss_kib: rss_kib(pid),
+    }
+}
+
+fn row(name: &str, op: &str, r: &PhaseResult) {
+    println!(
+        "| {name:<9} | {op:<5} | {:>10.0} | {:>8.2} | {:>8.2} | {:>8.2} | {:>8.2} |",
+        r.throughput(),
+        r.pct_ms(0.5),
+        r.pct_ms(0.99),
+        r.pct_ms(0.999),
+        r.latency_us.max() as f64 / 1000.0
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = Args::parse();
+    println!(
+        "zkd-bench: {} sessions x {} in flight, {} B payload, {} s per phase (stock zookeeper-client)",
+        args.sessions, args.window, args.payload, args.seconds
+    );
+    let zkd = ZkdProcess::start();
+    let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+    drop(zkd);
+    let theirs = match ZooKeeperProcess::start(2000) {
+        Some(zk) => Some(bench(&zk.addr(), zk.pid(), &args).await),
+        None => None,
+    };
+    println!("| server    | op    |      ops/s |  p50 ms |  p99 ms | p99.9 ms |   max ms |");
+    println!("|-----------|-------|------------|----------|----------|----------|----------|");
+    row("zkd", "write", &ours.write);
+    row("zkd", "read", &ours.read);
+    if let Some(t) = &theirs {
+        row("zookeeper", "write", &t.write);
+        row("zookeeper", "read", &t.read);
+        println!();
+        println!("| ratio zkd/zookeeper | write | read |");
+        println!("|---|---|---|");
+        println!(
+            "| throughput | {:.2}x | {:.2}x |",
+            ours.write.throughput() / t.write.throughput(),
+            ours.read.throughput() / t.read.throughput()
+        );
+        println!(
+            "| p50 latency | {:.2}x | {:.2}x |",
+            ours.write.pct_ms(0.5) / t.write.pct_ms(0.5),
+            ours.read.pct_ms(0.5) / t.read.pct_ms(0.5)
+        );
+        println!(
+            "| p99 latency | {:.2}x | {:.2}x |",
+            ours.write.pct_ms(0.99) / t.write.pct_ms(0.99),
+            ours.read.pct_ms(0.99) / t.read.pct_ms(0.99)
+        );
+        println!();
+        println!(
+            "server RSS after the run: zkd {} MiB, zookeeper {} MiB ({:.2}x)",
+            ours.rss_kib / 1024,
+            t.rss_kib / 1024,
+            ours.rss_kib as f64 / t.rss_kib.max(1) as f64
+        );
+    } else {
+        println!("(Apache ZooKeeper not installed: no comparison; run client-tests/run-all.sh to install it)");
+    }
+}

@@ -6,11 +6,13 @@
 use super::{Inbound, Outgoing};
 use crate::core::ConnId;
 use bytes::{Bytes, BytesMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_util::codec::Decoder;
 use zkd_protocol::client_codec::{four_letter_word, FrameCodec};
 use zkd_protocol::records::ConnectRequest;
@@ -19,6 +21,42 @@ use zkd_protocol::Record;
 /// A connection that has not completed its handshake by then is closed
 /// (ZooKeeper's `zookeeper.nio.sessionlessCnxnTimeout`).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes queued for a client beyond which zkd stops reading its requests, so a
+/// client that does not read its replies cannot make the server buffer without bound.
+const MAX_QUEUED_REPLY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Reply bytes queued for one connection but not yet written to its socket.
+#[derive(Debug, Default)]
+pub struct Flow {
+    queued_bytes: AtomicUsize,
+    drained: Notify,
+}
+
+impl Flow {
+    /// The node loop queued `n` bytes.
+    pub fn queued(&self, n: usize) {
+        self.queued_bytes.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn written(&self, n: usize) {
+        let before = self.queued_bytes.fetch_sub(n, Ordering::AcqRel);
+        if before >= MAX_QUEUED_REPLY_BYTES && before - n < MAX_QUEUED_REPLY_BYTES {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Waits until the client has read enough of its replies.
+    async fn wait_for_room(&self) {
+        loop {
+            let drained = self.drained.notified();
+            if self.queued_bytes.load(Ordering::Acquire) < MAX_QUEUED_REPLY_BYTES {
+                return;
+            }
+            drained.await;
+        }
+    }
+}
 
 /// Settings every connection shares.
 #[derive(Clone, Debug)]
@@ -82,13 +120,15 @@ pub async fn serve(
     };
 
     let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let mut writer_task = tokio::spawn(write_loop(writer, out_rx));
+    let flow = Arc::new(Flow::default());
+    let mut writer_task = tokio::spawn(write_loop(writer, out_rx, flow.clone()));
     if inbound
         .send(Inbound::Connected {
             conn,
             remote_ip,
             remote_port,
             outgoing: out_tx,
+            flow: flow.clone(),
         })
         .await
         .is_err()
@@ -103,7 +143,7 @@ pub async fn serve(
     // closing it (the writer returns). read_buf is cancel-safe, so dropping
     // the read loop mid-read loses nothing we still need.
     tokio::select! {
-        _ = read_loop(&mut reader, &mut buf, &mut codec, conn, &inbound) => writer_task.abort(),
+        _ = read_loop(&mut reader, &mut buf, &mut codec, conn, &inbound, &flow) => writer_task.abort(),
         _ = &mut writer_task => {}
     }
     let _ = inbound.send(Inbound::Disconnected { conn }).await;
@@ -115,8 +155,11 @@ async fn read_loop(
     codec: &mut FrameCodec,
     conn: ConnId,
     inbound: &mpsc::Sender<Inbound>,
+    flow: &Flow,
 ) {
     loop {
+        // A client that does not read its replies gets no more requests served.
+        flow.wait_for_room().await;
         loop {
             match codec.decode(buf) {
                 Ok(Some(frame)) => {
@@ -141,7 +184,11 @@ async fn read_loop(
 
 /// Writes frames until told to close; flushes whenever the queue runs dry so
 /// pipelined replies share syscalls.
-async fn write_loop(writer: OwnedWriteHalf, mut out: mpsc::UnboundedReceiver<Outgoing>) {
+async fn write_loop(
+    writer: OwnedWriteHalf,
+    mut out: mpsc::UnboundedReceiver<Outgoing>,
+    flow: Arc<Flow>,
+) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     while let Some(msg) = out.recv().await {
         let mut next = Some(msg);
@@ -151,6 +198,7 @@ async fn write_loop(writer: OwnedWriteHalf, mut out: mpsc::UnboundedReceiver<Out
                     if write_frame(&mut writer, &frame).await.is_err() {
                         return;
                     }
+                    flow.written(frame.len());
                 }
                 Outgoing::Close => {
                     let _ = writer.flush().await;

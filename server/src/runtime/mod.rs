@@ -38,6 +38,8 @@ pub enum Inbound {
         remote_ip: String,
         remote_port: u16,
         outgoing: mpsc::UnboundedSender<Outgoing>,
+        /// Reply bytes queued for it, shared with its reader for backpressure.
+        flow: Arc<connection::Flow>,
     },
     /// Its ConnectRequest.
     Handshake {
@@ -86,6 +88,10 @@ impl std::error::Error for ServeError {}
 
 /// Capacity of the channel from connections to the node loop.
 const INBOUND_CAPACITY: usize = 8192;
+
+/// Requests waiting for storage beyond which no new requests are taken in
+/// (ZooKeeper's globalOutstandingLimit): memory stays bounded under a flood.
+const MAX_OUTSTANDING: usize = 10_000;
 
 /// The core settings derived from a validated config.
 pub fn core_config(config: &Config) -> CoreConfig {
@@ -157,7 +163,7 @@ struct NodeLoop {
     node: Node,
     clock: Clock,
     jobs: std::sync::mpsc::Sender<StorageJob>,
-    conns: BTreeMap<ConnId, mpsc::UnboundedSender<Outgoing>>,
+    conns: BTreeMap<ConnId, (mpsc::UnboundedSender<Outgoing>, Arc<connection::Flow>)>,
     info: four_letter::ServerInfo,
 }
 
@@ -187,7 +193,7 @@ impl NodeLoop {
                     Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },
-                msg = inbound.recv() => match msg {
+                msg = inbound.recv(), if self.node.outstanding() < MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
                     None => return Ok(()),
                 },
@@ -205,8 +211,9 @@ impl NodeLoop {
                 remote_ip,
                 remote_port,
                 outgoing,
+                flow,
             } => {
-                self.conns.insert(conn, outgoing);
+                self.conns.insert(conn, (outgoing, flow));
                 self.node.handle_event(
                     now,
                     Event::Connected {
@@ -237,12 +244,13 @@ impl NodeLoop {
         for command in commands {
             match command {
                 Command::Send { conn, frame } => {
-                    if let Some(out) = self.conns.get(&conn) {
+                    if let Some((out, flow)) = self.conns.get(&conn) {
+                        flow.queued(frame.len());
                         let _ = out.send(Outgoing::Frame(frame));
                     }
                 }
                 Command::Close { conn } => {
-                    if let Some(out) = self.conns.remove(&conn) {
+                    if let Some((out, _)) = self.conns.remove(&conn) {
                         let _ = out.send(Outgoing::Close);
                     }
                 }

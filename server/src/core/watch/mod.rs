@@ -150,7 +150,8 @@ impl WatchRegistry {
                 }
             }
         }
-        hit.retain(|c| !skip.contains(c));
+        // One-shot watches on the path are consumed even for connections that
+        // are skipped because the other table already notified them.
         let exact: Vec<ConnId> = hit
             .iter()
             .copied()
@@ -159,6 +160,7 @@ impl WatchRegistry {
         for conn in exact {
             self.clear(table, path, conn, Mode::Standard as u8);
         }
+        hit.retain(|c| !skip.contains(c));
         hit
     }
 
