@@ -25,3 +25,6 @@ pub mod watch;
 
 pub use node::Node;
 pub use types::{Command, ConnId, CoreConfig, Event, Now};
+
+#[cfg(test)]
+mod tests;

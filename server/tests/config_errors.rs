@@ -1,0 +1,74 @@
+//! `zkd serve` with a bad zoo.cfg stops with an error naming the key; an
+//! unknown key is only logged.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn write_cfg(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n{extra}",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+#[test]
+fn invalid_value_is_an_error_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_cfg(dir.path(), "tickTime=often\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tickTime") && stderr.contains("often"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unknown_keys_are_logged_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_cfg(dir.path(), "someFutureKey=1\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "zkd exited on an unknown key"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = reader.join().unwrap();
+    assert!(
+        text.contains("unknown configuration key") && text.contains("someFutureKey"),
+        "{text}"
+    );
+}
