@@ -538,3 +538,15 @@ fn a_client_that_never_reads_its_replies_cannot_exhaust_memory() {
         "zkd buffered replies without bound: RSS {rss} MiB"
     );
 }
+
+#[test]
+fn connections_beyond_max_client_cnxns_are_closed() {
+    let server = ZkdProcess::start_with(ServerOptions::default().with("maxClientCnxns", "2"));
+    let (_a, _) = RawClient::new_session(server.port, 10_000);
+    let (_b, _) = RawClient::new_session(server.port, 10_000);
+    let mut third = RawClient::connect(server.port);
+    assert!(
+        third.closed_by_server(),
+        "a third connection from one address is refused"
+    );
+}

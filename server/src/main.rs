@@ -101,7 +101,22 @@ fn run(config: Config) -> ExitCode {
             };
         tracing::info!(address = %host, port = config.client_port, "serving clients (standalone)");
         let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+            // SIGINT or SIGTERM: stop taking requests; the storage thread finishes its batch.
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let sigterm = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = sigterm => {}
+            }
+            tracing::info!("shutting down");
         };
         match zkd_server::runtime::serve(config, listener, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,

@@ -26,34 +26,60 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// client that does not read its replies cannot make the server buffer without bound.
 const MAX_QUEUED_REPLY_BYTES: usize = 8 * 1024 * 1024;
 
-/// Reply bytes queued for one connection but not yet written to its socket.
+/// Requests of one connection taken in but not yet answered. Together with the
+/// byte bound this caps what one connection can make the server hold
+/// (ZooKeeper throttles on a global outstanding count only).
+const MAX_PENDING_REQUESTS: usize = 128;
+
+/// Flow control of one connection, shared by its reader, its writer and the node loop.
 #[derive(Debug, Default)]
 pub struct Flow {
     queued_bytes: AtomicUsize,
-    drained: Notify,
+    pending_requests: AtomicUsize,
+    room: Notify,
 }
 
 impl Flow {
-    /// The node loop queued `n` bytes.
+    /// The node loop queued a frame of `n` bytes for the writer.
     pub fn queued(&self, n: usize) {
         self.queued_bytes.fetch_add(n, Ordering::AcqRel);
     }
 
-    fn written(&self, n: usize) {
-        let before = self.queued_bytes.fetch_sub(n, Ordering::AcqRel);
-        if before >= MAX_QUEUED_REPLY_BYTES && before - n < MAX_QUEUED_REPLY_BYTES {
-            self.drained.notify_waiters();
+    /// The reader forwarded a request.
+    fn requested(&self) {
+        self.pending_requests.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The writer wrote a frame; `answers_request` is false for notifications
+    /// and the ConnectResponse.
+    fn written(&self, n: usize, answers_request: bool) {
+        self.queued_bytes.fetch_sub(n, Ordering::AcqRel);
+        if answers_request {
+            // Saturate: a reply to a request taken in before the count started must not wrap.
+            let _ = self
+                .pending_requests
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                    Some(p.saturating_sub(1))
+                });
         }
+        if self.has_room() {
+            self.room.notify_waiters();
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.queued_bytes.load(Ordering::Acquire) < MAX_QUEUED_REPLY_BYTES
+            && self.pending_requests.load(Ordering::Acquire) < MAX_PENDING_REQUESTS
     }
 
     /// Waits until the client has read enough of its replies.
     async fn wait_for_room(&self) {
         loop {
-            let drained = self.drained.notified();
-            if self.queued_bytes.load(Ordering::Acquire) < MAX_QUEUED_REPLY_BYTES {
+            let room = self.room.notified();
+            if self.has_room() {
                 return;
             }
-            drained.await;
+            room.await;
         }
     }
 }
@@ -158,11 +184,12 @@ async fn read_loop(
     flow: &Flow,
 ) {
     loop {
-        // A client that does not read its replies gets no more requests served.
-        flow.wait_for_room().await;
         loop {
+            // A client that does not read its replies gets no more requests served.
+            flow.wait_for_room().await;
             match codec.decode(buf) {
                 Ok(Some(frame)) => {
+                    flow.requested();
                     // Awaiting here is the backpressure: a busy node loop slows readers.
                     if inbound.send(Inbound::Frame { conn, frame }).await.is_err() {
                         return;
@@ -190,6 +217,8 @@ async fn write_loop(
     flow: Arc<Flow>,
 ) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    // The first frame is the ConnectResponse, which answers no counted request.
+    let mut first = true;
     while let Some(msg) = out.recv().await {
         let mut next = Some(msg);
         while let Some(msg) = next.take() {
@@ -198,7 +227,9 @@ async fn write_loop(
                     if write_frame(&mut writer, &frame).await.is_err() {
                         return;
                     }
-                    flow.written(frame.len());
+                    let notification = frame.starts_with(&[0xff, 0xff, 0xff, 0xff]);
+                    flow.written(frame.len(), !first && !notification);
+                    first = false;
                 }
                 Outgoing::Close => {
                     let _ = writer.flush().await;
