@@ -15,6 +15,14 @@ pub enum ConnState {
     AwaitingHandshake,
     /// The createSession txn is in flight.
     CreatingSession(SessionId),
+    /// Reattaching a session whose writes from its previous connection are
+    /// still in flight: the session's FIFO order holds across connections, so
+    /// the ConnectResponse waits until `after` is applied.
+    Reattaching {
+        session: SessionId,
+        after: Zxid,
+        timeout_ms: i32,
+    },
     /// Serving requests for this session.
     Established(SessionId),
 }

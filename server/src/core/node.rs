@@ -54,6 +54,8 @@ pub struct Node {
     pub(super) rng: u64,
     pub(super) next_container_check_ms: u64,
     pub(super) stats: ServerStats,
+    /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
+    pub(super) reattaching: std::collections::BTreeSet<ConnId>,
 }
 
 impl Node {
@@ -80,6 +82,7 @@ impl Node {
             txns_since_snapshot: 0,
             snapshot_after: 0,
             stats: ServerStats::default(),
+            reattaching: std::collections::BTreeSet::new(),
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node
@@ -152,12 +155,27 @@ impl Node {
         }
     }
 
+    /// Sends a frame that answers no request (notification, ConnectResponse).
     pub(super) fn send(&mut self, conn: ConnId, frame: Bytes) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.stats.sent += 1;
-            self.stats.packets_sent += 1;
+        if self.count_sent(conn) {
             self.commands.push_back(Command::Send { conn, frame });
         }
+    }
+
+    /// Sends the reply to one of the connection's requests.
+    pub(super) fn reply(&mut self, conn: ConnId, frame: Bytes) {
+        if self.count_sent(conn) {
+            self.commands.push_back(Command::Reply { conn, frame });
+        }
+    }
+
+    fn count_sent(&mut self, conn: ConnId) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        c.stats.sent += 1;
+        self.stats.packets_sent += 1;
+        true
     }
 
     /// Closes a connection and forgets it (its watches go with it).
@@ -169,6 +187,7 @@ impl Node {
     }
 
     fn forget_connection(&mut self, conn: ConnId) {
+        self.reattaching.remove(&conn);
         if let Some(c) = self.conns.remove(&conn) {
             if let Some(session) = c.session() {
                 if self.session_conn.get(&session) == Some(&conn) {
@@ -237,8 +256,57 @@ impl Node {
             return self.close(conn);
         }
         self.sessions.touch(session, now.mono_ms);
-        self.send_connect_response(conn, timeout_ms, session);
-        self.establish(now, conn, session);
+        let in_flight = self
+            .in_flight
+            .iter()
+            .rev()
+            .find(|f| f.txn.header.client_id == session.0);
+        match in_flight.map(|f| f.txn.zxid()) {
+            Some(after) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.state = ConnState::Reattaching {
+                        session,
+                        after,
+                        timeout_ms,
+                    };
+                    self.reattaching.insert(conn);
+                }
+            }
+            None => {
+                self.send_connect_response(conn, timeout_ms, session);
+                self.establish(now, conn, session);
+            }
+        }
+    }
+
+    /// Completes reattaches that were waiting for their session's writes up to `applied`.
+    pub(super) fn finish_reattaches(&mut self, now: Now, applied: Zxid) {
+        if self.reattaching.is_empty() {
+            return;
+        }
+        let ready: Vec<(ConnId, SessionId, i32)> = self
+            .reattaching
+            .iter()
+            .filter_map(|id| Some((id, self.conns.get(id)?)))
+            .filter_map(|(id, c)| match c.state {
+                ConnState::Reattaching {
+                    session,
+                    after,
+                    timeout_ms,
+                } if after <= applied => Some((*id, session, timeout_ms)),
+                _ => None,
+            })
+            .collect();
+        for (conn, session, timeout_ms) in ready {
+            self.reattaching.remove(&conn);
+            if self.sessions.is_live(session) {
+                self.send_connect_response(conn, timeout_ms, session);
+                self.establish(now, conn, session);
+            } else {
+                self.send_connect_response(conn, 0, SessionId(0));
+                self.close(conn);
+            }
+        }
     }
 
     pub(super) fn send_connect_response(

@@ -23,6 +23,7 @@ impl Node {
             self.fire(txn.zxid(), &triggers);
             self.deliver(now, &txn, origin, &outcome);
             self.count_txn_for_snapshot();
+            self.finish_reattaches(now, txn.zxid());
         }
     }
 

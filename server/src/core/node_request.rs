@@ -10,7 +10,7 @@ use super::session::SessionId;
 use super::types::{Command, ConnId, Now};
 use bytes::Bytes;
 use std::collections::BTreeMap;
-use zkd_protocol::records::{CloseSessionTxn, CreateRequest, ErrorTxn, MultiOp, TxnHeader};
+use zkd_protocol::records::{CreateRequest, ErrorTxn, MultiOp, TxnHeader};
 use zkd_protocol::request::{ClientRequest, RequestError};
 use zkd_protocol::{CreateMode, ErrorCode, OpCode};
 use zkd_storage::{Txn, TxnBody};
@@ -24,8 +24,12 @@ impl Node {
             return;
         };
         let session = match c.state {
+            // After an answer that closes the connection, ZooKeeper reads nothing more.
+            ConnState::Established(_) if c.close_when_drained => return,
             ConnState::Established(s) => s,
-            ConnState::CreatingSession(_) if c.backlog.len() < MAX_BACKLOG => {
+            ConnState::CreatingSession(_) | ConnState::Reattaching { .. }
+                if c.backlog.len() < MAX_BACKLOG =>
+            {
                 // ZooKeeper stops reading until the session exists; the runtime
                 // keeps reading, so hold the frames here in order.
                 c.backlog.push_back(frame);
@@ -136,24 +140,18 @@ impl Node {
     ) {
         let op = request.op_code();
         let zxid = self.last_assigned.next();
+        let auth = self
+            .conns
+            .get(&conn)
+            .map(|c| c.auth.clone())
+            .unwrap_or_default();
         let body = if let ClientRequest::CloseSession = request {
             self.sessions.set_closing(session);
-            TxnBody::CloseSession(CloseSessionTxn {
-                paths2_delete: self.tree.ephemerals_of(session.0),
-            })
+            self.prepare(now, &auth, session.0, |prep| Ok(prep.close_session()))
         } else {
-            let auth = self
-                .conns
-                .get(&conn)
-                .map(|c| c.auth.clone())
-                .unwrap_or_default();
-            let mut prep = self.prep(now, &auth, session.0, zxid.0);
-            let body = prep_request(&mut prep, &request);
-            let changes = std::mem::take(&mut prep.scratch);
-            let body = body.unwrap_or_else(|code| TxnBody::Error(ErrorTxn { err: code.code() }));
-            self.pending.record(zxid, changes);
-            body
+            self.prepare(now, &auth, session.0, |prep| prep_request(prep, &request))
         };
+        let body = body.unwrap_or_else(|code| TxnBody::Error(ErrorTxn { err: code.code() }));
         self.enqueue(
             conn,
             Queued::Write {
@@ -165,23 +163,32 @@ impl Node {
         self.start_txn(now, session.0, xid, body, Origin::Client { conn, xid, op });
     }
 
-    fn prep<'a>(
-        &'a self,
+    /// Validates a write for the next zxid against the tree and the pending
+    /// changes, and records its own changes as pending when it succeeds.
+    fn prepare(
+        &mut self,
         now: Now,
-        auth: &'a super::acl::AuthIds,
+        auth: &super::acl::AuthIds,
         session: i64,
-        zxid: i64,
-    ) -> Prep<'a> {
-        Prep {
+        validate: impl FnOnce(&mut Prep<'_>) -> Result<TxnBody, ErrorCode>,
+    ) -> Result<TxnBody, ErrorCode> {
+        let zxid = self.last_assigned.next();
+        let mut prep = Prep {
             tree: &self.tree,
             pending: &self.pending,
             auth,
             session,
-            zxid,
+            zxid: zxid.0,
             time: now.wall_ms,
             extended_types: self.config.extended_types,
             scratch: BTreeMap::new(),
+        };
+        let body = validate(&mut prep);
+        let changes = std::mem::take(&mut prep.scratch);
+        if body.is_ok() {
+            self.pending.record(zxid, changes);
         }
+        body
     }
 
     /// Assigns the next zxid, stamps the time and hands the txn to storage.
@@ -209,28 +216,20 @@ impl Node {
 
     pub(super) fn start_close_session(&mut self, now: Now, session: SessionId, origin: Origin) {
         self.sessions.set_closing(session);
-        let paths2_delete = self.tree.ephemerals_of(session.0);
-        self.start_txn(
-            now,
-            session.0,
-            0,
-            TxnBody::CloseSession(CloseSessionTxn { paths2_delete }),
-            origin,
-        );
+        let auth = super::acl::AuthIds::default();
+        if let Ok(body) = self.prepare(now, &auth, session.0, |prep| Ok(prep.close_session())) {
+            self.start_txn(now, session.0, 0, body, origin);
+        }
     }
 
     /// Deletes empty containers and expired TTL nodes, as the leader's ContainerManager does.
     pub(super) fn sweep_containers(&mut self, now: Now) {
+        let auth = super::acl::AuthIds::default();
         for path in self.tree.expired_containers(now.wall_ms) {
-            let zxid = self.last_assigned.next();
-            let auth = super::acl::AuthIds::default();
-            let mut prep = self.prep(now, &auth, 0, zxid.0);
             // Validation against pending changes skips nodes a client is already changing.
-            let Ok(body) = prep.delete(&path, -1, true) else {
+            let Ok(body) = self.prepare(now, &auth, 0, |prep| prep.delete(&path, -1, true)) else {
                 continue;
             };
-            let changes = std::mem::take(&mut prep.scratch);
-            self.pending.record(zxid, changes);
             tracing::debug!(path, "deleting expired container or TTL node");
             self.start_txn(now, 0, 0, body, Origin::ContainerSweep);
         }
@@ -272,8 +271,14 @@ impl Node {
             if let Some(received) = received_ms {
                 self.note_reply(now, conn, received);
             }
-            for frame in frames {
-                self.send(conn, frame);
+            // The last frame is the reply; any before it are SetWatches' catch-up events.
+            let last = frames.len().saturating_sub(1);
+            for (i, frame) in frames.into_iter().enumerate() {
+                if i == last {
+                    self.reply(conn, frame);
+                } else {
+                    self.send(conn, frame);
+                }
             }
         }
         if self.conns.get(&conn).is_some_and(|c| c.close_when_drained) {

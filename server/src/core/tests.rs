@@ -67,7 +67,7 @@ fn sent_xids(commands: &[Command], conn: ConnId) -> Vec<i32> {
     commands
         .iter()
         .filter_map(|c| match c {
-            Command::Send { conn: c, frame } if *c == conn => {
+            Command::Send { conn: c, frame } | Command::Reply { conn: c, frame } if *c == conn => {
                 Some(ReplyHeader::decode(&mut frame.clone()).ok()?.xid)
             }
             _ => None,
@@ -168,7 +168,7 @@ fn a_read_waits_behind_its_own_sessions_write_but_not_others() {
     persist_all(&mut n, &commands, 11);
     let commands = drain(&mut n);
     assert_eq!(sent_xids(&commands, a), vec![1, 2]);
-    let Command::Send { frame, .. } = &commands[1] else {
+    let Command::Reply { frame, .. } = &commands[1] else {
         panic!()
     };
     let mut frame = frame.clone();
@@ -260,4 +260,181 @@ fn a_watch_event_is_sent_before_the_reply_that_reflects_it() {
     let mut xids = sent_xids(&c, conn);
     xids.extend(sent_xids(&drain(&mut n), conn));
     assert_eq!(xids, vec![2, -1, 3]);
+}
+
+#[test]
+fn a_close_prepared_behind_pending_writes_deletes_only_what_the_session_will_own() {
+    let mut n = node();
+    let (s, t) = (ConnId(1), ConnId(2));
+    open_session(&mut n, s, 4000);
+    let t_id = open_session(&mut n, t, 4000);
+    n.handle_event(
+        at(1),
+        Event::Request {
+            conn: s,
+            frame: request(1, &create("/lock", 1)),
+        },
+    );
+    n.handle_event(
+        at(1),
+        Event::Request {
+            conn: s,
+            frame: request(2, &create("/mine", 1)),
+        },
+    );
+    let c = drain(&mut n);
+    persist_all(&mut n, &c, 1);
+    drain(&mut n);
+    // None of these is durable yet when S's session closes.
+    let delete = ClientRequest::Delete(DeleteRequest {
+        path: "/lock".into(),
+        version: -1,
+    });
+    n.handle_event(
+        at(2),
+        Event::Request {
+            conn: t,
+            frame: request(1, &delete),
+        },
+    );
+    n.handle_event(
+        at(2),
+        Event::Request {
+            conn: t,
+            frame: request(2, &create("/lock", 1)),
+        },
+    );
+    n.handle_event(
+        at(2),
+        Event::Request {
+            conn: s,
+            frame: request(3, &create("/late", 1)),
+        },
+    );
+    n.handle_event(
+        at(2),
+        Event::Request {
+            conn: s,
+            frame: request(4, &ClientRequest::CloseSession),
+        },
+    );
+    // T's multi must see S's ephemerals as gone.
+    let check = ClientRequest::Multi(MultiRequest {
+        ops: vec![MultiOp::Check(CheckVersionRequest {
+            path: "/mine".into(),
+            version: -1,
+        })],
+    });
+    n.handle_event(
+        at(2),
+        Event::Request {
+            conn: t,
+            frame: request(3, &check),
+        },
+    );
+    let c = drain(&mut n);
+    let close = c.iter().find_map(|c| match c {
+        Command::Persist { txn } => match &txn.body {
+            TxnBody::CloseSession(close) => Some(close.paths2_delete.clone()),
+            _ => None,
+        },
+        _ => None,
+    });
+    assert_eq!(
+        close,
+        Some(vec!["/late".to_string(), "/mine".to_string()]),
+        "/lock is T's by then"
+    );
+    persist_all(&mut n, &c, 3);
+    let replies = drain(&mut n);
+    assert_eq!(
+        n.tree().node("/lock").and_then(|l| l.ephemeral_session()),
+        Some(t_id)
+    );
+    assert!(n.tree().node("/mine").is_none() && n.tree().node("/late").is_none());
+    let multi_reply = replies.iter().rev().find_map(|c| match c {
+        Command::Reply { conn, frame } if *conn == t => Some(frame.clone()),
+        _ => None,
+    });
+    let mut frame = multi_reply.unwrap();
+    ReplyHeader::decode(&mut frame).unwrap();
+    let results = MultiResponse::decode(&mut frame).unwrap().results;
+    assert_eq!(
+        results,
+        vec![MultiResult::Error {
+            err: zkd_protocol::ErrorCode::NoNode.code()
+        }]
+    );
+}
+
+#[test]
+fn a_reattach_waits_for_the_sessions_writes_from_its_old_connection() {
+    let mut n = node();
+    let (old, new) = (ConnId(1), ConnId(2));
+    let session = open_session(&mut n, old, 4000);
+    n.handle_event(
+        at(1),
+        Event::Request {
+            conn: old,
+            frame: request(1, &create("/x", 0)),
+        },
+    );
+    let pending = drain(&mut n);
+    n.handle_event(
+        at(2),
+        Event::Connected {
+            conn: new,
+            remote_ip: "127.0.0.1".into(),
+            remote_port: 2,
+        },
+    );
+    let passwd = Bytes::copy_from_slice(&session::session_password(session));
+    let hello = ConnectRequest {
+        session_id: session,
+        passwd,
+        time_out: 4000,
+        read_only: Some(false),
+        ..Default::default()
+    };
+    n.handle_event(
+        at(2),
+        Event::Handshake {
+            conn: new,
+            request: hello,
+        },
+    );
+    let get = ClientRequest::GetData(GetDataRequest {
+        path: "/x".into(),
+        watch: false,
+    });
+    n.handle_event(
+        at(2),
+        Event::Request {
+            conn: new,
+            frame: request(2, &get),
+        },
+    );
+    let c = drain(&mut n);
+    assert!(
+        matches!(&c[..], [Command::Close { conn }] if *conn == old),
+        "only the old connection is closed so far: {c:?}"
+    );
+    persist_all(&mut n, &pending, 3);
+    let c = drain(&mut n);
+    let [Command::Send { conn, frame }, Command::Reply { frame: reply, .. }] = &c[..] else {
+        panic!("{c:?}")
+    };
+    assert_eq!(*conn, new);
+    assert_eq!(
+        ConnectResponse::decode(&mut frame.clone())
+            .unwrap()
+            .session_id,
+        session
+    );
+    let mut reply = reply.clone();
+    assert_eq!(
+        ReplyHeader::decode(&mut reply).unwrap().err,
+        0,
+        "the read on the new connection sees the old write"
+    );
 }

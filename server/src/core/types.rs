@@ -43,7 +43,9 @@ pub enum Event {
 /// Something the runtime must do, drained from [`crate::core::Node::drain_commands`].
 #[derive(Clone, Debug)]
 pub enum Command {
-    /// Write a frame (length prefix added by the codec) to a connection.
+    /// Write a reply to one of the connection's requests.
+    Reply { conn: ConnId, frame: Bytes },
+    /// Write a frame that answers no request: a ConnectResponse or a notification.
     Send { conn: ConnId, frame: Bytes },
     /// Close a connection after the frames sent before this command.
     Close { conn: ConnId },

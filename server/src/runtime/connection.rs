@@ -217,19 +217,18 @@ async fn write_loop(
     flow: Arc<Flow>,
 ) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-    // The first frame is the ConnectResponse, which answers no counted request.
-    let mut first = true;
     while let Some(msg) = out.recv().await {
         let mut next = Some(msg);
         while let Some(msg) = next.take() {
             match msg {
-                Outgoing::Frame(frame) => {
+                Outgoing::Frame {
+                    frame,
+                    answers_request,
+                } => {
                     if write_frame(&mut writer, &frame).await.is_err() {
                         return;
                     }
-                    let notification = frame.starts_with(&[0xff, 0xff, 0xff, 0xff]);
-                    flow.written(frame.len(), !first && !notification);
-                    first = false;
+                    flow.written(frame.len(), answers_request);
                 }
                 Outgoing::Close => {
                     let _ = writer.flush().await;

@@ -60,8 +60,9 @@ pub enum Inbound {
 /// Messages from the node loop to a connection's writer.
 #[derive(Debug)]
 pub enum Outgoing {
-    /// A frame to write.
-    Frame(Bytes),
+    /// A frame to write; `answers_request` is false for notifications and
+    /// the ConnectResponse, which flow control must not count as answers.
+    Frame { frame: Bytes, answers_request: bool },
     /// Flush and close.
     Close,
 }
@@ -91,7 +92,7 @@ const INBOUND_CAPACITY: usize = 8192;
 
 /// Requests waiting for storage beyond which no new requests are taken in
 /// (ZooKeeper's globalOutstandingLimit): memory stays bounded under a flood.
-const MAX_OUTSTANDING: usize = 10_000;
+const MAX_OUTSTANDING: usize = 1_000;
 
 /// The core settings derived from a validated config.
 pub fn core_config(config: &Config) -> CoreConfig {
@@ -176,6 +177,17 @@ impl NodeLoop {
     ) -> Result<(), ServeError> {
         tokio::pin!(shutdown);
         loop {
+            // Timeouts run even when requests never stop coming: the select below
+            // is biased towards I/O, so a busy loop could otherwise starve expiry.
+            let now = self.clock.now();
+            if self
+                .node
+                .poll_timeout()
+                .is_some_and(|due| due <= now.mono_ms)
+            {
+                self.node.handle_timeout(now);
+                self.route_commands()?;
+            }
             let deadline = self.node.poll_timeout().map(|ms| self.clock.instant_at(ms));
             let sleep = async {
                 match deadline {
@@ -243,12 +255,8 @@ impl NodeLoop {
         let commands: Vec<Command> = self.node.drain_commands().collect();
         for command in commands {
             match command {
-                Command::Send { conn, frame } => {
-                    if let Some((out, flow)) = self.conns.get(&conn) {
-                        flow.queued(frame.len());
-                        let _ = out.send(Outgoing::Frame(frame));
-                    }
-                }
+                Command::Reply { conn, frame } => self.write(conn, frame, true),
+                Command::Send { conn, frame } => self.write(conn, frame, false),
                 Command::Close { conn } => {
                     if let Some((out, _)) = self.conns.remove(&conn) {
                         let _ = out.send(Outgoing::Close);
@@ -261,6 +269,16 @@ impl NodeLoop {
             }
         }
         Ok(())
+    }
+
+    fn write(&self, conn: ConnId, frame: Bytes, answers_request: bool) {
+        if let Some((out, flow)) = self.conns.get(&conn) {
+            flow.queued(frame.len());
+            let _ = out.send(Outgoing::Frame {
+                frame,
+                answers_request,
+            });
+        }
     }
 
     fn submit(&self, job: StorageJob) -> Result<(), ServeError> {

@@ -3,7 +3,7 @@
 
 use super::{DataNode, DataTree};
 use crate::path;
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, StatPersisted};
@@ -25,21 +25,13 @@ impl DataTree {
             timeout.encode(&mut out);
         }
         (self.nodes.len() as i32).encode(&mut out);
-        self.encode_subtree("/", &mut out);
-        Bytes::from(out)
-    }
-
-    fn encode_subtree(&self, p: &str, out: &mut impl BufMut) {
-        let Some(node) = self.nodes.get(p) else {
-            return;
-        };
-        p.to_owned().encode(out);
-        node.data.encode(out);
-        node.acl.as_ref().encode(out);
-        node.stat.encode(out);
-        for child in &node.children {
-            self.encode_subtree(&path::join(p, child), out);
+        for (p, node) in self.preorder("/") {
+            p.encode(&mut out);
+            node.data.encode(&mut out);
+            node.acl.as_ref().encode(&mut out);
+            node.stat.encode(&mut out);
         }
+        Bytes::from(out)
     }
 
     /// Rebuilds a tree from [`DataTree::to_image`] output.

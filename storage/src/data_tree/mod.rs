@@ -169,13 +169,24 @@ impl DataTree {
 
     /// Number of descendants of `path`, excluding itself.
     pub fn descendant_count(&self, p: &str) -> usize {
-        let Some(node) = self.nodes.get(p) else {
-            return 0;
+        self.preorder(p).count().saturating_sub(1)
+    }
+
+    /// Paths of `p` and all its descendants, parents before children, each
+    /// level in name order. Iterative: a path may be hundreds of thousands of
+    /// levels deep, far past what recursion on the stack survives.
+    pub fn preorder<'a>(&'a self, p: &str) -> impl Iterator<Item = (String, &'a DataNode)> + 'a {
+        let mut stack: Vec<String> = if self.nodes.contains_key(p) {
+            vec![p.to_owned()]
+        } else {
+            Vec::new()
         };
-        node.children
-            .iter()
-            .map(|c| 1 + self.descendant_count(&path::join(p, c)))
-            .sum()
+        std::iter::from_fn(move || {
+            let path = stack.pop()?;
+            let node = self.nodes.get(&path)?;
+            stack.extend(node.children.iter().rev().map(|c| path::join(&path, c)));
+            Some((path, node))
+        })
     }
 
     /// Containers and TTL nodes the container manager should delete at `now_ms`:
@@ -259,9 +270,14 @@ impl DataTree {
             TxnBody::CloseSession(t) => {
                 let mut doomed: BTreeSet<String> = t.paths2_delete.iter().cloned().collect();
                 doomed.extend(self.ephemerals_of(h.client_id));
-                // Children sort after parents; delete deepest first.
-                for p in doomed.iter().rev() {
-                    self.delete(p, h.zxid, out);
+                for p in &doomed {
+                    // Only the session's own ephemerals: a listed path may have been
+                    // deleted and re-created by another session since (replay, races).
+                    let owned = self.nodes.get(p).and_then(DataNode::ephemeral_session)
+                        == Some(h.client_id);
+                    if owned {
+                        self.delete(p, h.zxid, out);
+                    }
                 }
                 self.ephemerals.remove(&h.client_id);
                 self.sessions.remove(&h.client_id);

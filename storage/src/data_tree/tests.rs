@@ -115,3 +115,16 @@ fn image_round_trips() {
     assert_eq!(copy.last_zxid(), Zxid(3));
     assert!(DataTree::from_image(Bytes::from_static(b"garbage")).is_err());
 }
+
+#[test]
+fn very_deep_trees_count_and_snapshot_without_recursion() {
+    let mut tree = DataTree::new();
+    let mut p = String::new();
+    for i in 0..200_000 {
+        p.push_str("/d");
+        tree.apply(&txn(i + 1, 7, create(&p, false, 1)));
+    }
+    assert_eq!(tree.descendant_count("/d"), 199_999);
+    let copy = DataTree::from_image(tree.to_image()).unwrap();
+    assert_eq!(copy.descendant_count("/"), 200_003);
+}

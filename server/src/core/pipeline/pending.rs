@@ -60,6 +60,17 @@ impl PendingChanges {
         self.changes.retain(|_, (z, _)| *z > zxid);
     }
 
+    /// Paths that prepared txns create as ephemerals of `session`.
+    pub fn ephemerals_of(&self, session: i64) -> Vec<String> {
+        self.changes
+            .iter()
+            .filter(|(_, (_, meta))| {
+                meta.as_ref().and_then(NodeMeta::ephemeral_session) == Some(session)
+            })
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
     /// Whether nothing is outstanding.
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()

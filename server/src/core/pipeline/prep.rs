@@ -248,6 +248,33 @@ impl<'a> Prep<'a> {
         }))
     }
 
+    /// closeSession (from the client or from expiry): deletes the session's
+    /// ephemerals as the pipeline will see them, including ones created by
+    /// prepared txns, so later pipelined writes validate against their absence.
+    pub fn close_session(&mut self) -> TxnBody {
+        let mut paths: std::collections::BTreeSet<String> =
+            self.tree.ephemerals_of(self.session).into_iter().collect();
+        paths.extend(self.pending.ephemerals_of(self.session));
+        let mut doomed = Vec::new();
+        for p in paths {
+            let owned = self.view(&p).and_then(|m| m.ephemeral_session()) == Some(self.session);
+            if !owned {
+                continue;
+            }
+            let parent_path = path::parent(&p).to_owned();
+            if let Some(mut parent) = self.view(&parent_path) {
+                parent.num_children -= 1;
+                parent.stat.pzxid = self.zxid;
+                self.scratch.insert(parent_path, Some(parent));
+            }
+            self.scratch.insert(p.clone(), None);
+            doomed.push(p);
+        }
+        TxnBody::CloseSession(CloseSessionTxn {
+            paths2_delete: doomed,
+        })
+    }
+
     fn multi_op(&mut self, op: &MultiOp) -> Outcome {
         match op {
             MultiOp::Create(code, r) => self.create(*code, r, -1),
