@@ -550,3 +550,47 @@ fn connections_beyond_max_client_cnxns_are_closed() {
         "a third connection from one address is refused"
     );
 }
+
+#[test]
+fn requests_that_would_hold_unbounded_memory_are_refused() {
+    let server = ZkdProcess::start();
+    let (mut c, _) = RawClient::new_session(server.port, 10_000);
+    let big = ClientRequest::Create(
+        OpCode::Create,
+        CreateRequest {
+            path: "/big".into(),
+            data: Some(Bytes::from(vec![1u8; 500_000])),
+            acl: vec![Acl::world(31)],
+            flags: 0,
+        },
+    );
+    assert_eq!(c.call(1, &big).0.err, 0);
+    // A multiRead whose reply could never be sent within jute.maxbuffer.
+    let reads = (0..100)
+        .map(|_| {
+            MultiOp::GetData(GetDataRequest {
+                path: "/big".into(),
+                watch: false,
+            })
+        })
+        .collect();
+    let (h, _) = c.call(2, &ClientRequest::MultiRead(MultiRequest { ops: reads }));
+    assert_eq!(h.err, ErrorCode::MarshallingError.code());
+    // A connection may hold a bounded number of identities.
+    let mut refused = false;
+    for i in 0..40 {
+        let auth = ClientRequest::Auth(AuthPacket {
+            r#type: 0,
+            scheme: "digest".into(),
+            auth: Bytes::from(format!("u{i}:p")),
+        });
+        let (h, _) = c.call(-4, &auth);
+        if h.err == ErrorCode::AuthFailed.code() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "identities per connection must be capped");
+    assert!(c.closed_by_server());
+    still_serves(server.port);
+}

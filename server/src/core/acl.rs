@@ -7,6 +7,10 @@ use std::net::IpAddr;
 use zkd_protocol::records::{Acl, Id};
 use zkd_protocol::{ErrorCode, Perms};
 
+/// Identities one connection may hold: each auth packet can add one, and
+/// a client must not grow server memory without bound that way.
+const MAX_IDS: usize = 16;
+
 /// The identities a connection holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuthIds {
@@ -29,10 +33,16 @@ impl AuthIds {
         &self.ids
     }
 
-    fn add(&mut self, id: Id) {
-        if !self.ids.contains(&id) {
-            self.ids.push(id);
+    /// Adds an identity; false if the connection already holds too many.
+    fn add(&mut self, id: Id) -> bool {
+        if self.ids.contains(&id) {
+            return true;
         }
+        if self.ids.len() >= MAX_IDS {
+            return false;
+        }
+        self.ids.push(id);
+        true
     }
 
     fn is_super(&self) -> bool {
@@ -56,11 +66,14 @@ impl AuthIds {
                     });
                 }
                 // Any credentials are accepted: a wrong password yields an id matching nothing.
-                self.add(Id {
+                if self.add(Id {
                     scheme: "digest".into(),
                     id,
-                });
-                Ok(())
+                }) {
+                    Ok(())
+                } else {
+                    Err(ErrorCode::AuthFailed)
+                }
             }
             "ip" => Ok(()),
             _ => Err(ErrorCode::AuthFailed),

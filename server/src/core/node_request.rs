@@ -140,10 +140,11 @@ impl Node {
     ) {
         let op = request.op_code();
         let zxid = self.last_assigned.next();
+        // Borrow the identities out of the connection for the check, without a copy.
         let auth = self
             .conns
-            .get(&conn)
-            .map(|c| c.auth.clone())
+            .get_mut(&conn)
+            .map(|c| std::mem::take(&mut c.auth))
             .unwrap_or_default();
         let body = if let ClientRequest::CloseSession = request {
             self.sessions.set_closing(session);
@@ -151,6 +152,9 @@ impl Node {
         } else {
             self.prepare(now, &auth, session.0, |prep| prep_request(prep, &request))
         };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.auth = auth;
+        }
         let body = body.unwrap_or_else(|code| TxnBody::Error(ErrorTxn { err: code.code() }));
         self.enqueue(
             conn,
@@ -308,6 +312,7 @@ impl Node {
             auth: &c.auth,
             conn,
             session,
+            max_reply_bytes: self.config.max_frame_bytes,
         };
         ctx.execute(xid, request)
     }

@@ -76,6 +76,8 @@ pub struct CoreConfig {
     pub container_check_interval_ms: u64,
     /// Seed for the snapshot jitter, so runs replay exactly.
     pub seed: u64,
+    /// jute.maxbuffer: bounds replies the server builds.
+    pub max_frame_bytes: usize,
 }
 
 impl Default for CoreConfig {
@@ -90,6 +92,7 @@ impl Default for CoreConfig {
             snap_count: 100_000,
             container_check_interval_ms: 60_000,
             seed: 1,
+            max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,
         }
     }
 }

@@ -110,6 +110,7 @@ pub fn core_config(config: &Config) -> CoreConfig {
         snap_count: config.snap_count,
         container_check_interval_ms: config.container_check_interval_ms,
         seed: config.my_id.unwrap_or(1),
+        max_frame_bytes: config.jute_max_buffer,
     }
 }
 

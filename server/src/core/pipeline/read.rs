@@ -18,6 +18,19 @@ pub struct ReadCtx<'a> {
     pub auth: &'a AuthIds,
     pub conn: ConnId,
     pub session: i64,
+    /// jute.maxbuffer: the largest reply a client accepts.
+    pub max_reply_bytes: usize,
+}
+
+/// Bytes a multiRead result takes on the wire, near enough.
+fn approximate_size(result: &MultiResult) -> usize {
+    const HEADER_AND_STAT: usize = 9 + 68 + 4;
+    HEADER_AND_STAT
+        + match result {
+            MultiResult::GetData { data, .. } => data.as_ref().map_or(0, |d| d.len()),
+            MultiResult::GetChildren { children } => children.iter().map(|c| c.len() + 4).sum(),
+            _ => 0,
+        }
 }
 
 /// Frames a read produces: SetWatches may emit notifications before its reply.
@@ -113,7 +126,19 @@ impl ReadCtx<'_> {
                 self.ok(xid, &WhoAmIResponse { client_info })
             }
             R::MultiRead(m) => {
-                let results = m.ops.iter().map(|op| self.multi_read_op(op)).collect();
+                let mut results = Vec::with_capacity(m.ops.len());
+                let mut size = 0usize;
+                for op in &m.ops {
+                    let result = self.multi_read_op(op);
+                    size += approximate_size(&result);
+                    // One request may name the same 1 MB node 60k times. ZooKeeper would
+                    // build the reply and the client reject it as too long; refuse early
+                    // instead of holding gigabytes.
+                    if size > self.max_reply_bytes {
+                        return self.err(xid, ErrorCode::MarshallingError);
+                    }
+                    results.push(result);
+                }
                 self.ok(xid, &MultiResponse { results })
             }
             // Writes never reach here; answer defensively rather than panic.
