@@ -69,6 +69,16 @@ impl TxnLog for MemStorage {
         Ok(())
     }
 
+    fn first_zxid(&self) -> Result<Option<Zxid>> {
+        let disk = self.disk();
+        Ok(disk
+            .synced
+            .keys()
+            .next()
+            .or(disk.unsynced.keys().next())
+            .copied())
+    }
+
     fn last_zxid(&self) -> Result<Option<Zxid>> {
         let disk = self.disk();
         Ok(disk

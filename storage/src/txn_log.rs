@@ -14,6 +14,9 @@ pub trait TxnLog {
     /// appends before it: this is what group commit batches.
     fn sync(&mut self) -> Result<()>;
 
+    /// The lowest zxid still in the log, if any.
+    fn first_zxid(&self) -> Result<Option<Zxid>>;
+
     /// The highest appended zxid, if any (durable or not).
     fn last_zxid(&self) -> Result<Option<Zxid>>;
 

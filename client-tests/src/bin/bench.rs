@@ -164,8 +164,8 @@ async fn main() {
         Some(zk) => Some(bench(&zk.addr(), zk.pid(), &args).await),
         None => None,
     };
-    println!("| server    | op    |      ops/s |  p50 ms |  p99 ms | p99.9 ms |   max ms |");
-    println!("|-----------|-------|------------|----------|----------|----------|----------|");
+    println!("| server    | op    |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms |");
+    println!("|-----------|-------|-----------:|---------:|---------:|---------:|---------:|");
     row("zkd", "write", &ours.write);
     row("zkd", "read", &ours.read);
     if let Some(t) = &theirs {

@@ -2,7 +2,8 @@
 //! with group commit (one sync covers every txn queued while the previous one
 //! ran), then reports the highest durable zxid to the node loop.
 
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
 use zkd_storage::{SledStorage, SnapshotStore, StorageError, Txn, TxnLog};
@@ -28,62 +29,112 @@ pub enum StorageReport {
 /// Largest number of txns one fsync covers, as ZooKeeper's maxBatchSize.
 const MAX_BATCH: usize = 1000;
 
+/// Log entries removed per step after a snapshot, so purging never holds up
+/// the fsync that waiting clients need.
+const PURGE_STEP: i64 = 256;
+
+/// The storage thread's state.
+struct Worker {
+    storage: SledStorage,
+    retain: usize,
+    /// Log purge in progress: everything through this zxid may go.
+    purge: Option<Zxid>,
+}
+
 /// Runs until the job channel closes.
 pub fn run(
-    mut storage: SledStorage,
+    storage: SledStorage,
     retain: usize,
     jobs: Receiver<StorageJob>,
     reports: UnboundedSender<StorageReport>,
 ) {
-    while let Ok(first) = jobs.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+    let mut worker = Worker {
+        storage,
+        retain,
+        purge: None,
+    };
+    loop {
+        // With a purge pending, wake up now and then to make progress on it.
+        let first = if worker.purge.is_some() {
+            match jobs.recv_timeout(Duration::from_millis(5)) {
+                Ok(job) => Some(job),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
             }
-        }
-        match process(&mut storage, retain, batch) {
-            Ok(Some(zxid)) => {
-                if reports.send(StorageReport::Persisted(zxid)).is_err() {
+        } else {
+            match jobs.recv() {
+                Ok(job) => Some(job),
+                Err(_) => return,
+            }
+        };
+        if let Some(first) = first {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match jobs.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                }
+            }
+            match worker.process(batch) {
+                Ok(Some(zxid)) => {
+                    if reports.send(StorageReport::Persisted(zxid)).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let _ = reports.send(StorageReport::Failed(e.to_string()));
                     return;
                 }
             }
-            Ok(None) => {}
-            Err(e) => {
-                let _ = reports.send(StorageReport::Failed(e.to_string()));
-                return;
-            }
+        }
+        if let Err(e) = worker.purge_step() {
+            let _ = reports.send(StorageReport::Failed(e.to_string()));
+            return;
         }
     }
 }
 
-fn process(
-    storage: &mut SledStorage,
-    retain: usize,
-    batch: Vec<StorageJob>,
-) -> Result<Option<Zxid>, StorageError> {
-    let mut last = None;
-    let mut snapshots = Vec::new();
-    for job in batch {
-        match job {
-            StorageJob::Persist(txn) => {
-                storage.append(txn.zxid(), txn.to_bytes())?;
-                last = Some(txn.zxid());
+impl Worker {
+    fn process(&mut self, batch: Vec<StorageJob>) -> Result<Option<Zxid>, StorageError> {
+        let mut last = None;
+        let mut snapshots = Vec::new();
+        for job in batch {
+            match job {
+                StorageJob::Persist(txn) => {
+                    self.storage.append(txn.zxid(), txn.to_bytes())?;
+                    last = Some(txn.zxid());
+                }
+                StorageJob::Snapshot { zxid, image } => snapshots.push((zxid, image)),
             }
-            StorageJob::Snapshot { zxid, image } => snapshots.push((zxid, image)),
         }
-    }
-    if last.is_some() {
-        storage.sync()?;
-    }
-    // Snapshots come after the sync: every txn they include is then durable.
-    for (zxid, image) in snapshots {
-        storage.save_snapshot(zxid, image)?;
-        if let Some(oldest) = storage.purge_snapshots(retain)? {
-            storage.purge_through(oldest)?;
+        if last.is_some() {
+            self.storage.sync()?;
         }
-        tracing::info!(%zxid, "snapshot saved");
+        // Snapshots come after the sync: every txn they include is then durable.
+        for (zxid, image) in snapshots {
+            self.storage.save_snapshot(zxid, image)?;
+            if let Some(oldest) = self.storage.purge_snapshots(self.retain)? {
+                // The log before the oldest kept snapshot is no longer needed.
+                self.purge = Some(oldest);
+            }
+            tracing::info!(%zxid, "snapshot saved");
+        }
+        Ok(last)
     }
-    Ok(last)
+
+    fn purge_step(&mut self) -> Result<(), StorageError> {
+        let Some(goal) = self.purge else {
+            return Ok(());
+        };
+        let Some(first) = self.storage.first_zxid()? else {
+            self.purge = None;
+            return Ok(());
+        };
+        // Counters are dense within an epoch, so this removes about PURGE_STEP entries.
+        let step = Zxid(goal.0.min(first.0.saturating_add(PURGE_STEP)));
+        self.storage.purge_through(step)?;
+        self.purge = (step < goal).then_some(goal);
+        Ok(())
+    }
 }

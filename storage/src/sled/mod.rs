@@ -183,6 +183,10 @@ impl TxnLog for SledStorage {
         self.flush_log()
     }
 
+    fn first_zxid(&self) -> Result<Option<Zxid>> {
+        self.log.first()?.map(|(k, _)| zxid_of(&k)).transpose()
+    }
+
     fn last_zxid(&self) -> Result<Option<Zxid>> {
         self.log.last()?.map(|(k, _)| zxid_of(&k)).transpose()
     }
