@@ -149,11 +149,22 @@ fn wrong_password_is_refused_and_kills_the_old_connection() {
 #[tokio::test]
 async fn reattach_moves_the_session_and_keeps_its_ephemerals() {
     let server = ZkdProcess::start();
-    let first = connect(&server.addr(), Duration::from_secs(10)).await;
+    // Detached: dropping the client closes its connection but not its session,
+    // as when a client process hands its session to a successor. (Two live
+    // clients sharing one session would keep stealing it from each other.)
+    let first = within(
+        zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(10))
+            .with_detached()
+            .connect(&server.addr()),
+    )
+    .await
+    .unwrap();
     let eph = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
     within(first.create("/mine", b"", &eph)).await.unwrap();
     let id = first.session_id();
     let session = first.session().clone();
+    drop(first);
     let second = within(
         zk::Client::connector()
             .with_session(session)
