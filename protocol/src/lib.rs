@@ -14,6 +14,7 @@ pub mod jute;
 pub mod op_code;
 pub mod records;
 pub mod request;
+pub mod response;
 pub mod zxid;
 
 pub use jute::{DecodeError, Record};

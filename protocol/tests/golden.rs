@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use zkd_protocol::records::*;
 use zkd_protocol::request::ClientRequest;
+use zkd_protocol::response::ClientResponse;
 use zkd_protocol::Record;
 
 struct Frame {
@@ -42,29 +43,6 @@ fn round_trip<T: Record + std::fmt::Debug>(buf: &mut Bytes, out: &mut Vec<u8>) -
     value
 }
 
-fn reply_body(op: i32, buf: &mut Bytes, out: &mut Vec<u8>) {
-    match op {
-        1 => drop(round_trip::<CreateResponse>(buf, out)),
-        3 => drop(round_trip::<ExistsResponse>(buf, out)),
-        4 => drop(round_trip::<GetDataResponse>(buf, out)),
-        5 => drop(round_trip::<SetDataResponse>(buf, out)),
-        6 => drop(round_trip::<GetAclResponse>(buf, out)),
-        7 => drop(round_trip::<SetAclResponse>(buf, out)),
-        8 => drop(round_trip::<GetChildrenResponse>(buf, out)),
-        9 => drop(round_trip::<SyncResponse>(buf, out)),
-        12 => drop(round_trip::<GetChildren2Response>(buf, out)),
-        14 | 22 => drop(round_trip::<MultiResponse>(buf, out)),
-        15 | 19 | 21 => drop(round_trip::<Create2Response>(buf, out)),
-        103 => drop(round_trip::<GetEphemeralsResponse>(buf, out)),
-        104 => drop(round_trip::<GetAllChildrenNumberResponse>(buf, out)),
-        106 => drop(round_trip::<ErrorResponse>(buf, out)),
-        107 => drop(round_trip::<WhoAmIResponse>(buf, out)),
-        // delete, ping, check/removeWatches, auth, setWatches(2), closeSession: no body.
-        2 | 11 | 17 | 18 | 100 | 101 | 105 | -11 => {}
-        other => panic!("no reply layout for opcode {other}"),
-    }
-}
-
 fn re_encode(frame: &Frame) -> Vec<u8> {
     let mut buf = frame.bytes.clone();
     let mut out = Vec::new();
@@ -91,7 +69,9 @@ fn re_encode(frame: &Frame) -> Vec<u8> {
                 .unwrap();
             let header: ReplyHeader = round_trip(&mut buf, &mut out);
             if header.err == 0 {
-                reply_body(op, &mut buf, &mut out);
+                ClientResponse::decode(op, &mut buf)
+                    .unwrap_or_else(|e| panic!("{}: {e}", frame.name))
+                    .encode(&mut out);
             }
         }
     }
