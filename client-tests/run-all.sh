@@ -11,10 +11,11 @@ need_apt=""
 [ -x /usr/share/zookeeper/bin/zkCli.sh ] || need_apt=1
 [ -f /usr/share/java/zookeeper.jar ] || need_apt=1
 [ -x /usr/lib/zookeeper/bin/cli_mt ] || need_apt=1
+[ -x /usr/bin/javac ] || need_apt=1
 if [ -n "$need_apt" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jre-headless >/dev/null
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 >/dev/null
 fi
 
 # Missing oracle tools are failures here, not skips.

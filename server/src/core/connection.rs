@@ -56,11 +56,7 @@ pub struct ConnStats {
     pub last_cxid: i32,
     pub last_zxid: i64,
     pub last_response_ms: i64,
-    pub last_latency_ms: u64,
-    pub min_latency_ms: u64,
-    pub max_latency_ms: u64,
-    pub total_latency_ms: u64,
-    pub replies: u64,
+    pub latency: super::stats::Latency,
     pub established_ms: i64,
 }
 
@@ -103,19 +99,5 @@ impl Conn {
             ConnState::Established(s) => Some(s),
             _ => None,
         }
-    }
-
-    /// Records one answered request's latency.
-    pub fn record_latency(&mut self, latency_ms: u64) {
-        let s = &mut self.stats;
-        s.min_latency_ms = if s.replies == 0 {
-            latency_ms
-        } else {
-            s.min_latency_ms.min(latency_ms)
-        };
-        s.max_latency_ms = s.max_latency_ms.max(latency_ms);
-        s.total_latency_ms += latency_ms;
-        s.last_latency_ms = latency_ms;
-        s.replies += 1;
     }
 }

@@ -292,10 +292,10 @@ impl Node {
 
     fn note_reply(&mut self, now: Now, conn: ConnId, received_ms: u64) {
         let latency = now.mono_ms.saturating_sub(received_ms);
-        self.stats.record_latency(latency);
+        self.stats.latency.record(latency);
         let zxid = self.tree.last_zxid().0;
         if let Some(c) = self.conns.get_mut(&conn) {
-            c.record_latency(latency);
+            c.stats.latency.record(latency);
             c.stats.last_zxid = zxid;
             c.stats.last_response_ms = now.wall_ms;
         }

@@ -1,35 +1,43 @@
-//! Server-wide counters for `srvr`, `stat` and `mntr`.
+//! Counters for `srvr`, `stat`, `cons` and `mntr`.
 
-/// Counters since start (or the last `srst`).
+/// Request latencies: min, max, total and count, plus the last one.
+#[derive(Clone, Debug, Default)]
+pub struct Latency {
+    pub min_ms: u64,
+    pub max_ms: u64,
+    pub total_ms: u64,
+    pub count: u64,
+    pub last_ms: u64,
+}
+
+impl Latency {
+    /// Records one answered request.
+    pub fn record(&mut self, ms: u64) {
+        self.min_ms = if self.count == 0 {
+            ms
+        } else {
+            self.min_ms.min(ms)
+        };
+        self.max_ms = self.max_ms.max(ms);
+        self.total_ms += ms;
+        self.last_ms = ms;
+        self.count += 1;
+    }
+
+    /// Average in ms.
+    pub fn avg_ms(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.total_ms as f64 / self.count as f64
+        }
+    }
+}
+
+/// Server-wide counters since start (or the last `srst`).
 #[derive(Clone, Debug, Default)]
 pub struct ServerStats {
     pub packets_received: u64,
     pub packets_sent: u64,
-    pub min_latency_ms: u64,
-    pub max_latency_ms: u64,
-    pub total_latency_ms: u64,
-    pub replies: u64,
-}
-
-impl ServerStats {
-    /// Records one answered request.
-    pub fn record_latency(&mut self, latency_ms: u64) {
-        self.min_latency_ms = if self.replies == 0 {
-            latency_ms
-        } else {
-            self.min_latency_ms.min(latency_ms)
-        };
-        self.max_latency_ms = self.max_latency_ms.max(latency_ms);
-        self.total_latency_ms += latency_ms;
-        self.replies += 1;
-    }
-
-    /// Average latency in ms.
-    pub fn avg_latency_ms(&self) -> f64 {
-        if self.replies == 0 {
-            0.0
-        } else {
-            self.total_latency_ms as f64 / self.replies as f64
-        }
-    }
+    pub latency: Latency,
 }

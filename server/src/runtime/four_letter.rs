@@ -87,9 +87,9 @@ impl ServerInfo {
         let _ = write!(
             out,
             "Latency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: {}\nMode: standalone\nNode count: {}\n",
-            s.min_latency_ms,
-            s.avg_latency_ms(),
-            s.max_latency_ms,
+            s.latency.min_ms,
+            s.latency.avg_ms(),
+            s.latency.max_ms,
             s.packets_received,
             s.packets_sent,
             node.connections().len(),
@@ -124,9 +124,9 @@ impl ServerInfo {
         let rows: Vec<(&str, String)> = vec![
             ("zk_version", version_string()),
             ("zk_server_state", "standalone".into()),
-            ("zk_avg_latency", format!("{:.4}", s.avg_latency_ms())),
-            ("zk_max_latency", s.max_latency_ms.to_string()),
-            ("zk_min_latency", s.min_latency_ms.to_string()),
+            ("zk_avg_latency", format!("{:.4}", s.latency.avg_ms())),
+            ("zk_max_latency", s.latency.max_ms.to_string()),
+            ("zk_min_latency", s.latency.min_ms.to_string()),
             ("zk_packets_received", s.packets_received.to_string()),
             ("zk_packets_sent", s.packets_sent.to_string()),
             (
@@ -174,7 +174,7 @@ fn cons(node: &Node) -> String {
         let mut line = brief(conn);
         if let Some(session) = conn.session() {
             line.pop();
-            let avg = s.total_latency_ms.checked_div(s.replies).unwrap_or(0);
+            let avg = s.latency.total_ms.checked_div(s.latency.count).unwrap_or(0);
             let timeout = node.sessions().timeout_ms(session).unwrap_or(0);
             let _ = write!(
                 line,
@@ -184,9 +184,9 @@ fn cons(node: &Node) -> String {
                 s.last_cxid,
                 s.last_zxid,
                 s.last_response_ms,
-                s.last_latency_ms,
-                s.min_latency_ms,
-                s.max_latency_ms,
+                s.latency.last_ms,
+                s.latency.min_ms,
+                s.latency.max_ms,
             );
         }
         out.push_str(&line);
