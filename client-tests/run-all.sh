@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Apache ZooKeeper 3.8 as the oracle, its CLI and
-# C client) and runs every test of the workspace. Usage: bash client-tests/run-all.sh
+# C client, a JDK for the Java-client test, kazoo from PyPI) and runs every test
+# of the workspace. Usage: bash client-tests/run-all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +18,9 @@ if [ -n "$need_apt" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 >/dev/null
 fi
+
+# kazoo, the stock Python client, for the kazoo smoke test.
+python3 -c 'import kazoo' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore kazoo==2.11.0
 
 # Missing oracle tools are failures here, not skips.
 export ZKD_REQUIRE_ORACLE=1
