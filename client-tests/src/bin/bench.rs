@@ -27,6 +27,9 @@ struct Args {
     /// Bytes of data per setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
+    /// Znodes created after the timed phases, before server memory is read.
+    #[arg(long, default_value_t = 100_000)]
+    nodes: usize,
 }
 
 /// One phase's outcome.
@@ -129,9 +132,33 @@ struct ServerRun {
     rss_kib: u64,
 }
 
+/// Creates `args.nodes` znodes (pipelined, one session) so memory per node shows.
+async fn populate(addr: &str, args: &Args) {
+    let c = connect(addr, Duration::from_secs(30)).await;
+    let _ = c.create("/mem", b"", &persistent()).await;
+    let data = vec![5u8; args.payload];
+    let per_task = args.nodes.div_ceil(args.window.max(1));
+    let mut tasks = Vec::new();
+    for w in 0..args.window.max(1) {
+        let c = c.clone();
+        let data = data.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per_task {
+                let _ = c
+                    .create(&format!("/mem/n{w}-{i}"), &data, &persistent())
+                    .await;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
 async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
     let write = run_phase(addr, args, Phase::Write).await;
     let read = run_phase(addr, args, Phase::Read).await;
+    populate(addr, args).await;
     ServerRun {
         write,
         read,
@@ -191,7 +218,9 @@ async fn main() {
         );
         println!();
         println!(
-            "server RSS after the run: zkd {} MiB, zookeeper {} MiB ({:.2}x)",
+            "server RSS after the run and {} more znodes of {} B: zkd {} MiB, zookeeper {} MiB ({:.2}x)",
+            args.nodes,
+            args.payload,
             ours.rss_kib / 1024,
             t.rss_kib / 1024,
             ours.rss_kib as f64 / t.rss_kib.max(1) as f64

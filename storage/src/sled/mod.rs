@@ -87,6 +87,9 @@ pub struct SledStorage {
     epochs: ::sled::Tree,
 }
 
+/// sled's page cache per database (its default is 1 GiB).
+const CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
 fn key(zxid: Zxid) -> [u8; 8] {
     (zxid.0 as u64).to_be_bytes()
 }
@@ -102,9 +105,12 @@ impl SledStorage {
     /// Opens (or creates) the stores under `data_dir` and `data_log_dir`.
     pub fn open(data_dir: &Path, data_log_dir: &Path) -> Result<SledStorage> {
         let open = |dir: &Path| {
+            // The log is written, and read back only at startup: a small page
+            // cache keeps memory for the tree, which serves the reads.
             ::sled::Config::new()
                 .path(dir)
                 .mode(::sled::Mode::HighThroughput)
+                .cache_capacity(CACHE_BYTES)
                 .open()
         };
         let log_dir = data_log_dir.join("version-2").join("log");
