@@ -242,11 +242,21 @@ impl Node {
 
     fn reattach(&mut self, now: Now, conn: ConnId, request: &ConnectRequest, timeout_ms: i32) {
         let session = SessionId(request.session_id);
-        // ZooKeeper closes the session's old connection before checking the password.
-        if let Some(old) = self.session_conn.get(&session).copied() {
-            if old != conn {
-                self.close(old);
-            }
+        // ZooKeeper closes every other connection of the session before checking
+        // the password: the attached one and any still waiting to reattach.
+        let waiting = self.reattaching.iter().copied().filter(|c| {
+            *c != conn && matches!(self.conns.get(c).map(|c| c.state), Some(ConnState::Reattaching { session: s, .. }) if s == session)
+        });
+        let others: Vec<ConnId> = waiting
+            .chain(
+                self.session_conn
+                    .get(&session)
+                    .copied()
+                    .filter(|c| *c != conn),
+            )
+            .collect();
+        for old in others {
+            self.close(old);
         }
         let valid = request.passwd.as_ref() == session_password(session.0)
             && self.sessions.is_live(session);
@@ -300,6 +310,8 @@ impl Node {
         for (conn, session, timeout_ms) in ready {
             self.reattaching.remove(&conn);
             if self.sessions.is_live(session) {
+                // The wait may have been long: expiry counts from the answer.
+                self.sessions.touch(session, now.mono_ms);
                 self.send_connect_response(conn, timeout_ms, session);
                 self.establish(now, conn, session);
             } else {
@@ -341,7 +353,14 @@ impl Node {
         c.state = ConnState::Established(session);
         c.stats.established_ms = now.wall_ms;
         let backlog = std::mem::take(&mut c.backlog);
-        self.session_conn.insert(session, conn);
+        // One connection per session: whoever held it before goes.
+        if let Some(old) = self
+            .session_conn
+            .insert(session, conn)
+            .filter(|old| *old != conn)
+        {
+            self.close(old);
+        }
         for frame in backlog {
             self.request_frame(now, conn, frame);
         }

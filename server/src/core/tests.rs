@@ -438,3 +438,65 @@ fn a_reattach_waits_for_the_sessions_writes_from_its_old_connection() {
         "the read on the new connection sees the old write"
     );
 }
+
+#[test]
+fn a_second_reattach_closes_the_first_one_still_waiting() {
+    let mut n = node();
+    let (old, b, c) = (ConnId(1), ConnId(2), ConnId(3));
+    let session = open_session(&mut n, old, 4000);
+    n.handle_event(
+        at(1),
+        Event::Request {
+            conn: old,
+            frame: request(1, &create("/x", 0)),
+        },
+    );
+    let pending = drain(&mut n);
+    let passwd = Bytes::copy_from_slice(&session::session_password(session));
+    for conn in [b, c] {
+        n.handle_event(
+            at(2),
+            Event::Connected {
+                conn,
+                remote_ip: "127.0.0.1".into(),
+                remote_port: 2,
+            },
+        );
+        let hello = ConnectRequest {
+            session_id: session,
+            passwd: passwd.clone(),
+            time_out: 4000,
+            read_only: Some(false),
+            ..Default::default()
+        };
+        n.handle_event(
+            at(2),
+            Event::Handshake {
+                conn,
+                request: hello,
+            },
+        );
+    }
+    let closed: Vec<ConnId> = drain(&mut n)
+        .iter()
+        .filter_map(|c| {
+            if let Command::Close { conn } = c {
+                Some(*conn)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        closed,
+        vec![old, b],
+        "each reattach closes every other connection of the session"
+    );
+    persist_all(&mut n, &pending, 3);
+    let c_out = drain(&mut n);
+    assert!(
+        matches!(&c_out[..], [Command::Send { conn, .. }] if *conn == c),
+        "{c_out:?}"
+    );
+    assert_eq!(n.connections().len(), 1);
+}

@@ -75,17 +75,22 @@ pub fn run(
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
-            match worker.process(batch) {
-                Ok(Some(zxid)) => {
-                    if reports.send(StorageReport::Persisted(zxid)).is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => {}
+            let (last, snapshots) = match worker.persist(batch) {
+                Ok(done) => done,
                 Err(e) => {
                     let _ = reports.send(StorageReport::Failed(e.to_string()));
                     return;
                 }
+            };
+            // Clients waiting on these txns hear before any snapshot is written.
+            if let Some(zxid) = last {
+                if reports.send(StorageReport::Persisted(zxid)).is_err() {
+                    return;
+                }
+            }
+            if let Err(e) = worker.save_snapshots(snapshots) {
+                let _ = reports.send(StorageReport::Failed(e.to_string()));
+                return;
             }
         }
         if let Err(e) = worker.purge_step() {
@@ -96,7 +101,12 @@ pub fn run(
 }
 
 impl Worker {
-    fn process(&mut self, batch: Vec<StorageJob>) -> Result<Option<Zxid>, StorageError> {
+    /// Appends the batch's txns and syncs them once; returns the last zxid and
+    /// the snapshots the batch asked for.
+    fn persist(
+        &mut self,
+        batch: Vec<StorageJob>,
+    ) -> Result<(Option<Zxid>, Vec<(Zxid, bytes::Bytes)>), StorageError> {
         let mut last = None;
         let mut snapshots = Vec::new();
         for job in batch {
@@ -111,16 +121,20 @@ impl Worker {
         if last.is_some() {
             self.storage.sync()?;
         }
-        // Snapshots come after the sync: every txn they include is then durable.
+        Ok((last, snapshots))
+    }
+
+    /// Saves snapshots (every txn they include is already durable), then
+    /// schedules the purge of what the oldest kept snapshot covers.
+    fn save_snapshots(&mut self, snapshots: Vec<(Zxid, bytes::Bytes)>) -> Result<(), StorageError> {
         for (zxid, image) in snapshots {
             self.storage.save_snapshot(zxid, image)?;
             if let Some(oldest) = self.storage.purge_snapshots(self.retain)? {
-                // The log before the oldest kept snapshot is no longer needed.
                 self.purge = Some(oldest);
             }
             tracing::info!(%zxid, "snapshot saved");
         }
-        Ok(last)
+        Ok(())
     }
 
     fn purge_step(&mut self) -> Result<(), StorageError> {
