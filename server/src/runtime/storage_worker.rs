@@ -26,6 +26,9 @@ pub enum StorageReport {
     Failed(String),
 }
 
+/// Snapshot images to store, with the zxid each includes.
+type Snapshots = Vec<(Zxid, bytes::Bytes)>;
+
 /// Largest number of txns one fsync covers, as ZooKeeper's maxBatchSize.
 const MAX_BATCH: usize = 1000;
 
@@ -106,7 +109,7 @@ impl Worker {
     fn persist(
         &mut self,
         batch: Vec<StorageJob>,
-    ) -> Result<(Option<Zxid>, Vec<(Zxid, bytes::Bytes)>), StorageError> {
+    ) -> Result<(Option<Zxid>, Snapshots), StorageError> {
         let mut last = None;
         let mut snapshots = Vec::new();
         for job in batch {
@@ -126,7 +129,7 @@ impl Worker {
 
     /// Saves snapshots (every txn they include is already durable), then
     /// schedules the purge of what the oldest kept snapshot covers.
-    fn save_snapshots(&mut self, snapshots: Vec<(Zxid, bytes::Bytes)>) -> Result<(), StorageError> {
+    fn save_snapshots(&mut self, snapshots: Snapshots) -> Result<(), StorageError> {
         for (zxid, image) in snapshots {
             self.storage.save_snapshot(zxid, image)?;
             if let Some(oldest) = self.storage.purge_snapshots(self.retain)? {
