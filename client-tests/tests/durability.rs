@@ -151,3 +151,92 @@ async fn recovery_uses_snapshots_and_the_log() {
     let kid: Option<zk::Stat> = within(c.check_stat("/s/n149")).await.unwrap();
     assert!(kid.is_some());
 }
+
+/// Writes sequential nodes under `/cycle` from two sessions until the server
+/// dies; returns the acknowledged paths and the highest acknowledged zxid.
+async fn write_until_killed(
+    addr: &str,
+    server: &mut ZkdProcess,
+    after: Duration,
+) -> (Vec<String>, i64) {
+    let acked: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
+    let mut writers = Vec::new();
+    for w in 0..2 {
+        let client = connect(addr, SESSION).await;
+        let acked = acked.clone();
+        writers.push(tokio::spawn(async move {
+            let seq = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
+            loop {
+                let prefix = format!("/cycle/w{w}-");
+                let created = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    client.create(&prefix, b"x", &seq),
+                )
+                .await;
+                match created {
+                    Ok(Ok((stat, n))) => acked
+                        .lock()
+                        .unwrap()
+                        .push((format!("{prefix}{n}"), stat.czxid)),
+                    _ => break,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(after).await;
+    server.kill9();
+    for w in writers {
+        let _ = w.await;
+    }
+    let acked = acked.lock().unwrap().clone();
+    let max = acked.iter().map(|(_, z)| *z).max().unwrap_or(0);
+    (acked.into_iter().map(|(p, _)| p).collect(), max)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_kill_9_cycles_lose_nothing_and_never_reuse_a_zxid() {
+    let mut server = ZkdProcess::start_with(ServerOptions::default().with("snapCount", "200"));
+    let setup = connect(&server.addr(), SESSION).await;
+    within(setup.create("/cycle", b"", &persistent()))
+        .await
+        .unwrap();
+    drop(setup);
+    let mut all_acked = Vec::new();
+    for cycle in 0..3u64 {
+        let (acked, max_zxid) = write_until_killed(
+            &server.addr(),
+            &mut server,
+            Duration::from_millis(300 + 150 * cycle),
+        )
+        .await;
+        assert!(!acked.is_empty(), "cycle {cycle} acknowledged nothing");
+        all_acked.extend(acked);
+        server.restart();
+        let c = connect(&server.addr(), SESSION).await;
+        let present: std::collections::BTreeSet<String> = within(c.list_children("/cycle"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| format!("/cycle/{n}"))
+            .collect();
+        let lost: Vec<_> = all_acked.iter().filter(|p| !present.contains(*p)).collect();
+        assert!(
+            lost.is_empty(),
+            "cycle {cycle}: {} acknowledged creates lost, e.g. {:?}",
+            lost.len(),
+            lost.first()
+        );
+        let (next, _) = within(c.create(
+            "/cycle/after-",
+            b"",
+            &zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all()),
+        ))
+        .await
+        .unwrap();
+        assert!(
+            next.czxid > max_zxid,
+            "cycle {cycle}: zxid {} reused after restart (acked up to {max_zxid})",
+            next.czxid
+        );
+    }
+}
