@@ -240,3 +240,54 @@ async fn repeated_kill_9_cycles_lose_nothing_and_never_reuse_a_zxid() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fuzzy_snapshots_taken_under_load_recover_exactly() {
+    // Snapshots every ~1000 txns of a tree that grows past 8000 nodes: each is
+    // written in slices of 2000 nodes while the writers keep going.
+    let mut server = ZkdProcess::start_with(ServerOptions::default().with("snapCount", "1000"));
+    let c = connect(&server.addr(), SESSION).await;
+    within(c.create("/f", b"", &persistent())).await.unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..1000 {
+                let path = format!("/f/w{w}-{i}");
+                c.create(&path, path.as_bytes(), &persistent())
+                    .await
+                    .unwrap();
+                if i % 10 == 0 {
+                    c.set_data(&format!("/f/w{w}-0"), format!("{i}").as_bytes(), None)
+                        .await
+                        .unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        within(t).await.unwrap();
+    }
+    let (_, last) = within(c.get_data("/f/w0-0")).await.unwrap();
+    drop(c);
+    assert!(
+        server.log().matches("snapshot saved").count() >= 3,
+        "expected several snapshots:\n{}",
+        server.log()
+    );
+    server.kill9();
+    server.restart();
+    let c = connect(&server.addr(), SESSION).await;
+    assert_eq!(
+        within(c.count_descendants_number("/f")).await.unwrap(),
+        8000
+    );
+    for w in 0..8 {
+        let (data, stat) = within(c.get_data(&format!("/f/w{w}-0"))).await.unwrap();
+        assert_eq!((data, stat.version), (b"990".to_vec(), 100), "writer {w}");
+    }
+    let (_, again) = within(c.get_data("/f/w0-0")).await.unwrap();
+    assert_eq!(again, last, "the Stat survives exactly");
+    let (_, f) = within(c.get_data("/f")).await.unwrap();
+    assert_eq!((f.num_children, f.cversion), (8000, 8000));
+}

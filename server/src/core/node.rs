@@ -10,7 +10,13 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::records::{ConnectRequest, ConnectResponse};
 use zkd_protocol::{Record, Zxid};
+use zkd_storage::data_tree::SnapshotCursor;
 use zkd_storage::{DataTree, Txn};
+
+/// Nodes written per snapshot slice, and the pause between slices: about a
+/// millisecond of work every few milliseconds.
+const SNAPSHOT_STEP_NODES: usize = 2000;
+const SNAPSHOT_STEP_INTERVAL_MS: u64 = 4;
 
 /// Why a txn was started, so its outcome reaches the right place.
 #[derive(Clone, Debug)]
@@ -54,6 +60,8 @@ pub struct Node {
     pub(super) rng: u64,
     pub(super) next_container_check_ms: u64,
     pub(super) stats: ServerStats,
+    /// A fuzzy snapshot being written, and when its next slice is due.
+    pub(super) snapshot: Option<(SnapshotCursor, u64)>,
     /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
     pub(super) reattaching: std::collections::BTreeSet<ConnId>,
 }
@@ -82,6 +90,7 @@ impl Node {
             txns_since_snapshot: 0,
             snapshot_after: 0,
             stats: ServerStats::default(),
+            snapshot: None,
             reattaching: std::collections::BTreeSet::new(),
         };
         node.snapshot_after = node.next_snapshot_threshold();
@@ -99,17 +108,35 @@ impl Node {
         half + self.rng % half
     }
 
-    pub(super) fn count_txn_for_snapshot(&mut self) {
+    pub(super) fn count_txn_for_snapshot(&mut self, now: Now) {
         self.txns_since_snapshot += 1;
-        if self.txns_since_snapshot > self.snapshot_after {
+        if self.txns_since_snapshot > self.snapshot_after && self.snapshot.is_none() {
             self.txns_since_snapshot = 0;
             self.snapshot_after = self.next_snapshot_threshold();
-            let zxid = self.tree.last_zxid();
-            tracing::info!(%zxid, "taking snapshot");
-            self.commands.push_back(Command::Snapshot {
-                zxid,
-                image: self.tree.to_image(),
-            });
+            let cursor = self.tree.start_snapshot();
+            tracing::info!(zxid = %cursor.zxid(), "taking snapshot");
+            self.snapshot = Some((cursor, now.mono_ms));
+        }
+    }
+
+    /// Writes the next slice of a snapshot in progress. Slices are small and
+    /// spaced out, so even a huge tree never stalls clients for long.
+    fn step_snapshot(&mut self, now: Now) {
+        let Some((cursor, due_ms)) = self.snapshot.as_mut() else {
+            return;
+        };
+        if now.mono_ms < *due_ms {
+            return;
+        }
+        *due_ms = now.mono_ms + SNAPSHOT_STEP_INTERVAL_MS;
+        if cursor.step(&self.tree, SNAPSHOT_STEP_NODES) {
+            if let Some((cursor, _)) = self.snapshot.take() {
+                let zxid = cursor.zxid();
+                self.commands.push_back(Command::Snapshot {
+                    zxid,
+                    image: cursor.finish(),
+                });
+            }
         }
     }
 
@@ -137,10 +164,14 @@ impl Node {
 
     /// The monotonic time at which `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let expiry = self.sessions.next_expiry_ms();
-        Some(expiry.map_or(self.next_container_check_ms, |e| {
-            e.min(self.next_container_check_ms)
-        }))
+        let mut due = self.next_container_check_ms;
+        if let Some(expiry) = self.sessions.next_expiry_ms() {
+            due = due.min(expiry);
+        }
+        if let Some((_, step)) = &self.snapshot {
+            due = due.min(*step);
+        }
+        Some(due)
     }
 
     /// Expires sessions and sweeps containers whose time has come.
@@ -153,6 +184,7 @@ impl Node {
             self.next_container_check_ms = now.mono_ms + self.config.container_check_interval_ms;
             self.sweep_containers(now);
         }
+        self.step_snapshot(now);
     }
 
     /// Sends a frame that answers no request (notification, ConnectResponse).

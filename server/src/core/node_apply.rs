@@ -22,7 +22,7 @@ impl Node {
             self.pending.applied(txn.zxid());
             self.fire(txn.zxid(), &triggers);
             self.deliver(now, &txn, origin, &outcome);
-            self.count_txn_for_snapshot();
+            self.count_txn_for_snapshot(now);
             self.finish_reattaches(now, txn.zxid());
         }
     }

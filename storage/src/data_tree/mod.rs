@@ -8,6 +8,7 @@
 mod image;
 mod node;
 
+pub use image::SnapshotCursor;
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
 
 use crate::path;

@@ -135,3 +135,92 @@ fn very_deep_trees_count_and_snapshot_without_recursion() {
         .join()
         .expect("deep tree handled without deep recursion");
 }
+
+/// Tiny deterministic generator for the fuzzy-snapshot property.
+struct Gen(u64);
+impl Gen {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+const NAMES: [&str; 6] = ["/a", "/b", "/a/x", "/a/y", "/b/x", "/a/x/z"];
+
+/// A txn valid against `tree`, or None if the random pick does not fit.
+fn random_txn(tree: &DataTree, g: &mut Gen, zxid: i64) -> Option<Txn> {
+    let p = NAMES[g.next(NAMES.len() as u64) as usize];
+    let session = 1 + g.next(2) as i64;
+    let body = match (g.next(4), tree.node(p)) {
+        (0 | 1, None) => {
+            let parent = tree.node(crate::path::parent(p))?;
+            if parent.ephemeral_session().is_some() {
+                return None;
+            }
+            let mut body = create(p, g.next(3) == 0, parent.stat.cversion + 1);
+            if let TxnBody::Create(_, t) = &mut body {
+                t.data = Some(Bytes::from(vec![g.next(255) as u8; 3]));
+            }
+            body
+        }
+        (2, Some(node)) if node.children.is_empty() => {
+            TxnBody::Delete(OpCode::Delete, DeleteTxn { path: p.into() })
+        }
+        (3, Some(node)) => TxnBody::SetData(SetDataTxn {
+            path: p.into(),
+            data: Some(Bytes::from(vec![g.next(255) as u8; 2])),
+            version: node.stat.version + 1,
+        }),
+        (_, _) if g.next(8) == 0 => TxnBody::CloseSession(CloseSessionTxn {
+            paths2_delete: tree.ephemerals_of(session),
+        }),
+        _ => return None,
+    };
+    Some(txn(zxid, session, body))
+}
+
+#[test]
+fn fuzzy_snapshots_plus_replay_rebuild_the_exact_tree() {
+    for seed in 1..=300u64 {
+        let mut g = Gen(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut tree = DataTree::new();
+        let mut log = Vec::new();
+        let mut zxid = 0;
+        let mut cursor = None;
+        let mut image = None;
+        for step in 0..200 {
+            if let Some(t) = random_txn(&tree, &mut g, zxid + 1) {
+                zxid += 1;
+                tree.apply(&t);
+                log.push(t);
+            }
+            if step == 40 + (seed % 50) as usize {
+                cursor = Some(tree.start_snapshot());
+            }
+            // A few nodes per step while txns keep landing.
+            if let Some(c) = cursor.as_mut() {
+                if c.step(&tree, 1 + g.next(2) as usize) {
+                    let done = cursor.take().unwrap();
+                    image = Some((done.zxid(), done.finish()));
+                }
+            }
+        }
+        let Some((from, image)) = image else { continue };
+        let mut rebuilt = DataTree::from_image(image).unwrap();
+        for t in log.iter().filter(|t| t.zxid() > from) {
+            rebuilt.apply(t);
+        }
+        assert_eq!(
+            rebuilt.to_image(),
+            tree.to_image(),
+            "seed {seed}: fuzzy snapshot + replay diverged"
+        );
+        assert_eq!(
+            rebuilt.ephemeral_count(),
+            tree.ephemeral_count(),
+            "seed {seed}"
+        );
+    }
+}
