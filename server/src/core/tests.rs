@@ -41,6 +41,17 @@ fn create(path: &str, flags: i32) -> ClientRequest {
     )
 }
 
+/// Feeds one request frame from `conn` at time `t`.
+fn submit(n: &mut Node, t: u64, conn: ConnId, xid: i32, req: &ClientRequest) {
+    n.handle_event(
+        at(t),
+        Event::Request {
+            conn,
+            frame: request(xid, req),
+        },
+    );
+}
+
 fn drain(n: &mut Node) -> Vec<Command> {
     n.drain_commands().collect()
 }
@@ -112,13 +123,7 @@ fn a_write_is_answered_only_once_persisted() {
     let mut n = node();
     let conn = ConnId(1);
     open_session(&mut n, conn, 4000);
-    n.handle_event(
-        at(10),
-        Event::Request {
-            conn,
-            frame: request(5, &create("/a", 0)),
-        },
-    );
+    submit(&mut n, 10, conn, 5, &create("/a", 0));
     let commands = drain(&mut n);
     assert!(
         matches!(&commands[..], [Command::Persist { .. }]),
@@ -134,31 +139,13 @@ fn a_read_waits_behind_its_own_sessions_write_but_not_others() {
     let (a, b) = (ConnId(1), ConnId(2));
     open_session(&mut n, a, 4000);
     open_session(&mut n, b, 4000);
-    n.handle_event(
-        at(10),
-        Event::Request {
-            conn: a,
-            frame: request(1, &create("/a", 0)),
-        },
-    );
+    submit(&mut n, 10, a, 1, &create("/a", 0));
     let get = ClientRequest::GetData(GetDataRequest {
         path: "/a".into(),
         watch: false,
     });
-    n.handle_event(
-        at(10),
-        Event::Request {
-            conn: a,
-            frame: request(2, &get),
-        },
-    );
-    n.handle_event(
-        at(10),
-        Event::Request {
-            conn: b,
-            frame: request(7, &get),
-        },
-    );
+    submit(&mut n, 10, a, 2, &get);
+    submit(&mut n, 10, b, 7, &get);
     let commands = drain(&mut n);
     assert!(
         sent_xids(&commands, a).is_empty(),
@@ -184,13 +171,7 @@ fn a_silent_session_expires_at_the_tick_after_its_timeout() {
     let mut n = node();
     let conn = ConnId(1);
     let session = open_session(&mut n, conn, 4000);
-    n.handle_event(
-        at(100),
-        Event::Request {
-            conn,
-            frame: request(1, &create("/e", 1)),
-        },
-    );
+    submit(&mut n, 100, conn, 1, &create("/e", 1));
     let commands = drain(&mut n);
     persist_all(&mut n, &commands, 100);
     drain(&mut n);
@@ -222,13 +203,7 @@ fn a_watch_event_is_sent_before_the_reply_that_reflects_it() {
     let mut n = node();
     let conn = ConnId(1);
     open_session(&mut n, conn, 4000);
-    n.handle_event(
-        at(1),
-        Event::Request {
-            conn,
-            frame: request(1, &create("/w", 0)),
-        },
-    );
+    submit(&mut n, 1, conn, 1, &create("/w", 0));
     let c = drain(&mut n);
     persist_all(&mut n, &c, 1);
     drain(&mut n);
@@ -236,25 +211,13 @@ fn a_watch_event_is_sent_before_the_reply_that_reflects_it() {
         path: "/w".into(),
         watch: true,
     });
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn,
-            frame: request(2, &watch),
-        },
-    );
+    submit(&mut n, 2, conn, 2, &watch);
     let set = ClientRequest::SetData(SetDataRequest {
         path: "/w".into(),
         data: None,
         version: -1,
     });
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn,
-            frame: request(3, &set),
-        },
-    );
+    submit(&mut n, 2, conn, 3, &set);
     let c = drain(&mut n);
     persist_all(&mut n, &c, 3);
     let mut xids = sent_xids(&c, conn);
@@ -268,20 +231,8 @@ fn a_close_prepared_behind_pending_writes_deletes_only_what_the_session_will_own
     let (s, t) = (ConnId(1), ConnId(2));
     open_session(&mut n, s, 4000);
     let t_id = open_session(&mut n, t, 4000);
-    n.handle_event(
-        at(1),
-        Event::Request {
-            conn: s,
-            frame: request(1, &create("/lock", 1)),
-        },
-    );
-    n.handle_event(
-        at(1),
-        Event::Request {
-            conn: s,
-            frame: request(2, &create("/mine", 1)),
-        },
-    );
+    submit(&mut n, 1, s, 1, &create("/lock", 1));
+    submit(&mut n, 1, s, 2, &create("/mine", 1));
     let c = drain(&mut n);
     persist_all(&mut n, &c, 1);
     drain(&mut n);
@@ -290,34 +241,10 @@ fn a_close_prepared_behind_pending_writes_deletes_only_what_the_session_will_own
         path: "/lock".into(),
         version: -1,
     });
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn: t,
-            frame: request(1, &delete),
-        },
-    );
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn: t,
-            frame: request(2, &create("/lock", 1)),
-        },
-    );
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn: s,
-            frame: request(3, &create("/late", 1)),
-        },
-    );
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn: s,
-            frame: request(4, &ClientRequest::CloseSession),
-        },
-    );
+    submit(&mut n, 2, t, 1, &delete);
+    submit(&mut n, 2, t, 2, &create("/lock", 1));
+    submit(&mut n, 2, s, 3, &create("/late", 1));
+    submit(&mut n, 2, s, 4, &ClientRequest::CloseSession);
     // T's multi must see S's ephemerals as gone.
     let check = ClientRequest::Multi(MultiRequest {
         ops: vec![MultiOp::Check(CheckVersionRequest {
@@ -325,13 +252,7 @@ fn a_close_prepared_behind_pending_writes_deletes_only_what_the_session_will_own
             version: -1,
         })],
     });
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn: t,
-            frame: request(3, &check),
-        },
-    );
+    submit(&mut n, 2, t, 3, &check);
     let c = drain(&mut n);
     let close = c.iter().find_map(|c| match c {
         Command::Persist { txn } => match &txn.body {
@@ -372,13 +293,7 @@ fn a_reattach_waits_for_the_sessions_writes_from_its_old_connection() {
     let mut n = node();
     let (old, new) = (ConnId(1), ConnId(2));
     let session = open_session(&mut n, old, 4000);
-    n.handle_event(
-        at(1),
-        Event::Request {
-            conn: old,
-            frame: request(1, &create("/x", 0)),
-        },
-    );
+    submit(&mut n, 1, old, 1, &create("/x", 0));
     let pending = drain(&mut n);
     n.handle_event(
         at(2),
@@ -407,13 +322,7 @@ fn a_reattach_waits_for_the_sessions_writes_from_its_old_connection() {
         path: "/x".into(),
         watch: false,
     });
-    n.handle_event(
-        at(2),
-        Event::Request {
-            conn: new,
-            frame: request(2, &get),
-        },
-    );
+    submit(&mut n, 2, new, 2, &get);
     let c = drain(&mut n);
     assert!(
         matches!(&c[..], [Command::Close { conn }] if *conn == old),
@@ -444,13 +353,7 @@ fn a_second_reattach_closes_the_first_one_still_waiting() {
     let mut n = node();
     let (old, b, c) = (ConnId(1), ConnId(2), ConnId(3));
     let session = open_session(&mut n, old, 4000);
-    n.handle_event(
-        at(1),
-        Event::Request {
-            conn: old,
-            frame: request(1, &create("/x", 0)),
-        },
-    );
+    submit(&mut n, 1, old, 1, &create("/x", 0));
     let pending = drain(&mut n);
     let passwd = Bytes::copy_from_slice(&session::session_password(session));
     for conn in [b, c] {
