@@ -11,6 +11,17 @@ use zkd_protocol::request::ClientRequest;
 use zkd_protocol::{OpCode, Record};
 use zookeeper_client as zk;
 
+/// A ConnectRequest reattaching `session_id` (readOnly byte sent, as stock clients do).
+fn reattach(session_id: i64, passwd: Bytes, time_out: i32) -> ConnectRequest {
+    ConnectRequest {
+        session_id,
+        passwd,
+        time_out,
+        read_only: Some(false),
+        ..Default::default()
+    }
+}
+
 fn fast_ticks() -> ServerOptions {
     // tickTime 100 ms: sessions may be as short as 200 ms.
     ServerOptions {
@@ -96,13 +107,7 @@ async fn expiry_deletes_ephemerals_and_fires_watches() {
     // Reattaching an expired session is answered in-band: timeout 0, id 0, zero password.
     let mut again = RawClient::connect(server.port);
     let reply = again
-        .handshake(&ConnectRequest {
-            session_id: resp.session_id,
-            passwd: resp.passwd.clone(),
-            time_out: 400,
-            read_only: Some(false),
-            ..Default::default()
-        })
+        .handshake(&reattach(resp.session_id, resp.passwd.clone(), 400))
         .expect("in-band answer");
     assert_eq!(
         (reply.time_out, reply.session_id, reply.passwd.as_ref()),
@@ -117,13 +122,11 @@ fn wrong_password_is_refused_and_kills_the_old_connection() {
     let (mut first, resp) = RawClient::new_session(server.port, 10_000);
     let mut intruder = RawClient::connect(server.port);
     let reply = intruder
-        .handshake(&ConnectRequest {
-            session_id: resp.session_id,
-            passwd: Bytes::from_static(&[1; 16]),
-            time_out: 10_000,
-            read_only: Some(false),
-            ..Default::default()
-        })
+        .handshake(&reattach(
+            resp.session_id,
+            Bytes::from_static(&[1; 16]),
+            10_000,
+        ))
         .expect("in-band answer");
     assert_eq!((reply.time_out, reply.session_id), (0, 0));
     assert!(intruder.closed_by_server());
@@ -132,13 +135,7 @@ fn wrong_password_is_refused_and_kills_the_old_connection() {
     // The session itself lives on: the right password reattaches.
     let mut owner = RawClient::connect(server.port);
     let ok = owner
-        .handshake(&ConnectRequest {
-            session_id: resp.session_id,
-            passwd: resp.passwd.clone(),
-            time_out: 10_000,
-            read_only: Some(false),
-            ..Default::default()
-        })
+        .handshake(&reattach(resp.session_id, resp.passwd.clone(), 10_000))
         .unwrap();
     assert_eq!(
         (ok.session_id, ok.passwd.clone()),

@@ -41,6 +41,11 @@ fn create(path: &str, flags: i32) -> ClientRequest {
     )
 }
 
+/// The err of a reply frame.
+fn reply_err(frame: &Bytes) -> i32 {
+    ReplyHeader::decode(&mut frame.clone()).unwrap().err
+}
+
 /// Feeds one request frame from `conn` at time `t`.
 fn submit(n: &mut Node, t: u64, conn: ConnId, xid: i32, req: &ClientRequest) {
     n.handle_event(
@@ -158,12 +163,7 @@ fn a_read_waits_behind_its_own_sessions_write_but_not_others() {
     let Command::Reply { frame, .. } = &commands[1] else {
         panic!()
     };
-    let mut frame = frame.clone();
-    assert_eq!(
-        ReplyHeader::decode(&mut frame).unwrap().err,
-        0,
-        "the read sees the write"
-    );
+    assert_eq!(reply_err(frame), 0, "the read sees the write");
 }
 
 #[test]
@@ -340,9 +340,8 @@ fn a_reattach_waits_for_the_sessions_writes_from_its_old_connection() {
             .session_id,
         session
     );
-    let mut reply = reply.clone();
     assert_eq!(
-        ReplyHeader::decode(&mut reply).unwrap().err,
+        reply_err(reply),
         0,
         "the read on the new connection sees the old write"
     );
