@@ -56,6 +56,12 @@ impl SnapshotCursor {
         self.stack.is_empty()
     }
 
+    /// Paths still to be written (tests place txns between particular slices).
+    #[cfg(test)]
+    pub(crate) fn pending_paths(&self) -> &[String] {
+        &self.stack
+    }
+
     /// The finished image.
     pub fn finish(mut self) -> Bytes {
         String::new().encode(&mut self.out);

@@ -278,6 +278,8 @@ impl DataTree {
                         == Some(h.client_id);
                     if owned {
                         self.delete(p, h.zxid, out);
+                    } else {
+                        self.raise_parent_pzxid(p, h.zxid);
                     }
                 }
                 self.ephemerals.remove(&h.client_id);
@@ -357,6 +359,10 @@ impl DataTree {
     }
 
     fn delete(&mut self, p: &str, zxid: i64, out: &mut Vec<WatchTrigger>) -> TxnOutcome {
+        // Before the existence check, as ZooKeeper's deleteNode: replay over a
+        // fuzzy snapshot may find the child already gone, and the parent must
+        // still end with this pzxid.
+        self.raise_parent_pzxid(p, zxid);
         let Some(node) = self.nodes.remove(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
@@ -373,9 +379,6 @@ impl DataTree {
         let parent_acl = match self.nodes.get_mut(parent_path) {
             Some(parent) => {
                 parent.children.remove(path::name(p));
-                if zxid > parent.stat.pzxid {
-                    parent.stat.pzxid = zxid;
-                }
                 parent.acl.clone()
             }
             None => Arc::new(Vec::new()),
@@ -391,6 +394,14 @@ impl DataTree {
             acl: parent_acl,
         });
         TxnOutcome::Deleted
+    }
+
+    fn raise_parent_pzxid(&mut self, p: &str, zxid: i64) {
+        if let Some(parent) = self.nodes.get_mut(path::parent(p)) {
+            if zxid > parent.stat.pzxid {
+                parent.stat.pzxid = zxid;
+            }
+        }
     }
 
     fn set_data(

@@ -181,6 +181,9 @@ fn random_txn(tree: &DataTree, g: &mut Gen, zxid: i64) -> Option<Txn> {
     Some(txn(zxid, session, body))
 }
 
+/// Snapshot + replay must equal the live tree at *every* point after the
+/// snapshot completes, not only at the end: later txns can hide a stale value
+/// (a parent's pzxid after replaying a delete of a child the cursor skipped).
 #[test]
 fn fuzzy_snapshots_plus_replay_rebuild_the_exact_tree() {
     for seed in 1..=300u64 {
@@ -189,11 +192,14 @@ fn fuzzy_snapshots_plus_replay_rebuild_the_exact_tree() {
         let mut log = Vec::new();
         let mut zxid = 0;
         let mut cursor = None;
-        let mut image = None;
+        let mut rebuilt: Option<DataTree> = None;
         for step in 0..200 {
             if let Some(t) = random_txn(&tree, &mut g, zxid + 1) {
                 zxid += 1;
                 tree.apply(&t);
+                if let Some(r) = rebuilt.as_mut() {
+                    r.apply(&t);
+                }
                 log.push(t);
             }
             if step == 40 + (seed % 50) as usize {
@@ -203,24 +209,59 @@ fn fuzzy_snapshots_plus_replay_rebuild_the_exact_tree() {
             if let Some(c) = cursor.as_mut() {
                 if c.step(&tree, 1 + g.next(2) as usize) {
                     let done = cursor.take().unwrap();
-                    image = Some((done.zxid(), done.finish()));
+                    let from = done.zxid();
+                    let mut r = DataTree::from_image(done.finish()).unwrap();
+                    for t in log.iter().filter(|t| t.zxid() > from) {
+                        r.apply(t);
+                    }
+                    rebuilt = Some(r);
                 }
             }
+            if let Some(r) = &rebuilt {
+                assert_eq!(
+                    r.to_image(),
+                    tree.to_image(),
+                    "seed {seed} step {step}: fuzzy snapshot + replay diverged"
+                );
+                assert_eq!(r.ephemeral_count(), tree.ephemeral_count(), "seed {seed}");
+            }
         }
-        let Some((from, image)) = image else { continue };
-        let mut rebuilt = DataTree::from_image(image).unwrap();
-        for t in log.iter().filter(|t| t.zxid() > from) {
-            rebuilt.apply(t);
+    }
+}
+
+/// The cursor has written /p but not /p/c when /p/c is deleted: replaying the
+/// delete finds no child, yet /p must still get the delete's pzxid, as
+/// ZooKeeper's deleteNode does (it raises pzxid before the existence check).
+#[test]
+fn replayed_delete_of_a_child_missing_from_the_snapshot_still_raises_pzxid() {
+    for close_session in [false, true] {
+        let mut tree = DataTree::new();
+        tree.apply(&txn(1, 7, create("/p", false, 1)));
+        tree.apply(&txn(2, 7, create("/p/c", true, 1)));
+        let mut cursor = tree.start_snapshot();
+        // Write the root, /p and /zookeeper... until /p is written but not /p/c.
+        while cursor.pending_paths().iter().all(|p| p != "/p/c") {
+            assert!(!cursor.step(&tree, 1), "cursor finished before reaching /p/c");
         }
+        let delete = if close_session {
+            TxnBody::CloseSession(CloseSessionTxn {
+                paths2_delete: vec!["/p/c".into()],
+            })
+        } else {
+            TxnBody::Delete(OpCode::Delete, DeleteTxn { path: "/p/c".into() })
+        };
+        let del = txn(3, 7, delete);
+        tree.apply(&del);
+        while !cursor.step(&tree, 16) {}
+        let from = cursor.zxid();
+        let mut rebuilt = DataTree::from_image(cursor.finish()).unwrap();
+        assert!(from < del.zxid());
+        rebuilt.apply(&del);
         assert_eq!(
-            rebuilt.to_image(),
-            tree.to_image(),
-            "seed {seed}: fuzzy snapshot + replay diverged"
+            rebuilt.node("/p").unwrap().stat.pzxid,
+            3,
+            "close_session={close_session}: parent pzxid after replay"
         );
-        assert_eq!(
-            rebuilt.ephemeral_count(),
-            tree.ephemeral_count(),
-            "seed {seed}"
-        );
+        assert_eq!(rebuilt.to_image(), tree.to_image());
     }
 }
