@@ -39,6 +39,12 @@ impl ZooKeeperProcess {
     /// Starts ZooKeeper standalone with TTL nodes enabled and every 4lw allowed,
     /// or returns None when it is not installed and not required.
     pub fn start(tick_time_ms: u64) -> Option<ZooKeeperProcess> {
+        ZooKeeperProcess::start_with(tick_time_ms, &[])
+    }
+
+    /// Like [`ZooKeeperProcess::start`], with extra JVM system properties, each
+    /// passed as `-Dkey=value` (e.g. `("znode.container.checkIntervalMs", "100")`).
+    pub fn start_with(tick_time_ms: u64, properties: &[(&str, &str)]) -> Option<ZooKeeperProcess> {
         if !tool_available(ZOOKEEPER_JAR) {
             return None;
         }
@@ -56,9 +62,9 @@ impl ZooKeeperProcess {
                 "-Xmx256m",
                 "-Dzookeeper.extendedTypesEnabled=true",
                 "-Dzookeeper.admin.enableServer=false",
-                "-cp",
-                ZOOKEEPER_JAR,
             ])
+            .args(properties.iter().map(|(k, v)| format!("-D{k}={v}")))
+            .args(["-cp", ZOOKEEPER_JAR])
             .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
             .arg(&cfg)
             .stdout(Stdio::null())

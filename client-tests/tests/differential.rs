@@ -13,6 +13,13 @@
 //!   (ZOOKEEPER-2590, -4799): the generator gives every node world READ, so
 //!   these rules never come into play;
 //! - ctime/mtime are wall-clock and differ between runs: not compared.
+//!
+//! Beyond the stock client, a raw session sends what that client cannot: multis
+//! whose create op has flags that are no CreateMode (3.8 answers BADARGUMENTS
+//! for that op; see create_modes.rs for 3.9), and whoAmI. Sessions hold several
+//! digest identities added in a seeded order, so the order of ids that an
+//! `auth` ACL expands to, and that whoAmI and getEphemerals list, is compared
+//! as a list.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -20,7 +27,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zkd_client_tests::oracle::ZooKeeperProcess;
+use zkd_client_tests::raw::RawClient;
 use zkd_client_tests::{within, ServerOptions, ZkdProcess};
+use zkd_protocol::records::{
+    Acl, AuthPacket, CreateRequest, DeleteRequest, MultiOp, MultiRequest, MultiResponse,
+    SetDataRequest, WhoAmIResponse,
+};
+use zkd_protocol::request::ClientRequest;
+use zkd_protocol::{OpCode, Record};
 use zookeeper_client as zk;
 
 const SESSIONS: usize = 3;
@@ -38,6 +52,10 @@ const PATHS: [&str; 9] = [
 ];
 // digest of user:pass; session 0 authenticates as it.
 const USER_DIGEST: &str = "user:smGaoVKd/cQkjm7b88GyorAUz20=";
+/// Identities that session 1 and the raw session take on, in a seeded order.
+const USERS: [&str; 6] = ["u1:p1", "u2:p2", "u3:p3", "alice:a", "bob:b", "carol:c"];
+/// Create flags that are no CreateMode.
+const BAD_FLAGS: [i32; 6] = [7, 8, 9, 42, -1, 100];
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -99,6 +117,14 @@ enum Op {
     Ephemerals {
         s: usize,
     },
+    /// A multi from the raw session whose op `bad` has invalid create flags.
+    BadMulti {
+        ops: Vec<Op>,
+        bad: usize,
+        flags: i32,
+    },
+    /// whoAmI from the raw session.
+    WhoAmI,
 }
 
 fn path(rng: &mut StdRng) -> String {
@@ -173,7 +199,16 @@ fn random_op(rng: &mut StdRng) -> Op {
                 .collect(),
         },
         17 => Op::Count { s, path: path(rng) },
-        18 => Op::Ephemerals { s },
+        18 if rng.gen_bool(0.5) => Op::Ephemerals { s },
+        18 if rng.gen_bool(0.3) => Op::WhoAmI,
+        18 => {
+            let ops: Vec<Op> = (0..rng.gen_range(1..4)).map(|_| write_op(rng, s)).collect();
+            Op::BadMulti {
+                bad: rng.gen_range(0..ops.len()),
+                flags: BAD_FLAGS[rng.gen_range(0..BAD_FLAGS.len())],
+                ops,
+            }
+        }
         _ => Op::GetData {
             s,
             path: path(rng),
@@ -206,10 +241,20 @@ struct Target {
     sessions: BTreeMap<i64, usize>,
     events: Vec<Events>,
     recursive: Events,
+    raw: Mutex<RawClient>,
+}
+
+/// A seeded choice of identities, in the order they are added.
+fn identities(rng: &mut StdRng) -> Vec<&'static str> {
+    let mut pool = USERS.to_vec();
+    let n = rng.gen_range(1..=pool.len());
+    (0..n)
+        .map(|_| pool.remove(rng.gen_range(0..pool.len())))
+        .collect()
 }
 
 impl Target {
-    async fn connect(addr: &str) -> Target {
+    async fn connect(addr: &str, port: u16, seed: u64) -> Target {
         let mut clients = Vec::new();
         let mut sessions = BTreeMap::new();
         for i in 0..SESSIONS {
@@ -220,6 +265,24 @@ impl Target {
         within(clients[0].auth("digest", b"user:pass"))
             .await
             .unwrap();
+        let mut rng = StdRng::seed_from_u64(seed ^ 0xa17);
+        for user in identities(&mut rng) {
+            within(clients[1].auth("digest", user.as_bytes()))
+                .await
+                .unwrap();
+        }
+        let (mut raw, _) = RawClient::new_session(port, 40_000);
+        for user in identities(&mut rng) {
+            raw.send_request(
+                -4,
+                &ClientRequest::Auth(AuthPacket {
+                    r#type: 0,
+                    scheme: "digest".into(),
+                    auth: user.as_bytes().to_vec().into(),
+                }),
+            );
+            raw.recv();
+        }
         let recursive: Events = Arc::default();
         let mut w = within(clients[2].watch("/", zk::AddWatchMode::PersistentRecursive))
             .await
@@ -241,6 +304,72 @@ impl Target {
             sessions,
             events: (0..SESSIONS).map(|_| Events::default()).collect(),
             recursive,
+            raw: Mutex::new(raw),
+        }
+    }
+
+    /// One raw request; the reply's error code and body.
+    fn raw_call(&self, request: &ClientRequest) -> (i32, bytes::Bytes) {
+        let mut raw = self.raw.lock().unwrap();
+        let (h, body) = tokio::task::block_in_place(|| raw.call(1, request));
+        (h.err, body)
+    }
+
+    fn bad_multi(&self, ops: &[Op], bad: usize, flags: i32) -> String {
+        let mut ops = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| match op {
+                Op::Create { path, data, .. } => MultiOp::Create(
+                    OpCode::Create,
+                    CreateRequest {
+                        path: path.clone(),
+                        data: Some(data.clone().into()),
+                        acl: vec![Acl::world(31)],
+                        flags: if i == bad { flags } else { 0 },
+                    },
+                ),
+                Op::Delete { path, version, .. } => MultiOp::Delete(DeleteRequest {
+                    path: path.clone(),
+                    version: version.unwrap_or(-1),
+                }),
+                Op::SetData {
+                    path,
+                    data,
+                    version,
+                    ..
+                } => MultiOp::SetData(SetDataRequest {
+                    path: path.clone(),
+                    data: Some(data.clone().into()),
+                    version: version.unwrap_or(-1),
+                }),
+                _ => unreachable!("only writes in a multi"),
+            })
+            .collect::<Vec<_>>();
+        // The op meant to be bad must be a create.
+        if !matches!(ops[bad], MultiOp::Create(..)) {
+            ops[bad] = MultiOp::Create(
+                OpCode::Create,
+                CreateRequest {
+                    path: "/a".into(),
+                    data: None,
+                    acl: vec![Acl::world(31)],
+                    flags,
+                },
+            );
+        }
+        let (err, mut body) = self.raw_call(&ClientRequest::Multi(MultiRequest { ops }));
+        if err != 0 {
+            return format!("error {err}");
+        }
+        format!("{:?}", MultiResponse::decode(&mut body).map(|r| r.results))
+    }
+
+    fn who_am_i(&self) -> String {
+        let (err, mut body) = self.raw_call(&ClientRequest::WhoAmI);
+        match WhoAmIResponse::decode(&mut body) {
+            Ok(r) if err == 0 => format!("{:?}", r.client_info),
+            _ => format!("error {err}"),
         }
     }
 
@@ -424,13 +553,13 @@ impl Target {
                 "{:?}",
                 within(self.clients[*s].count_descendants_number(path)).await
             ),
+            // In ZooKeeper's (hash set) order, which clients see as a list.
             Op::Ephemerals { s } => match within(self.clients[*s].list_ephemerals("/")).await {
-                Ok(mut e) => {
-                    e.sort();
-                    format!("{e:?}")
-                }
+                Ok(e) => format!("{e:?}"),
                 Err(e) => format!("{e:?}"),
             },
+            Op::BadMulti { ops, bad, flags } => self.bad_multi(ops, *bad, *flags),
+            Op::WhoAmI => self.who_am_i(),
         }
     }
 
@@ -555,8 +684,8 @@ async fn run_seed(seed: u64) -> usize {
         return 0;
     };
     let zkd = ZkdProcess::start_with(ServerOptions::default().with("extendedTypesEnabled", "true"));
-    let theirs = Target::connect(&oracle.addr()).await;
-    let ours = Target::connect(&zkd.addr()).await;
+    let theirs = Target::connect(&oracle.addr(), oracle.port, seed).await;
+    let ours = Target::connect(&zkd.addr(), zkd.port, seed).await;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut compared = 0;
     for i in 0..OPS_PER_SEED {
@@ -600,8 +729,13 @@ async fn run_seed(seed: u64) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_operations_match_apache_zookeeper() {
+    // More seeds on demand: ZKD_DIFFERENTIAL_SEEDS=200.
+    let seeds = std::env::var("ZKD_DIFFERENTIAL_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5u64);
     let mut compared = 0;
-    for seed in 1..=5 {
+    for seed in 1..=seeds {
         compared += run_seed(seed).await;
     }
     if compared > 0 {

@@ -1,6 +1,7 @@
 //! ACL checks and fix-up, and the authentication schemes ZooKeeper ships:
 //! `world`, `auth`, `digest`, `ip` and `super` (via superDigest).
 
+use super::java_order;
 use base64::Engine;
 use sha1::{Digest, Sha1};
 use std::net::IpAddr;
@@ -14,34 +15,47 @@ const MAX_IDS: usize = 16;
 /// The identities a connection holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuthIds {
+    /// In the order they were added (ip first).
+    added: Vec<Id>,
+    /// The same ids in the order ZooKeeper's per-connection hash set yields them.
     ids: Vec<Id>,
 }
 
 impl AuthIds {
     /// A connection from `remote_ip` holds `ip:<remote_ip>` from the start.
     pub fn for_remote(remote_ip: &str) -> AuthIds {
-        AuthIds {
-            ids: vec![Id {
-                scheme: "ip".into(),
-                id: remote_ip.into(),
-            }],
-        }
+        let mut ids = AuthIds::default();
+        ids.add(Id {
+            scheme: "ip".into(),
+            id: remote_ip.into(),
+        });
+        ids
     }
 
-    /// The identities, in the order they were added (ip first).
+    /// The identities in ZooKeeper's order: `auth` ACLs expand to them and
+    /// whoAmI lists them in this order, and clients compare ACL lists as lists.
     pub fn ids(&self) -> &[Id] {
         &self.ids
     }
 
     /// Adds an identity; false if the connection already holds too many.
     fn add(&mut self, id: Id) -> bool {
-        if self.ids.contains(&id) {
+        if self.added.contains(&id) {
             return true;
         }
-        if self.ids.len() >= MAX_IDS {
+        if self.added.len() >= MAX_IDS {
             return false;
         }
-        self.ids.push(id);
+        self.added.push(id);
+        let hashes: Vec<i32> = self
+            .added
+            .iter()
+            .map(|id| java_order::id_hash(&id.scheme, &id.id))
+            .collect();
+        self.ids = java_order::concurrent_hash_set_order(&hashes)
+            .into_iter()
+            .map(|i| self.added[i].clone())
+            .collect();
         true
     }
 

@@ -297,7 +297,7 @@ impl Node {
             self.send_connect_response(conn, 0, SessionId(0));
             return self.close(conn);
         }
-        self.sessions.touch(session, now.mono_ms);
+        self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
         let in_flight = self
             .in_flight
             .iter()
@@ -343,7 +343,7 @@ impl Node {
             self.reattaching.remove(&conn);
             if self.sessions.is_live(session) {
                 // The wait may have been long: expiry counts from the answer.
-                self.sessions.touch(session, now.mono_ms);
+                self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
                 self.send_connect_response(conn, timeout_ms, session);
                 self.establish(now, conn, session);
             } else {

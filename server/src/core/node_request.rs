@@ -10,9 +10,9 @@ use super::session::SessionId;
 use super::types::{Command, ConnId, Now};
 use bytes::Bytes;
 use std::collections::BTreeMap;
-use zkd_protocol::records::{CreateRequest, ErrorTxn, MultiOp, TxnHeader};
+use zkd_protocol::records::{CreateRequest, ErrorTxn, TxnHeader};
 use zkd_protocol::request::{ClientRequest, RequestError};
-use zkd_protocol::{CreateMode, ErrorCode, OpCode};
+use zkd_protocol::{ErrorCode, OpCode};
 use zkd_storage::{Txn, TxnBody};
 
 /// Frames a connection may send before its session exists; more is abuse.
@@ -99,13 +99,6 @@ impl Node {
             // 3.9.3+ (ZOOKEEPER-2623): a top-level check is refused and the connection closed.
             ClientRequest::Check(_) => {
                 self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented)
-            }
-            ClientRequest::Multi(ref m) if m.ops.iter().any(has_bad_create_flags) => {
-                let zxid = self.tree.last_zxid().0;
-                self.enqueue(
-                    conn,
-                    Queued::Ready(reply::bare(xid, zxid, ErrorCode::MarshallingError.code())),
-                );
             }
             r if r.is_write() => self.start_write(now, conn, session, xid, r),
             r => self.enqueue(
@@ -315,14 +308,6 @@ impl Node {
             max_reply_bytes: self.config.max_frame_bytes,
         };
         ctx.execute(xid, request)
-    }
-}
-
-fn has_bad_create_flags(op: &MultiOp) -> bool {
-    match op {
-        MultiOp::Create(_, r) => CreateMode::from_flags(r.flags).is_none(),
-        MultiOp::CreateTtl(r) => CreateMode::from_flags(r.flags).is_none(),
-        _ => false,
     }
 }
 

@@ -402,3 +402,59 @@ fn a_second_reattach_closes_the_first_one_still_waiting() {
     );
     assert_eq!(n.connections().len(), 1);
 }
+
+/// Reattaches `session` on a fresh connection `conn` asking for `timeout_ms`;
+/// returns the negotiated timeout.
+fn reattach(n: &mut Node, t: u64, conn: ConnId, session: i64, timeout_ms: i32) -> i32 {
+    n.handle_event(
+        at(t),
+        Event::Connected {
+            conn,
+            remote_ip: "127.0.0.1".into(),
+            remote_port: 2,
+        },
+    );
+    let request = ConnectRequest {
+        session_id: session,
+        passwd: Bytes::copy_from_slice(&session::session_password(session)),
+        time_out: timeout_ms,
+        read_only: Some(false),
+        ..Default::default()
+    };
+    n.handle_event(at(t), Event::Handshake { conn, request });
+    let commands = drain(n);
+    let Some(Command::Send { frame, .. }) = commands.last() else {
+        panic!("expected the ConnectResponse: {commands:?}")
+    };
+    ConnectResponse::decode(&mut frame.clone())
+        .unwrap()
+        .time_out
+}
+
+#[test]
+fn a_reattach_with_a_longer_timeout_expires_by_the_new_one() {
+    let mut n = node();
+    let session = open_session(&mut n, ConnId(1), 4000);
+    assert_eq!(reattach(&mut n, 1000, ConnId(2), session, 20_000), 20_000);
+    // Silent since 1000 ms: the old 4 s timeout would expire it at 6000.
+    n.handle_timeout(at(6000));
+    assert!(drain(&mut n).is_empty(), "expired by the old timeout");
+    assert_eq!(n.poll_timeout(), Some(22_000));
+    n.handle_timeout(at(22_000));
+    assert!(
+        matches!(&drain(&mut n)[..], [Command::Persist { txn }] if matches!(txn.body, TxnBody::CloseSession(_))),
+        "expires by the negotiated timeout"
+    );
+}
+
+#[test]
+fn a_reattach_with_a_shorter_timeout_expires_by_the_new_one() {
+    let mut n = node();
+    let session = open_session(&mut n, ConnId(1), 20_000);
+    assert_eq!(reattach(&mut n, 1000, ConnId(2), session, 4000), 4000);
+    n.handle_timeout(at(6000));
+    assert!(
+        matches!(&drain(&mut n)[..], [Command::Persist { txn }] if matches!(txn.body, TxnBody::CloseSession(_))),
+        "a 4 s session silent since 1000 ms expires at the 6000 ms tick"
+    );
+}

@@ -94,16 +94,19 @@ impl<'a> Prep<'a> {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
         let parent_cversion = parent.stat.cversion.wrapping_add(1);
+        // The opcode, not the flags, makes a container: create and create2 with
+        // flags 4 build an ordinary persistent node, as in ZooKeeper.
+        let container = op == OpCode::CreateContainer;
         let owner = match mode {
+            _ if container => CONTAINER_OWNER,
             _ if mode.is_ephemeral() => self.session,
-            CreateMode::Container => CONTAINER_OWNER,
             _ if mode.is_ttl() => ttl_owner(ttl),
             _ => 0,
         };
         self.record_create(&full, parent, parent_cversion, owner, &acl);
         let data = req.data.clone();
         Ok(match mode {
-            CreateMode::Container => TxnBody::CreateContainer(CreateContainerTxn {
+            _ if container => TxnBody::CreateContainer(CreateContainerTxn {
                 path: full,
                 data,
                 acl,

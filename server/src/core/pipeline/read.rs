@@ -84,9 +84,7 @@ impl ReadCtx<'_> {
             R::GetEphemerals(r) => {
                 let prefix = r.prefix_path.as_str();
                 let all = prefix.is_empty() || prefix == "/";
-                let ephemerals = self
-                    .tree
-                    .ephemerals_of(self.session)
+                let ephemerals = ephemerals_in_zookeeper_order(self.tree, self.session)
                     .into_iter()
                     .filter(|p| all || p.starts_with(prefix))
                     .collect();
@@ -307,4 +305,16 @@ impl ReadCtx<'_> {
         };
         result.unwrap_or_else(|code| MultiResult::Error { err: code.code() })
     }
+}
+
+/// A session's ephemerals in the order ZooKeeper lists them: a clone of its
+/// per-session hash set, filled in creation (czxid) order.
+fn ephemerals_in_zookeeper_order(tree: &DataTree, session: i64) -> Vec<String> {
+    let mut owned = tree.ephemerals_of(session);
+    owned.sort_by_key(|p| tree.node(p).map_or(0, |n| n.stat.czxid));
+    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
+    crate::core::java_order::hash_set_clone_order(&names)
+        .into_iter()
+        .map(|i| owned[i].clone())
+        .collect()
 }

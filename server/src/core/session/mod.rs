@@ -78,6 +78,16 @@ impl SessionTable {
     }
 
     /// Pushes the session's expiry to `now + timeout`. False if it is unknown or closing.
+    /// A reattach negotiated `timeout_ms`: later touches use it, as ZooKeeper
+    /// touches with the connection's negotiated timeout. It is not persisted:
+    /// after a restart the session's created timeout applies again.
+    pub fn renegotiate(&mut self, id: SessionId, timeout_ms: i32, now_ms: u64) -> bool {
+        if let Some(session) = self.sessions.get_mut(&id) {
+            session.timeout_ms = timeout_ms;
+        }
+        self.touch(id, now_ms)
+    }
+
     pub fn touch(&mut self, id: SessionId, now_ms: u64) -> bool {
         let Some(session) = self.sessions.get(&id) else {
             return false;
