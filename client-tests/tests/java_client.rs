@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use zkd_client_tests::oracle::{tool_available, ZOOKEEPER_JAR};
+use zkd_client_tests::oracle::{require_tool, ZOOKEEPER_JAR};
 use zkd_client_tests::process::free_port;
 use zkd_client_tests::{ServerOptions, ZkdProcess};
 use zkd_protocol::records::*;
@@ -187,9 +187,8 @@ fn run(cmd: &mut Command, what: &str) {
 
 #[test]
 fn java_client_traffic_matches_apache_zookeeper_frame_for_frame() {
-    if !tool_available(ZOOKEEPER_JAR) || !tool_available("/usr/bin/javac") {
-        return;
-    }
+    require_tool(ZOOKEEPER_JAR);
+    require_tool("/usr/bin/javac");
     let server =
         ZkdProcess::start_with(ServerOptions::default().with("extendedTypesEnabled", "true"));
     let work = tempfile::tempdir().unwrap();

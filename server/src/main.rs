@@ -1,9 +1,12 @@
 //! `zkd`: the command line. Parses flags, loads zoo.cfg, sets up tracing, runs.
 
 use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use zkd_server::config::Config;
+use zkd_server::runtime::ServeError;
+use zkd_storage::SledStorage;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour_wanted())
         .init();
     let cli = Cli::parse();
     match cli.command {
@@ -69,6 +73,15 @@ fn main() -> ExitCode {
                     cfg.data_log_dir = dir.clone();
                 }
                 cfg.data_dir = dir;
+            }
+            if cfg.is_quorum() {
+                // Three unrelated writable servers would look like an ensemble and lose data.
+                tracing::error!(
+                    "invalid configuration key server.N: this zkd runs standalone only; \
+                     replicated ensembles are not supported yet (remove the server.N lines, \
+                     or keep one with standaloneEnabled=true)"
+                );
+                return ExitCode::from(2);
             }
             run(cfg)
         }
@@ -99,6 +112,13 @@ fn run(config: Config) -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+        let storage = match SledStorage::open(&config.data_dir, &config.data_log_dir) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("fatal: cannot open the data store: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         tracing::info!(address = %host, port = config.client_port, "serving clients (standalone)");
         let shutdown = async {
             // SIGINT or SIGTERM: stop taking requests; the storage thread finishes its batch.
@@ -118,12 +138,23 @@ fn run(config: Config) -> ExitCode {
             }
             tracing::info!("shutting down");
         };
-        match zkd_server::runtime::serve(config, listener, shutdown).await {
+        match zkd_server::runtime::serve(config, storage, listener, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
+            Err(ServeError::Storage(e)) => {
+                tracing::error!("fatal: {e}; stopping (a restart recovers from what is on disk)");
+                ExitCode::FAILURE
+            }
             Err(e) => {
                 tracing::error!("stopping: {e}");
                 ExitCode::FAILURE
             }
         }
     })
+}
+
+/// Colour escapes only for a person at a terminal, and never under `NO_COLOR`
+/// (no-color.org: set and non-empty).
+fn colour_wanted() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    std::io::stderr().is_terminal() && !no_color
 }

@@ -16,6 +16,7 @@ pub mod mem;
 pub mod path;
 pub mod sled;
 pub mod snapshot;
+pub mod store;
 pub mod txn;
 pub mod txn_log;
 
@@ -25,6 +26,7 @@ pub use error::StorageError;
 pub use mem::MemStorage;
 pub use sled::SledStorage;
 pub use snapshot::SnapshotStore;
+pub use store::Store;
 pub use txn::{Txn, TxnBody};
 pub use txn_log::TxnLog;
 

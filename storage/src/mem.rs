@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use zkd_protocol::Zxid;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Disk {
     synced: BTreeMap<Zxid, Bytes>,
     unsynced: BTreeMap<Zxid, Bytes>,
@@ -35,6 +35,18 @@ impl MemStorage {
     /// Simulates power loss: every append not yet covered by `sync` is gone.
     pub fn crash(&self) {
         self.disk().unsynced.clear();
+    }
+
+    /// What a power cut at this instant leaves, as a separate disk: the synced
+    /// log, snapshots and epochs, without the unsynced appends. This disk
+    /// keeps running, so a test can cut power under a live server and start
+    /// another on what survived.
+    pub fn power_cut_copy(&self) -> MemStorage {
+        let mut disk = self.disk().clone();
+        disk.unsynced.clear();
+        MemStorage {
+            disk: Arc::new(Mutex::new(disk)),
+        }
     }
 
     fn disk(&self) -> MutexGuard<'_, Disk> {

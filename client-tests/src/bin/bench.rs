@@ -187,9 +187,9 @@ async fn main() {
     let zkd = ZkdProcess::start();
     let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
     drop(zkd);
-    let theirs = match ZooKeeperProcess::start(2000) {
-        Some(zk) => Some(bench(&zk.addr(), zk.pid(), &args).await),
-        None => None,
+    let theirs = {
+        let zk = ZooKeeperProcess::start(2000);
+        Some(bench(&zk.addr(), zk.pid(), &args).await)
     };
     println!("| server    | op    |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms |");
     println!("|-----------|-------|-----------:|---------:|---------:|---------:|---------:|");

@@ -3,7 +3,7 @@
 //! writes what the node loop sends back. A four-letter word on a fresh
 //! connection is answered and the connection closed.
 
-use super::{Inbound, Outgoing};
+use super::{FourLetterWord, Inbound, Outgoing};
 use crate::core::ConnId;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +24,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bytes queued for a client beyond which zkd stops reading its requests, so a
 /// client that does not read its replies cannot make the server buffer without bound.
-const MAX_QUEUED_REPLY_BYTES: usize = 8 * 1024 * 1024;
+pub(super) const MAX_QUEUED_REPLY_BYTES: usize = 8 * 1024 * 1024;
 
 /// Requests of one connection taken in but not yet answered. Together with the
 /// byte bound this caps what one connection can make the server hold
@@ -40,9 +40,10 @@ pub struct Flow {
 }
 
 impl Flow {
-    /// The node loop queued a frame of `n` bytes for the writer.
-    pub fn queued(&self, n: usize) {
-        self.queued_bytes.fetch_add(n, Ordering::AcqRel);
+    /// The node loop queued a frame of `n` bytes for the writer; returns the
+    /// bytes now queued.
+    pub fn queued(&self, n: usize) -> usize {
+        self.queued_bytes.fetch_add(n, Ordering::AcqRel) + n
     }
 
     /// The reader forwarded a request.
@@ -84,6 +85,15 @@ impl Flow {
     }
 }
 
+/// Where a connection sends what it reads.
+#[derive(Clone, Debug)]
+pub struct Channels {
+    /// Session traffic, to the node loop.
+    pub inbound: mpsc::Sender<Inbound>,
+    /// Four-letter words, to the node loop on a channel of their own.
+    pub words: mpsc::Sender<FourLetterWord>,
+}
+
 /// Settings every connection shares.
 #[derive(Clone, Debug)]
 pub struct ConnectionSettings {
@@ -95,9 +105,10 @@ pub struct ConnectionSettings {
 pub async fn serve(
     stream: TcpStream,
     conn: ConnId,
-    inbound: mpsc::Sender<Inbound>,
+    channels: Channels,
     settings: ConnectionSettings,
 ) {
+    let inbound = channels.inbound;
     let (remote_ip, remote_port) = match stream.peer_addr() {
         Ok(a) => (a.ip().to_string(), a.port()),
         Err(_) => (String::new(), 0),
@@ -121,7 +132,7 @@ pub async fn serve(
         return;
     }
     if let Some(word) = four_letter_word(&buf[..4]) {
-        return answer_four_letter_word(word.to_owned(), writer, &inbound).await;
+        return answer_four_letter_word(word.to_owned(), writer, &channels.words).await;
     }
 
     // Phase two: the ConnectRequest frame.
@@ -155,6 +166,7 @@ pub async fn serve(
             remote_port,
             outgoing: out_tx,
             flow: flow.clone(),
+            writer: writer_task.abort_handle(),
         })
         .await
         .is_err()
@@ -254,11 +266,11 @@ async fn write_frame(writer: &mut BufWriter<OwnedWriteHalf>, frame: &Bytes) -> s
 async fn answer_four_letter_word(
     word: String,
     mut writer: OwnedWriteHalf,
-    inbound: &mpsc::Sender<Inbound>,
+    words: &mpsc::Sender<FourLetterWord>,
 ) {
     let (tx, rx) = oneshot::channel();
-    if inbound
-        .send(Inbound::FourLetterWord { word, reply: tx })
+    if words
+        .send(FourLetterWord { word, reply: tx })
         .await
         .is_err()
     {

@@ -5,7 +5,6 @@ use crate::config::Config;
 use crate::core::connection::Conn;
 use crate::core::{ConnId, Node};
 use std::fmt::Write;
-use zkd_storage::SledStorage;
 
 /// The ZooKeeper release whose client-visible behaviour zkd follows.
 pub const ZOOKEEPER_COMPAT_VERSION: &str = "3.9.5";
@@ -13,7 +12,8 @@ pub const ZOOKEEPER_COMPAT_VERSION: &str = "3.9.5";
 /// What the node loop knows besides the core, for 4lw output.
 pub struct ServerInfo {
     config: Config,
-    storage: SledStorage,
+    /// Bytes on disk of (data, log).
+    disk_usage: Box<dyn Fn() -> (u64, u64) + Send>,
     clock: Clock,
     started_mono_ms: u64,
 }
@@ -28,11 +28,15 @@ pub fn version_string() -> String {
 
 impl ServerInfo {
     /// Info for a server started now.
-    pub fn new(config: Config, storage: SledStorage, clock: Clock) -> ServerInfo {
+    pub fn new(
+        config: Config,
+        disk_usage: Box<dyn Fn() -> (u64, u64) + Send>,
+        clock: Clock,
+    ) -> ServerInfo {
         ServerInfo {
             started_mono_ms: clock.now().mono_ms,
             config,
-            storage,
+            disk_usage,
             clock,
         }
     }
@@ -58,7 +62,7 @@ impl ServerInfo {
             "wchc" => wchc(node),
             "wchp" => wchp(node),
             "dirs" => {
-                let (data, log) = self.storage.sizes();
+                let (data, log) = (self.disk_usage)();
                 format!("datadir_size: {data}\nlogdir_size: {log}\n")
             }
             "dump" => dump(node),
@@ -102,7 +106,7 @@ impl ServerInfo {
 
     fn conf(&self) -> String {
         let c = &self.config;
-        let (data, log) = self.storage.sizes();
+        let (data, log) = (self.disk_usage)();
         format!(
             "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize={data}\ndataLogDir={}\ndataLogSize={log}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
             c.client_port,

@@ -4,10 +4,12 @@
 //!
 //! ```text
 //! accept ─▶ connection task ──Inbound──▶ node loop ──Outgoing──▶ connection writer
-//!                                          │  ▲
+//!                  └── FourLetterWord ──────▶ │  ▲   (never held behind client writes)
 //!                          StorageJob ─────┘  └──── StorageReport (Persisted)
 //!                            storage thread (append, group-commit fsync, snapshots)
 //! ```
+//!
+//! The runtime is handed its [`Store`]: sled in production, `MemStorage` in tests.
 
 pub mod clock;
 pub mod connection;
@@ -27,7 +29,7 @@ use storage_worker::{StorageJob, StorageReport};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use zkd_protocol::records::ConnectRequest;
-use zkd_storage::SledStorage;
+use zkd_storage::Store;
 
 /// Messages from connection tasks to the node loop.
 #[derive(Debug)]
@@ -40,6 +42,8 @@ pub enum Inbound {
         outgoing: mpsc::UnboundedSender<Outgoing>,
         /// Reply bytes queued for it, shared with its reader for backpressure.
         flow: Arc<connection::Flow>,
+        /// Ends its writer at once, queued frames and all.
+        writer: tokio::task::AbortHandle,
     },
     /// Its ConnectRequest.
     Handshake {
@@ -50,11 +54,14 @@ pub enum Inbound {
     Frame { conn: ConnId, frame: Bytes },
     /// The socket closed.
     Disconnected { conn: ConnId },
-    /// A four-letter word to answer.
-    FourLetterWord {
-        word: String,
-        reply: oneshot::Sender<String>,
-    },
+}
+
+/// A four-letter word to answer. It has its own channel, so an operator's
+/// `ruok` or `mntr` is answered even while client requests are held back.
+#[derive(Debug)]
+pub struct FourLetterWord {
+    pub word: String,
+    pub reply: oneshot::Sender<String>,
 }
 
 /// Messages from the node loop to a connection's writer.
@@ -94,6 +101,14 @@ const INBOUND_CAPACITY: usize = 8192;
 /// (ZooKeeper's globalOutstandingLimit): memory stays bounded under a flood.
 const MAX_OUTSTANDING: usize = 1_000;
 
+/// Capacity of the four-letter-word channel.
+const FOUR_LETTER_CAPACITY: usize = 64;
+
+/// Bytes queued for one connection's writer beyond which the connection is
+/// closed. Replies stop being read well before this (the reader's flow
+/// control); notifications to a client that never reads are what reach it.
+const MAX_CONNECTION_QUEUE_BYTES: usize = 4 * connection::MAX_QUEUED_REPLY_BYTES;
+
 /// The core settings derived from a validated config.
 pub fn core_config(config: &Config) -> CoreConfig {
     CoreConfig {
@@ -114,15 +129,18 @@ pub fn core_config(config: &Config) -> CoreConfig {
     }
 }
 
-/// Serves clients on `listener` until `shutdown` completes or storage fails.
-pub async fn serve(
+/// Serves clients on `listener` from `storage` until `shutdown` completes or
+/// storage fails.
+pub async fn serve<S: Store>(
     config: Config,
+    storage: S,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let storage = SledStorage::open(&config.data_dir, &config.data_log_dir)
-        .map_err(|e| ServeError::Storage(e.to_string()))?;
-    let tree = recovery::recover(&storage).map_err(|e| ServeError::Storage(e.to_string()))?;
+    let tree = match recovery::recover(&storage) {
+        Ok(tree) => tree,
+        Err(e) => return Err(storage_failed(storage, e.to_string())),
+    };
     let clock = Clock::new();
     let node = Node::new(core_config(&config), tree, clock.now());
 
@@ -136,16 +154,21 @@ pub async fn serve(
         .map_err(ServeError::Io)?;
 
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    let (words_tx, words_rx) = mpsc::channel(FOUR_LETTER_CAPACITY);
     let settings = connection::ConnectionSettings {
         max_frame: config.jute_max_buffer,
     };
     let acceptor = tokio::spawn(accept_loop(
         listener,
-        inbound_tx,
+        connection::Channels {
+            inbound: inbound_tx,
+            words: words_tx,
+        },
         settings,
         config.max_client_cnxns,
     ));
-    let info = four_letter::ServerInfo::new(config, storage, clock);
+    let disk = storage.clone();
+    let info = four_letter::ServerInfo::new(config, Box::new(move || disk.disk_usage()), clock);
     let mut node_loop = NodeLoop {
         node,
         clock,
@@ -153,19 +176,41 @@ pub async fn serve(
         conns: BTreeMap::new(),
         info,
     };
-    let result = node_loop.run(inbound_rx, report_rx, shutdown).await;
+    let result = node_loop
+        .run(inbound_rx, words_rx, report_rx, shutdown)
+        .await;
     acceptor.abort();
+    if let Err(ServeError::Storage(e)) = result {
+        // The worker has stopped without acknowledging anything more.
+        std::mem::forget(node_loop);
+        return Err(storage_failed(storage, e));
+    }
     drop(node_loop);
+    drop(storage);
     // The worker drains queued jobs and exits when its channel closes.
     let _ = worker.join();
     result
+}
+
+/// The error that ends the node after storage failed. The store is leaked,
+/// not dropped: after an I/O error sled's destructor flushes again and panics.
+fn storage_failed<S>(storage: S, error: String) -> ServeError {
+    std::mem::forget(storage);
+    ServeError::Storage(error)
+}
+
+/// A connection as the node loop holds it.
+struct ConnHandle {
+    outgoing: mpsc::UnboundedSender<Outgoing>,
+    flow: Arc<connection::Flow>,
+    writer: tokio::task::AbortHandle,
 }
 
 struct NodeLoop {
     node: Node,
     clock: Clock,
     jobs: std::sync::mpsc::Sender<StorageJob>,
-    conns: BTreeMap<ConnId, (mpsc::UnboundedSender<Outgoing>, Arc<connection::Flow>)>,
+    conns: BTreeMap<ConnId, ConnHandle>,
     info: four_letter::ServerInfo,
 }
 
@@ -173,6 +218,7 @@ impl NodeLoop {
     async fn run(
         &mut self,
         mut inbound: mpsc::Receiver<Inbound>,
+        mut words: mpsc::Receiver<FourLetterWord>,
         mut reports: mpsc::UnboundedReceiver<StorageReport>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
@@ -206,6 +252,9 @@ impl NodeLoop {
                     Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },
+                Some(FourLetterWord { word, reply }) = words.recv() => {
+                    let _ = reply.send(self.info.answer(&word, &mut self.node));
+                }
                 msg = inbound.recv(), if self.node.outstanding() < MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
                     None => return Ok(()),
@@ -225,8 +274,16 @@ impl NodeLoop {
                 remote_port,
                 outgoing,
                 flow,
+                writer,
             } => {
-                self.conns.insert(conn, (outgoing, flow));
+                self.conns.insert(
+                    conn,
+                    ConnHandle {
+                        outgoing,
+                        flow,
+                        writer,
+                    },
+                );
                 self.node.handle_event(
                     now,
                     Event::Connected {
@@ -246,9 +303,6 @@ impl NodeLoop {
                 self.conns.remove(&conn);
                 self.node.handle_event(now, Event::Disconnected { conn });
             }
-            Inbound::FourLetterWord { word, reply } => {
-                let _ = reply.send(self.info.answer(&word, &mut self.node));
-            }
         }
     }
 
@@ -259,8 +313,8 @@ impl NodeLoop {
                 Command::Reply { conn, frame } => self.write(conn, frame, true),
                 Command::Send { conn, frame } => self.write(conn, frame, false),
                 Command::Close { conn } => {
-                    if let Some((out, _)) = self.conns.remove(&conn) {
-                        let _ = out.send(Outgoing::Close);
+                    if let Some(c) = self.conns.remove(&conn) {
+                        let _ = c.outgoing.send(Outgoing::Close);
                     }
                 }
                 Command::Persist { txn } => self.submit(StorageJob::Persist(txn))?,
@@ -272,14 +326,27 @@ impl NodeLoop {
         Ok(())
     }
 
-    fn write(&self, conn: ConnId, frame: Bytes, answers_request: bool) {
-        if let Some((out, flow)) = self.conns.get(&conn) {
-            flow.queued(frame.len());
-            let _ = out.send(Outgoing::Frame {
-                frame,
-                answers_request,
-            });
+    fn write(&mut self, conn: ConnId, frame: Bytes, answers_request: bool) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        if c.flow.queued(frame.len()) > MAX_CONNECTION_QUEUE_BYTES {
+            // A client that reads nothing while its watches fire: cut it off
+            // rather than hold its notifications without bound.
+            tracing::warn!(
+                conn = conn.0,
+                "closing a connection whose client does not read what it is sent"
+            );
+            c.writer.abort();
+            self.conns.remove(&conn);
+            self.node
+                .handle_event(self.clock.now(), Event::Disconnected { conn });
+            return;
         }
+        let _ = c.outgoing.send(Outgoing::Frame {
+            frame,
+            answers_request,
+        });
     }
 
     fn submit(&self, job: StorageJob) -> Result<(), ServeError> {
@@ -311,7 +378,7 @@ impl Drop for IpSlot {
 
 async fn accept_loop(
     listener: TcpListener,
-    inbound: mpsc::Sender<Inbound>,
+    channels: connection::Channels,
     settings: connection::ConnectionSettings,
     max_per_ip: u32,
 ) {
@@ -342,11 +409,11 @@ async fn accept_loop(
         };
         next_conn += 1;
         let conn = ConnId(next_conn);
-        let inbound = inbound.clone();
+        let channels = channels.clone();
         let settings = settings.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            connection::serve(stream, conn, inbound, settings).await;
+            connection::serve(stream, conn, channels, settings).await;
         });
     }
 }

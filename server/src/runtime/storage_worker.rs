@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
-use zkd_storage::{SledStorage, SnapshotStore, StorageError, Txn, TxnLog};
+use zkd_storage::{StorageError, Store, Txn};
 
 /// Work for the storage thread.
 #[derive(Debug)]
@@ -37,16 +37,16 @@ const MAX_BATCH: usize = 1000;
 const PURGE_STEP: i64 = 256;
 
 /// The storage thread's state.
-struct Worker {
-    storage: SledStorage,
+struct Worker<S> {
+    storage: S,
     retain: usize,
     /// Log purge in progress: everything through this zxid may go.
     purge: Option<Zxid>,
 }
 
-/// Runs until the job channel closes.
-pub fn run(
-    storage: SledStorage,
+/// Runs until the job channel closes or storage fails.
+pub fn run<S: Store>(
+    storage: S,
     retain: usize,
     jobs: Receiver<StorageJob>,
     reports: UnboundedSender<StorageReport>,
@@ -56,54 +56,55 @@ pub fn run(
         retain,
         purge: None,
     };
-    loop {
-        // With a purge pending, wake up now and then to make progress on it.
-        let first = if worker.purge.is_some() {
-            match jobs.recv_timeout(Duration::from_millis(5)) {
-                Ok(job) => Some(job),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-        } else {
-            match jobs.recv() {
-                Ok(job) => Some(job),
-                Err(_) => return,
-            }
-        };
-        if let Some(first) = first {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match jobs.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
-            }
-            let (last, snapshots) = match worker.persist(batch) {
-                Ok(done) => done,
-                Err(e) => {
-                    let _ = reports.send(StorageReport::Failed(e.to_string()));
-                    return;
-                }
-            };
-            // Clients waiting on these txns hear before any snapshot is written.
-            if let Some(zxid) = last {
-                if reports.send(StorageReport::Persisted(zxid)).is_err() {
-                    return;
-                }
-            }
-            if let Err(e) = worker.save_snapshots(snapshots) {
-                let _ = reports.send(StorageReport::Failed(e.to_string()));
-                return;
-            }
-        }
-        if let Err(e) = worker.purge_step() {
-            let _ = reports.send(StorageReport::Failed(e.to_string()));
-            return;
-        }
+    if let Err(e) = worker.serve(jobs, &reports) {
+        // Nothing more is acknowledged. The store is not dropped: after an
+        // I/O error sled's destructor flushes again and panics.
+        let _ = reports.send(StorageReport::Failed(e.to_string()));
+        std::mem::forget(worker);
     }
 }
 
-impl Worker {
+impl<S: Store> Worker<S> {
+    /// Processes jobs until the channel closes (Ok) or storage fails.
+    fn serve(
+        &mut self,
+        jobs: Receiver<StorageJob>,
+        reports: &UnboundedSender<StorageReport>,
+    ) -> Result<(), StorageError> {
+        loop {
+            // With a purge pending, wake up now and then to make progress on it.
+            let first = if self.purge.is_some() {
+                match jobs.recv_timeout(Duration::from_millis(5)) {
+                    Ok(job) => Some(job),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                }
+            } else {
+                match jobs.recv() {
+                    Ok(job) => Some(job),
+                    Err(_) => return Ok(()),
+                }
+            };
+            if let Some(first) = first {
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match jobs.try_recv() {
+                        Ok(job) => batch.push(job),
+                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                    }
+                }
+                let (last, snapshots) = self.persist(batch)?;
+                // Clients waiting on these txns hear before any snapshot is written.
+                if let Some(zxid) = last {
+                    if reports.send(StorageReport::Persisted(zxid)).is_err() {
+                        return Ok(());
+                    }
+                }
+                self.save_snapshots(snapshots)?;
+            }
+            self.purge_step()?;
+        }
+    }
     /// Appends the batch's txns and syncs them once; returns the last zxid and
     /// the snapshots the batch asked for.
     fn persist(

@@ -241,14 +241,22 @@ fn replayed_delete_of_a_child_missing_from_the_snapshot_still_raises_pzxid() {
         let mut cursor = tree.start_snapshot();
         // Write the root, /p and /zookeeper... until /p is written but not /p/c.
         while cursor.pending_paths().iter().all(|p| p != "/p/c") {
-            assert!(!cursor.step(&tree, 1), "cursor finished before reaching /p/c");
+            assert!(
+                !cursor.step(&tree, 1),
+                "cursor finished before reaching /p/c"
+            );
         }
         let delete = if close_session {
             TxnBody::CloseSession(CloseSessionTxn {
                 paths2_delete: vec!["/p/c".into()],
             })
         } else {
-            TxnBody::Delete(OpCode::Delete, DeleteTxn { path: "/p/c".into() })
+            TxnBody::Delete(
+                OpCode::Delete,
+                DeleteTxn {
+                    path: "/p/c".into(),
+                },
+            )
         };
         let del = txn(3, 7, delete);
         tree.apply(&del);

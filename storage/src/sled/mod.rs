@@ -46,12 +46,20 @@ impl FileSync {
         })
     }
 
-    fn sync(&mut self) -> std::io::Result<()> {
-        self.db_file.sync_data()?;
+    /// fdatasync of the database file and of blob files new since the last
+    /// call. The error names the file, for the operator's one fatal log line.
+    fn sync(&mut self) -> Result<()> {
+        let failed = |file: &Path, e: std::io::Error| {
+            StorageError::Db(format!("fdatasync of {}: {e}", file.display()))
+        };
+        self.db_file
+            .sync_data()
+            .map_err(|e| failed(&self.dir.join("db"), e))?;
         let blobs = self.dir.join("blobs");
         let mut newest = self.synced_blob;
-        for entry in std::fs::read_dir(&blobs)? {
-            let entry = entry?;
+        let entries = std::fs::read_dir(&blobs).map_err(|e| failed(&blobs, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| failed(&blobs, e))?;
             let Some(lsn) = entry
                 .file_name()
                 .to_str()
@@ -62,13 +70,15 @@ impl FileSync {
             if lsn > self.synced_blob {
                 // A blob may be collected between listing and opening: nothing to sync then.
                 if let Ok(f) = File::open(entry.path()) {
-                    f.sync_data()?;
+                    f.sync_data().map_err(|e| failed(&entry.path(), e))?;
                 }
                 newest = newest.max(lsn);
             }
         }
         if newest > self.synced_blob {
-            File::open(&blobs)?.sync_all()?;
+            File::open(&blobs)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| failed(&blobs, e))?;
             self.synced_blob = newest;
         }
         Ok(())
@@ -138,20 +148,20 @@ impl SledStorage {
     }
 
     fn flush_log(&self) -> Result<()> {
-        self.log_db.flush()?;
-        Self::fsync(&self.log_sync)
+        Self::flush(&self.log_db, &self.log_sync)
     }
 
     fn flush_data(&self) -> Result<()> {
-        self.data_db.flush()?;
-        Self::fsync(&self.data_sync)
+        Self::flush(&self.data_db, &self.data_sync)
     }
 
-    fn fsync(files: &Mutex<FileSync>) -> Result<()> {
+    /// sled's flush, then our fdatasyncs (see the module doc).
+    fn flush(db: &::sled::Db, files: &Mutex<FileSync>) -> Result<()> {
         let mut files = files.lock().unwrap_or_else(|e| e.into_inner());
-        files
-            .sync()
-            .map_err(|e| StorageError::Db(format!("fsync: {e}")))
+        db.flush().map_err(|e| {
+            StorageError::Db(format!("flush of {}: {e}", files.dir.join("db").display()))
+        })?;
+        files.sync()
     }
 
     fn epoch(&self, name: &str) -> Result<u32> {
