@@ -15,6 +15,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct ServerOptions {
     pub tick_time_ms: u64,
     pub extra: Vec<(String, String)>,
+    /// A command that runs zkd, e.g. `["fiu-run", "-x"]`; empty runs it directly.
+    pub wrapper: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -22,6 +24,7 @@ impl Default for ServerOptions {
         ServerOptions {
             tick_time_ms: 2000,
             extra: Vec::new(),
+            wrapper: Vec::new(),
         }
     }
 }
@@ -30,6 +33,12 @@ impl ServerOptions {
     /// Adds a zoo.cfg line.
     pub fn with(mut self, key: &str, value: &str) -> Self {
         self.extra.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs zkd under `wrapper` (its program and leading arguments).
+    pub fn wrapped_in(mut self, wrapper: &[&str]) -> Self {
+        self.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
         self
     }
 }
@@ -88,6 +97,7 @@ pub struct ZkdProcess {
     pub port: u16,
     dir: tempfile::TempDir,
     config: PathBuf,
+    wrapper: Vec<String>,
 }
 
 impl ZkdProcess {
@@ -115,6 +125,7 @@ impl ZkdProcess {
             port,
             dir,
             config,
+            wrapper: options.wrapper,
         };
         p.spawn();
         p
@@ -126,7 +137,15 @@ impl ZkdProcess {
             .append(true)
             .open(self.dir.path().join("zkd.log"))
             .expect("log file");
-        let child = Command::new(zkd_binary())
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(zkd_binary());
+                c
+            }
+            None => Command::new(zkd_binary()),
+        };
+        let child = command
             .args(["serve", "--config"])
             .arg(&self.config)
             .env(
@@ -176,6 +195,19 @@ impl ZkdProcess {
     /// The process id, while running.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// Waits up to `limit` for the server to exit by itself; its exit status.
+    pub fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut()?.try_wait().ok().flatten() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// kill -9: no chance to flush anything.

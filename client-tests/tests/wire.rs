@@ -494,54 +494,6 @@ fn a_client_spraying_random_bytes_hurts_nobody() {
     still_serves(server.port);
 }
 
-fn rss_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    kib / 1024
-}
-
-#[test]
-fn a_client_that_never_reads_its_replies_cannot_exhaust_memory() {
-    let server = ZkdProcess::start();
-    let (mut setup, _) = RawClient::new_session(server.port, 10_000);
-    let big = ClientRequest::Create(
-        OpCode::Create,
-        CreateRequest {
-            path: "/big".into(),
-            data: Some(Bytes::from(vec![1u8; 1_000_000])),
-            acl: vec![Acl::world(31)],
-            flags: 0,
-        },
-    );
-    assert_eq!(setup.call(1, &big).0.err, 0);
-    let (mut greedy, _) = RawClient::new_session(server.port, 30_000);
-    // 2 GB of replies requested; the client reads none of them.
-    for xid in 0..2000 {
-        greedy.send_request(
-            xid,
-            &ClientRequest::GetData(GetDataRequest {
-                path: "/big".into(),
-                watch: false,
-            }),
-        );
-    }
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    still_serves(server.port);
-    let rss = rss_mib(server.pid().unwrap());
-    assert!(
-        rss < 300,
-        "zkd buffered replies without bound: RSS {rss} MiB"
-    );
-}
-
 #[test]
 fn connections_beyond_max_client_cnxns_are_closed() {
     let server = ZkdProcess::start_with(ServerOptions::default().with("maxClientCnxns", "2"));

@@ -72,3 +72,45 @@ fn unknown_keys_are_logged_not_fatal() {
         "{text}"
     );
 }
+
+#[test]
+fn an_ensemble_config_is_refused_until_ensembles_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data").join("myid"), "1").unwrap();
+    let cfg = write_cfg(
+        dir.path(),
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\nserver.3=127.0.0.1:2890:3890\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(2),
+        "three server.N lines must not start a standalone server: {stderr}"
+    );
+    assert!(stderr.contains("server.N"), "{stderr}");
+}

@@ -1,0 +1,125 @@
+//! Clients that never read what they are sent: neither replies they asked
+//! for nor notifications of their watches may grow the server without bound,
+//! and everyone else keeps being served.
+
+use bytes::Bytes;
+use zkd_client_tests::raw::{RawClient, Read1};
+use zkd_client_tests::ZkdProcess;
+use zkd_protocol::records::*;
+use zkd_protocol::request::ClientRequest;
+use zkd_protocol::OpCode;
+
+fn still_serves(port: u16) {
+    let (mut c, _) = RawClient::new_session(port, 10_000);
+    let (h, _) = c.call(
+        1,
+        &ClientRequest::Exists(ExistsRequest {
+            path: "/".into(),
+            watch: false,
+        }),
+    );
+    assert_eq!(h.err, 0, "another client must be unaffected");
+}
+
+fn rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    kib / 1024
+}
+
+#[test]
+fn a_client_that_never_reads_its_replies_cannot_exhaust_memory() {
+    let server = ZkdProcess::start();
+    let (mut setup, _) = RawClient::new_session(server.port, 10_000);
+    let big = ClientRequest::Create(
+        OpCode::Create,
+        CreateRequest {
+            path: "/big".into(),
+            data: Some(Bytes::from(vec![1u8; 1_000_000])),
+            acl: vec![Acl::world(31)],
+            flags: 0,
+        },
+    );
+    assert_eq!(setup.call(1, &big).0.err, 0);
+    let (mut greedy, _) = RawClient::new_session(server.port, 30_000);
+    // 2 GB of replies requested; the client reads none of them.
+    for xid in 0..2000 {
+        greedy.send_request(
+            xid,
+            &ClientRequest::GetData(GetDataRequest {
+                path: "/big".into(),
+                watch: false,
+            }),
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    still_serves(server.port);
+    let rss = rss_mib(server.pid().unwrap());
+    assert!(
+        rss < 300,
+        "zkd buffered replies without bound: RSS {rss} MiB"
+    );
+}
+
+#[test]
+fn a_client_that_never_reads_its_notifications_is_closed() {
+    let server = ZkdProcess::start();
+    // Every change anywhere notifies the idle client; it reads nothing.
+    let (mut idle, _) = RawClient::new_session(server.port, 30_000);
+    idle.send_request(
+        1,
+        &ClientRequest::AddWatch(AddWatchRequest {
+            path: "/".into(),
+            mode: 1, // persistent recursive
+        }),
+    );
+    // Long paths make big notifications: about 3 KB each.
+    let path = format!("/{}", "n".repeat(3000));
+    let (mut writer, _) = RawClient::new_session(server.port, 30_000);
+    let create = ClientRequest::Create(
+        OpCode::Create,
+        CreateRequest {
+            path: path.clone(),
+            data: None,
+            acl: vec![Acl::world(31)],
+            flags: 0,
+        },
+    );
+    assert_eq!(writer.call(1, &create).0.err, 0);
+    // 400 multis of 50 setData: 20,000 notifications, about 60 MB.
+    let set = MultiOp::SetData(SetDataRequest {
+        path,
+        data: None,
+        version: -1,
+    });
+    let multi = ClientRequest::Multi(MultiRequest { ops: vec![set; 50] });
+    for xid in 2..402 {
+        assert_eq!(writer.call(xid, &multi).0.err, 0);
+    }
+    still_serves(server.port);
+    let rss = rss_mib(server.pid().unwrap());
+    assert!(
+        rss < 200,
+        "zkd buffered notifications without bound: RSS {rss} MiB"
+    );
+    // What the kernel buffered arrives, then the end of the connection.
+    let end = loop {
+        match idle.read() {
+            Read1::Frame(_) => continue,
+            other => break other,
+        }
+    };
+    assert_eq!(
+        end,
+        Read1::Closed,
+        "the idle client's connection stays open"
+    );
+}
