@@ -12,6 +12,7 @@
 pub mod client_codec;
 pub mod jute;
 pub mod op_code;
+pub mod peer;
 pub mod records;
 pub mod request;
 pub mod response;

@@ -13,6 +13,7 @@
 
 pub mod acl;
 pub mod connection;
+pub mod election;
 pub mod java_order;
 mod node;
 mod node_apply;

@@ -1,0 +1,823 @@
+//! Zab messages on the quorum port (spec §9), one per ZooKeeper `QuorumPacket` type zkd
+//! uses.
+//!
+//! ZooKeeper's record is `QuorumPacket{int type; long zxid; buffer data; vector<Id>
+//! authinfo}`. Each message below is one `type`: its fields are that packet's `zxid`, its
+//! `data` buffer decoded into named fields, and (REQUEST only) its `authinfo`. The field
+//! docs say where each value sits in ZooKeeper's packet, so a jute codec can translate
+//! both ways; [`quorum_packet::Body::zookeeper_zxid`] gives the `zxid` field exactly.
+//!
+//! Not modelled: COMMITANDACTIVATE (9) and INFORMANDACTIVATE (19), which only dynamic
+//! reconfig uses. Their codes are in [`PacketType`].
+
+use super::{InvalidMessage, PeerMessage};
+use bytes::Bytes;
+
+/// Zab protocol version ZooKeeper 3.4+ sends in LearnerInfo and LEADERINFO (`0x10000`).
+pub const ZAB_PROTOCOL_VERSION: i32 = 0x10000;
+
+/// [`AckEpoch::current_epoch`] when the learner had already accepted the proposed epoch:
+/// the ACKEPOCH then reports its last zxid but does not count as an epoch ack (§9.3).
+pub const ACK_EPOCH_ALREADY_ACCEPTED: i64 = -1;
+
+/// The largest [`SnapChunk::data`] a sender produces and a receiver accepts (1 MiB), well
+/// under the peer frame limit ([`super::frame::DEFAULT_MAX_PEER_FRAME`]).
+pub const MAX_SNAP_CHUNK: usize = 1 << 20;
+
+/// ZooKeeper's QuorumPacket type codes (`Leader.java` constants), one for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum PacketType {
+    /// 1: a client write, sync or global session op forwarded by a learner to the leader.
+    Request = 1,
+    /// 2: leader → follower, a txn to log and ACK.
+    Proposal = 2,
+    /// 3: follower → leader, a txn (or NEWLEADER / UPTODATE) logged and fsynced.
+    Ack = 3,
+    /// 4: leader → follower, a txn reached quorum; apply it.
+    Commit = 4,
+    /// 5: heartbeat; the learner's reply carries its session touches.
+    Ping = 5,
+    /// 6: learner asks the leader whether a reattaching session is valid, and the answer.
+    Revalidate = 6,
+    /// 7: leader → learner, answers a forwarded sync.
+    Sync = 7,
+    /// 8: leader → observer, a committed txn.
+    Inform = 8,
+    /// 9: reconfig commit naming the designated leader (not used by zkd).
+    CommitAndActivate = 9,
+    /// 10: leader → learner, end of synchronization for the new epoch.
+    NewLeader = 10,
+    /// 11: follower → leader, first packet: accepted epoch and LearnerInfo.
+    FollowerInfo = 11,
+    /// 12: leader → learner, start serving clients.
+    UpToDate = 12,
+    /// 13: leader → learner, sync by replaying the following proposals.
+    Diff = 13,
+    /// 14: leader → learner, truncate the log, then replay.
+    Trunc = 14,
+    /// 15: leader → learner, replace the database with the following snapshot.
+    Snap = 15,
+    /// 16: observer → leader, first packet (same payload as FOLLOWERINFO).
+    ObserverInfo = 16,
+    /// 17: leader → learner, the new epoch.
+    LeaderInfo = 17,
+    /// 18: learner → leader, epoch acknowledged, with the learner's history position.
+    AckEpoch = 18,
+    /// 19: reconfig INFORM for observers (not used by zkd).
+    InformAndActivate = 19,
+}
+
+/// An authentication identity (`zookeeper.jute` `Id`), as carried in REQUEST's authinfo.
+#[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
+pub struct Id {
+    /// Scheme: `digest`, `ip`, `sasl`, `super`, ...
+    #[prost(string, tag = "1")]
+    pub scheme: String,
+    /// Scheme-specific identity (for digest, `user:base64(sha1(user:password))`).
+    #[prost(string, tag = "2")]
+    pub id: String,
+}
+
+/// REQUEST (1), learner → leader: a client write, `sync`, `createSession` or
+/// `closeSession` forwarded for the leader's pipeline (§9.5). ZooKeeper: zxid -1, data =
+/// `long sessionId; int cxid; int type;` then the raw request record, authinfo = the
+/// client connection's ids.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Request {
+    /// The client's session (data `long sessionId`).
+    #[prost(int64, tag = "1")]
+    pub session_id: i64,
+    /// The client's xid for this request (data `int cxid`); with `session_id` it matches
+    /// the COMMIT back to the waiting client on the learner.
+    #[prost(int32, tag = "2")]
+    pub cxid: i32,
+    /// The request's opcode (data `int type`, [`crate::OpCode`]).
+    #[prost(int32, tag = "3")]
+    pub op_type: i32,
+    /// The jute-encoded request record exactly as the client sent it (the rest of data).
+    #[prost(bytes = "bytes", tag = "4")]
+    pub body: Bytes,
+    /// The session's authenticated ids (authinfo), which the leader checks ACLs against.
+    #[prost(message, repeated, tag = "5")]
+    pub auth: Vec<Id>,
+}
+
+/// PROPOSAL (2), leader → follower: log, fsync, then ACK. ZooKeeper: zxid = the txn's
+/// zxid, data = the serialized txn.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Proposal {
+    /// The txn's zxid (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+    /// The txn entry as the log stores it: jute TxnHeader + txn record (+ TxnDigest), kept
+    /// opaque here (packet data, §10.1).
+    #[prost(bytes = "bytes", tag = "2")]
+    pub txn: Bytes,
+}
+
+/// ACK (3), follower → leader: everything up to `zxid` is fsynced. ZooKeeper: data null.
+/// After NEWLEADER and UPTODATE the zxid is `epoch << 32`; an ACK with counter 0 is not a
+/// txn ACK (§9.7).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Ack {
+    /// The zxid acknowledged (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+}
+
+/// COMMIT (4), leader → follower: `zxid` has a quorum of ACKs; apply it (in zxid order).
+/// ZooKeeper: data null.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Commit {
+    /// The committed zxid (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+}
+
+/// One session a learner's clients kept alive since the last PING (data of a PING reply:
+/// `long sessionId; int timeout`).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct SessionTouch {
+    /// The touched session.
+    #[prost(int64, tag = "1")]
+    pub session_id: i64,
+    /// Its negotiated timeout, in ms.
+    #[prost(int32, tag = "2")]
+    pub timeout_ms: i32,
+}
+
+/// PING (5), both ways (§9.5, §9.6). The leader sends one every tickTime/2 with zxid =
+/// its last proposed zxid and no touches; the learner echoes the zxid with the sessions
+/// touched since its previous reply, and the leader, which owns expiry, touches them.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Ping {
+    /// The leader's last proposed zxid, echoed in the reply (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+    /// Learner → leader only: the session touches (packet data, possibly empty).
+    #[prost(message, repeated, tag = "2")]
+    pub touches: Vec<SessionTouch>,
+}
+
+/// REVALIDATE (6), learner → leader: a client reattached to this learner with a session
+/// id; is the session alive? ZooKeeper: zxid -1, data = `long sessionId; int timeout`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Revalidate {
+    /// The session the client presented.
+    #[prost(int64, tag = "1")]
+    pub session_id: i64,
+    /// The timeout the learner negotiated, in ms; the leader touches the session with it.
+    #[prost(int32, tag = "2")]
+    pub timeout_ms: i32,
+}
+
+/// REVALIDATE (6), leader → learner: the answer, after which the learner sends its
+/// ConnectResponse. ZooKeeper: zxid -1, data = `long sessionId; boolean valid`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RevalidateReply {
+    /// The session asked about.
+    #[prost(int64, tag = "1")]
+    pub session_id: i64,
+    /// Whether it is alive; if so the leader now counts this learner as its owner.
+    #[prost(bool, tag = "2")]
+    pub valid: bool,
+}
+
+/// SYNC (7), leader → learner: answers a `sync` forwarded as REQUEST, sent once every
+/// commit issued before it is on the link (§7.3).
+///
+/// ZooKeeper's packet has zxid 0 and no data: the learner completes its **oldest**
+/// pending sync (links are FIFO). zkd names the sync it answers, so the learner can
+/// assert the FIFO match; a jute codec drops both fields on write and, on read, fills
+/// them from the learner's oldest pending sync.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Sync {
+    /// The session whose `sync` is answered.
+    #[prost(int64, tag = "1")]
+    pub session_id: i64,
+    /// That request's cxid.
+    #[prost(int32, tag = "2")]
+    pub cxid: i32,
+}
+
+/// INFORM (8), leader → observer: a committed txn (observers see no proposals).
+/// ZooKeeper: zxid = the txn's zxid, data = the same bytes as the PROPOSAL's.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Inform {
+    /// The txn's zxid (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+    /// The serialized txn, as in [`Proposal::txn`] (packet data).
+    #[prost(bytes = "bytes", tag = "2")]
+    pub txn: Bytes,
+}
+
+/// NEWLEADER (10), leader → learner: synchronization for the new epoch is complete. The
+/// learner logs and fsyncs what it buffered, persists currentEpoch, and ACKs
+/// `epoch << 32` (§9.4).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NewLeader {
+    /// `newEpoch << 32` (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+    /// The leader's last-seen quorum configuration text (packet data, 3.5+).
+    #[prost(bytes = "bytes", tag = "2")]
+    pub config: Bytes,
+}
+
+/// FOLLOWERINFO (11) and OBSERVERINFO (16), learner → leader: the first packet of
+/// discovery (§9.3). ZooKeeper: zxid = `acceptedEpoch << 32`, data =
+/// `LearnerInfo{long serverid; int protocolVersion; long configVersion}`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FollowerInfo {
+    /// The highest epoch this learner agreed to follow (its `acceptedEpoch` file); on
+    /// ZooKeeper's wire it is the packet zxid `accepted_epoch << 32`, so it must fit in 32
+    /// bits. The leader proposes max(all accepted epochs) + 1.
+    #[prost(uint64, tag = "1")]
+    pub accepted_epoch: u64,
+    /// The learner's myid (LearnerInfo.serverid).
+    #[prost(uint64, tag = "2")]
+    pub sid: u64,
+    /// LearnerInfo.protocolVersion, [`ZAB_PROTOCOL_VERSION`].
+    #[prost(int32, tag = "3")]
+    pub protocol_version: i32,
+    /// The version of the learner's quorum configuration (LearnerInfo.configVersion).
+    #[prost(int64, tag = "4")]
+    pub config_version: i64,
+}
+
+/// LEADERINFO (17), leader → learner: the epoch the leader proposes. ZooKeeper: zxid =
+/// `newEpoch << 32`, data = `int protocolVersion`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LeaderInfo {
+    /// The new epoch (packet zxid `new_epoch << 32`; must fit in 32 bits). The learner
+    /// persists it as acceptedEpoch if higher, and disconnects if lower.
+    #[prost(uint64, tag = "1")]
+    pub new_epoch: u64,
+    /// [`ZAB_PROTOCOL_VERSION`] (packet data).
+    #[prost(int32, tag = "2")]
+    pub protocol_version: i32,
+}
+
+/// ACKEPOCH (18), learner → leader: answer to LEADERINFO, telling the leader where the
+/// learner's history ends so it can pick DIFF, TRUNC or SNAP (§9.3, §9.4).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AckEpoch {
+    /// The learner's `currentEpoch` (packet data `int`), or [`ACK_EPOCH_ALREADY_ACCEPTED`]
+    /// when it had already accepted this epoch (not counted as an epoch ack).
+    #[prost(int64, tag = "1")]
+    pub current_epoch: i64,
+    /// The learner's last logged zxid (packet zxid).
+    #[prost(int64, tag = "2")]
+    pub last_logged_zxid: i64,
+}
+
+/// UPTODATE (12), leader → learner: a quorum acked NEWLEADER; start serving clients.
+/// The learner answers ACK(`epoch << 32`). ZooKeeper: zxid -1, data null.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UpToDate {}
+
+/// DIFF (13), leader → learner: keep the local database; the PROPOSAL/COMMIT pairs that
+/// follow bring it up to date. ZooKeeper: data null.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Diff {
+    /// The leader's last committed zxid covered by the diff (packet zxid); the learner's
+    /// lastProcessedZxid becomes this.
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+}
+
+/// TRUNC (14), leader → learner: drop logged txns after `zxid` (ones the leader never
+/// committed), then replay the pairs that follow. ZooKeeper: data null.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Trunc {
+    /// The zxid to truncate the log to (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+}
+
+/// SNAP (15), leader → learner: replace the database with the leader's snapshot, which
+/// follows as [`SnapChunk`]s. ZooKeeper: data null, and the snapshot stream follows raw.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Snap {
+    /// The leader's lastProcessedZxid, the snapshot's zxid (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+    /// The snapshot's total size in bytes: the chunks cover `0..total_size`. Not in
+    /// ZooKeeper's packet (its stream ends with the `"BenWasHere"` signature instead).
+    #[prost(uint64, tag = "2")]
+    pub total_size: u64,
+}
+
+/// A piece of the snapshot that follows SNAP, in order, ending with `last`. ZooKeeper
+/// has no packet for this: a jute codec writes the chunks' data back to back right after
+/// the SNAP record, which is exactly ZooKeeper's snapshot stream.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapChunk {
+    /// Byte offset of `data` in the snapshot; chunks are contiguous.
+    #[prost(uint64, tag = "1")]
+    pub offset: u64,
+    /// The bytes, at most [`MAX_SNAP_CHUNK`].
+    #[prost(bytes = "bytes", tag = "2")]
+    pub data: Bytes,
+    /// Whether this is the final chunk.
+    #[prost(bool, tag = "3")]
+    pub last: bool,
+}
+
+/// One frame on zkd's quorum link: any Zab message.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QuorumPacket {
+    /// The message; always present in a checked frame. Oneof tags equal ZooKeeper's type
+    /// codes where one message has the code to itself.
+    #[prost(
+        oneof = "quorum_packet::Body",
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 21"
+    )]
+    pub body: Option<quorum_packet::Body>,
+}
+
+/// The variants of [`QuorumPacket`].
+pub mod quorum_packet {
+    use super::*;
+
+    /// What a quorum frame carries: one variant per ZooKeeper packet type.
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Body {
+        /// REQUEST (1).
+        #[prost(message, tag = "1")]
+        Request(Request),
+        /// PROPOSAL (2).
+        #[prost(message, tag = "2")]
+        Proposal(Proposal),
+        /// ACK (3).
+        #[prost(message, tag = "3")]
+        Ack(Ack),
+        /// COMMIT (4).
+        #[prost(message, tag = "4")]
+        Commit(Commit),
+        /// PING (5).
+        #[prost(message, tag = "5")]
+        Ping(Ping),
+        /// REVALIDATE (6), learner → leader.
+        #[prost(message, tag = "6")]
+        Revalidate(Revalidate),
+        /// SYNC (7).
+        #[prost(message, tag = "7")]
+        Sync(Sync),
+        /// INFORM (8).
+        #[prost(message, tag = "8")]
+        Inform(Inform),
+        /// NEWLEADER (10).
+        #[prost(message, tag = "10")]
+        NewLeader(NewLeader),
+        /// FOLLOWERINFO (11).
+        #[prost(message, tag = "11")]
+        FollowerInfo(FollowerInfo),
+        /// UPTODATE (12).
+        #[prost(message, tag = "12")]
+        UpToDate(UpToDate),
+        /// DIFF (13).
+        #[prost(message, tag = "13")]
+        Diff(Diff),
+        /// TRUNC (14).
+        #[prost(message, tag = "14")]
+        Trunc(Trunc),
+        /// SNAP (15).
+        #[prost(message, tag = "15")]
+        Snap(Snap),
+        /// OBSERVERINFO (16), same payload as FOLLOWERINFO (ZooKeeper's LearnerInfo).
+        #[prost(message, tag = "16")]
+        ObserverInfo(FollowerInfo),
+        /// LEADERINFO (17).
+        #[prost(message, tag = "17")]
+        LeaderInfo(LeaderInfo),
+        /// ACKEPOCH (18).
+        #[prost(message, tag = "18")]
+        AckEpoch(AckEpoch),
+        /// REVALIDATE (6), leader → learner.
+        #[prost(message, tag = "20")]
+        RevalidateReply(RevalidateReply),
+        /// Snapshot stream after SNAP (reported as SNAP, 15).
+        #[prost(message, tag = "21")]
+        SnapChunk(SnapChunk),
+    }
+
+    impl Body {
+        /// The ZooKeeper packet type this message is, or travels as.
+        ///
+        /// [`RevalidateReply`] is REVALIDATE (ZooKeeper tells request from reply by
+        /// direction); [`SnapChunk`] is part of the SNAP stream and reports SNAP.
+        pub fn packet_type(&self) -> PacketType {
+            match self {
+                Body::Request(_) => PacketType::Request,
+                Body::Proposal(_) => PacketType::Proposal,
+                Body::Ack(_) => PacketType::Ack,
+                Body::Commit(_) => PacketType::Commit,
+                Body::Ping(_) => PacketType::Ping,
+                Body::Revalidate(_) | Body::RevalidateReply(_) => PacketType::Revalidate,
+                Body::Sync(_) => PacketType::Sync,
+                Body::Inform(_) => PacketType::Inform,
+                Body::NewLeader(_) => PacketType::NewLeader,
+                Body::FollowerInfo(_) => PacketType::FollowerInfo,
+                Body::UpToDate(_) => PacketType::UpToDate,
+                Body::Diff(_) => PacketType::Diff,
+                Body::Trunc(_) => PacketType::Trunc,
+                Body::Snap(_) | Body::SnapChunk(_) => PacketType::Snap,
+                Body::ObserverInfo(_) => PacketType::ObserverInfo,
+                Body::LeaderInfo(_) => PacketType::LeaderInfo,
+                Body::AckEpoch(_) => PacketType::AckEpoch,
+            }
+        }
+
+        /// ZooKeeper's numeric type code (`QuorumPacket.type`) for this message.
+        pub fn type_code(&self) -> i32 {
+            self.packet_type() as i32
+        }
+
+        /// The value ZooKeeper puts in `QuorumPacket.zxid` for this message (spec §9.1),
+        /// or `None` for a [`SnapChunk`], which is raw stream data there.
+        pub fn zookeeper_zxid(&self) -> Option<i64> {
+            let epoch_zxid = |epoch: u64| (epoch << 32) as i64;
+            Some(match self {
+                Body::Request(_)
+                | Body::Revalidate(_)
+                | Body::RevalidateReply(_)
+                | Body::UpToDate(_) => -1,
+                Body::Sync(_) => 0,
+                Body::Proposal(Proposal { zxid, .. })
+                | Body::Ack(Ack { zxid })
+                | Body::Commit(Commit { zxid })
+                | Body::Ping(Ping { zxid, .. })
+                | Body::Inform(Inform { zxid, .. })
+                | Body::NewLeader(NewLeader { zxid, .. })
+                | Body::Diff(Diff { zxid })
+                | Body::Trunc(Trunc { zxid })
+                | Body::Snap(Snap { zxid, .. }) => *zxid,
+                Body::FollowerInfo(info) | Body::ObserverInfo(info) => {
+                    epoch_zxid(info.accepted_epoch)
+                }
+                Body::LeaderInfo(info) => epoch_zxid(info.new_epoch),
+                Body::AckEpoch(ack) => ack.last_logged_zxid,
+                Body::SnapChunk(_) => return None,
+            })
+        }
+    }
+}
+
+impl QuorumPacket {
+    /// ZooKeeper's numeric type code (`QuorumPacket.type`, 1..=18) of the message carried,
+    /// or 0 (no ZooKeeper type) for a packet without a body, which
+    /// [`PeerMessage::check`] rejects.
+    pub fn type_code(&self) -> i32 {
+        self.body.as_ref().map_or(0, quorum_packet::Body::type_code)
+    }
+}
+
+impl PeerMessage for QuorumPacket {
+    fn check(&self) -> Result<(), InvalidMessage> {
+        use quorum_packet::Body;
+        let fits_zxid = |epoch: u64| epoch <= u64::from(u32::MAX);
+        match &self.body {
+            None => Err(InvalidMessage("quorum packet without a body")),
+            Some(Body::FollowerInfo(info) | Body::ObserverInfo(info))
+                if !fits_zxid(info.accepted_epoch) =>
+            {
+                Err(InvalidMessage("accepted epoch does not fit in a zxid"))
+            }
+            Some(Body::LeaderInfo(info)) if !fits_zxid(info.new_epoch) => {
+                Err(InvalidMessage("new epoch does not fit in a zxid"))
+            }
+            Some(Body::SnapChunk(chunk)) if chunk.data.len() > MAX_SNAP_CHUNK => {
+                Err(InvalidMessage("snapshot chunk larger than MAX_SNAP_CHUNK"))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// `From<Message> for QuorumPacket` for each message, so `QuorumPacket::from(Ack { .. })`.
+macro_rules! into_packet {
+    ($($message:ident => $variant:ident),* $(,)?) => {$(
+        impl From<$message> for QuorumPacket {
+            fn from(message: $message) -> QuorumPacket {
+                QuorumPacket { body: Some(quorum_packet::Body::$variant(message)) }
+            }
+        }
+    )*};
+}
+
+into_packet! {
+    Request => Request,
+    Proposal => Proposal,
+    Ack => Ack,
+    Commit => Commit,
+    Ping => Ping,
+    Revalidate => Revalidate,
+    RevalidateReply => RevalidateReply,
+    Sync => Sync,
+    Inform => Inform,
+    NewLeader => NewLeader,
+    FollowerInfo => FollowerInfo,
+    UpToDate => UpToDate,
+    Diff => Diff,
+    Trunc => Trunc,
+    Snap => Snap,
+    SnapChunk => SnapChunk,
+    LeaderInfo => LeaderInfo,
+    AckEpoch => AckEpoch,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::quorum_packet::Body;
+    use super::*;
+    use crate::Zxid;
+    use prost::Message;
+
+    /// One packet of every variant, with non-default values in every field, and the type
+    /// code and packet zxid ZooKeeper gives it.
+    pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
+        let z = Zxid::new(2, 7).0;
+        let txn = Bytes::from_static(b"\0\0\0\0\0\0\0\x2a txn header and record");
+        vec![
+            (
+                Request {
+                    session_id: 0x1000_0abc_0000_0001,
+                    cxid: 12,
+                    op_type: 1,
+                    body: Bytes::from_static(b"\0\0\0\x02/a"),
+                    auth: vec![
+                        Id {
+                            scheme: "digest".into(),
+                            id: "u:pw".into(),
+                        },
+                        Id {
+                            scheme: "ip".into(),
+                            id: "127.0.0.1".into(),
+                        },
+                    ],
+                }
+                .into(),
+                1,
+                Some(-1),
+            ),
+            (
+                Proposal {
+                    zxid: z,
+                    txn: txn.clone(),
+                }
+                .into(),
+                2,
+                Some(z),
+            ),
+            (Ack { zxid: z }.into(), 3, Some(z)),
+            (Commit { zxid: z }.into(), 4, Some(z)),
+            (
+                Ping {
+                    zxid: z,
+                    touches: vec![
+                        SessionTouch {
+                            session_id: 5,
+                            timeout_ms: 4000,
+                        },
+                        SessionTouch {
+                            session_id: -7,
+                            timeout_ms: 30000,
+                        },
+                    ],
+                }
+                .into(),
+                5,
+                Some(z),
+            ),
+            (
+                Revalidate {
+                    session_id: 9,
+                    timeout_ms: 6000,
+                }
+                .into(),
+                6,
+                Some(-1),
+            ),
+            (
+                RevalidateReply {
+                    session_id: 9,
+                    valid: true,
+                }
+                .into(),
+                6,
+                Some(-1),
+            ),
+            (
+                Sync {
+                    session_id: 9,
+                    cxid: 44,
+                }
+                .into(),
+                7,
+                Some(0),
+            ),
+            (
+                QuorumPacket {
+                    body: Some(Body::Inform(Inform { zxid: z, txn })),
+                },
+                8,
+                Some(z),
+            ),
+            (
+                NewLeader {
+                    zxid: Zxid::new(2, 0).0,
+                    config: Bytes::from_static(b"server.1=127.0.0.1:2888:3888:participant"),
+                }
+                .into(),
+                10,
+                Some(0x2_0000_0000),
+            ),
+            (
+                FollowerInfo {
+                    accepted_epoch: 1,
+                    sid: 3,
+                    protocol_version: ZAB_PROTOCOL_VERSION,
+                    config_version: 0x1_0000_0000,
+                }
+                .into(),
+                11,
+                Some(0x1_0000_0000),
+            ),
+            (UpToDate {}.into(), 12, Some(-1)),
+            (Diff { zxid: z }.into(), 13, Some(z)),
+            (Trunc { zxid: z - 2 }.into(), 14, Some(z - 2)),
+            (
+                Snap {
+                    zxid: z,
+                    total_size: 3 << 20,
+                }
+                .into(),
+                15,
+                Some(z),
+            ),
+            (
+                SnapChunk {
+                    offset: 1 << 20,
+                    data: Bytes::from(vec![0xa5; 4096]),
+                    last: true,
+                }
+                .into(),
+                15,
+                None,
+            ),
+            (
+                QuorumPacket {
+                    body: Some(Body::ObserverInfo(FollowerInfo {
+                        accepted_epoch: 4,
+                        sid: 8,
+                        protocol_version: ZAB_PROTOCOL_VERSION,
+                        config_version: 0,
+                    })),
+                },
+                16,
+                Some(0x4_0000_0000),
+            ),
+            (
+                LeaderInfo {
+                    new_epoch: 2,
+                    protocol_version: ZAB_PROTOCOL_VERSION,
+                }
+                .into(),
+                17,
+                Some(0x2_0000_0000),
+            ),
+            (
+                AckEpoch {
+                    current_epoch: 1,
+                    last_logged_zxid: Zxid::new(1, 8).0,
+                }
+                .into(),
+                18,
+                Some(0x1_0000_0008),
+            ),
+            (
+                AckEpoch {
+                    current_epoch: ACK_EPOCH_ALREADY_ACCEPTED,
+                    last_logged_zxid: 0,
+                }
+                .into(),
+                18,
+                Some(0),
+            ),
+        ]
+    }
+
+    #[test]
+    fn packet_type_codes_match_zookeeper() {
+        let expected = [
+            (PacketType::Request, 1),
+            (PacketType::Proposal, 2),
+            (PacketType::Ack, 3),
+            (PacketType::Commit, 4),
+            (PacketType::Ping, 5),
+            (PacketType::Revalidate, 6),
+            (PacketType::Sync, 7),
+            (PacketType::Inform, 8),
+            (PacketType::CommitAndActivate, 9),
+            (PacketType::NewLeader, 10),
+            (PacketType::FollowerInfo, 11),
+            (PacketType::UpToDate, 12),
+            (PacketType::Diff, 13),
+            (PacketType::Trunc, 14),
+            (PacketType::Snap, 15),
+            (PacketType::ObserverInfo, 16),
+            (PacketType::LeaderInfo, 17),
+            (PacketType::AckEpoch, 18),
+            (PacketType::InformAndActivate, 19),
+        ];
+        for (ty, code) in expected {
+            assert_eq!(ty as i32, code, "{ty:?}");
+            assert_eq!(PacketType::try_from(code), Ok(ty));
+        }
+        assert!(PacketType::try_from(0).is_err());
+        assert!(PacketType::try_from(20).is_err());
+    }
+
+    #[test]
+    fn every_packet_round_trips_with_its_zookeeper_type_and_zxid() {
+        let packets = every_packet();
+        // Every variant is covered (19 variants; AckEpoch appears twice).
+        assert_eq!(packets.len(), 20);
+        for (packet, code, zxid) in packets {
+            assert_eq!(packet.type_code(), code, "{packet:?}");
+            let body = packet.body.as_ref().unwrap();
+            assert_eq!(body.zookeeper_zxid(), zxid, "{packet:?}");
+            assert_eq!(packet.check(), Ok(()), "{packet:?}");
+            let bytes = packet.encode_to_vec();
+            let back = QuorumPacket::decode(bytes.as_slice()).unwrap();
+            assert_eq!(back, packet);
+            // The inner message round-trips alone too.
+            let inner = match body {
+                Body::Request(m) => Request::decode(&*m.encode_to_vec()).map(|m| m.into()),
+                Body::Proposal(m) => Proposal::decode(&*m.encode_to_vec()).map(|m| m.into()),
+                Body::Ping(m) => Ping::decode(&*m.encode_to_vec()).map(|m| m.into()),
+                Body::SnapChunk(m) => SnapChunk::decode(&*m.encode_to_vec()).map(|m| m.into()),
+                _ => Ok(packet.clone()),
+            };
+            assert_eq!(inner.unwrap(), packet);
+        }
+    }
+
+    #[test]
+    fn distinct_variants_with_one_code_stay_distinct() {
+        let req: QuorumPacket = Revalidate {
+            session_id: 1,
+            timeout_ms: 0,
+        }
+        .into();
+        let rep: QuorumPacket = RevalidateReply {
+            session_id: 1,
+            valid: false,
+        }
+        .into();
+        assert_eq!(req.type_code(), rep.type_code());
+        let rep_back = QuorumPacket::decode(&*rep.encode_to_vec()).unwrap();
+        assert!(matches!(rep_back.body, Some(Body::RevalidateReply(_))));
+        // Empty messages still mark their variant.
+        let up: QuorumPacket = UpToDate {}.into();
+        assert!(!up.encode_to_vec().is_empty());
+        assert_eq!(QuorumPacket::decode(&*up.encode_to_vec()).unwrap(), up);
+    }
+
+    #[test]
+    fn check_rejects_meaningless_packets() {
+        assert_eq!(QuorumPacket::default().type_code(), 0);
+        assert!(QuorumPacket::default().check().is_err());
+        // An empty frame decodes to a packet without a body.
+        assert!(QuorumPacket::decode(&[][..]).unwrap().check().is_err());
+        let big_epoch: QuorumPacket = LeaderInfo {
+            new_epoch: 1 << 32,
+            protocol_version: ZAB_PROTOCOL_VERSION,
+        }
+        .into();
+        assert!(big_epoch.check().is_err());
+        let big_epoch: QuorumPacket = FollowerInfo {
+            accepted_epoch: u64::MAX,
+            ..FollowerInfo::default()
+        }
+        .into();
+        assert!(big_epoch.check().is_err());
+        let big_chunk: QuorumPacket = SnapChunk {
+            offset: 0,
+            data: Bytes::from(vec![0; MAX_SNAP_CHUNK + 1]),
+            last: false,
+        }
+        .into();
+        assert!(big_chunk.check().is_err());
+        let max_chunk: QuorumPacket = SnapChunk {
+            offset: 0,
+            data: Bytes::from(vec![0; MAX_SNAP_CHUNK]),
+            last: true,
+        }
+        .into();
+        assert_eq!(max_chunk.check(), Ok(()));
+    }
+}

@@ -1,0 +1,378 @@
+//! Fast leader election (ZooKeeper's `FastLeaderElection.lookForLeader` and
+//! its receiver thread) as a pure state machine.
+//!
+//! ```text
+//! look(now, own vote) ──▶ LOOKING ──notifications──▶ quorum for the proposal
+//!                            ▲  │                        │ finalize wait, no better vote
+//!                            │  └─ settled reports ──────┤ (a quorum follows a leader that says LEADING)
+//!                            │                           ▼
+//!                            └──────── look() ──── LEADING / FOLLOWING (answers lookers)
+//! ```
+//!
+//! Events go in (`handle_notification`, `handle_timeout`); notifications to
+//! send come out of `drain_commands`, the decision out of `take_outcome`.
+//! Time is a parameter: the finalize wait and the re-send backoff are
+//! deadlines reported by `poll_timeout`. Our own notifications are delivered
+//! to ourselves at once, as ZooKeeper loops them back.
+
+mod vote;
+
+pub use vote::{Notification, ServerId, ServerState, Vote};
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Settings of one member's election.
+#[derive(Clone, Debug)]
+pub struct ElectionConfig {
+    /// This member.
+    pub my_id: ServerId,
+    /// Every voting member, this one included.
+    pub voters: BTreeSet<ServerId>,
+    /// How long a quorum for the proposal must go unchallenged before it is
+    /// decided, and the first re-send interval (ZooKeeper: 200 ms).
+    pub finalize_wait_ms: u64,
+    /// The re-send interval doubles up to this while nothing arrives.
+    pub max_notification_interval_ms: u64,
+}
+
+/// What the election asks the runtime to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ElectionCommand {
+    /// Send `notification` to `to`. Only the newest unsent one per peer
+    /// matters, as in ZooKeeper's send queues of capacity one.
+    Send {
+        to: ServerId,
+        notification: Notification,
+    },
+}
+
+/// A decided election.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// `Leading` or `Following`.
+    pub state: ServerState,
+    /// The vote decided on.
+    pub vote: Vote,
+    /// The round it was decided in.
+    pub election_epoch: u64,
+}
+
+/// One member's fast leader election.
+#[derive(Debug)]
+pub struct Election {
+    config: ElectionConfig,
+    /// The vote this member starts each round with: itself, its last logged
+    /// zxid and its currentEpoch.
+    own: Vote,
+    /// `logicalclock`: the round, in memory only.
+    logical_clock: u64,
+    state: ServerState,
+    /// The proposal while looking; the decided vote after.
+    vote: Vote,
+    /// The round `vote` was decided in, which replies to lookers carry.
+    vote_epoch: u64,
+    /// Votes of this round (`recvset`).
+    received: BTreeMap<ServerId, Notification>,
+    /// Reports from settled members of any round (`outofelection`).
+    out_of_election: BTreeMap<ServerId, Notification>,
+    /// A quorum backs the proposal: decide at this time unless a better vote comes.
+    finalize_at: Option<u64>,
+    resend_at: Option<u64>,
+    resend_interval_ms: u64,
+    commands: VecDeque<ElectionCommand>,
+    outcome: Option<Outcome>,
+}
+
+impl Election {
+    /// A member that has not started looking yet; `own` is its vote for itself.
+    pub fn new(config: ElectionConfig, own: Vote) -> Election {
+        Election {
+            resend_interval_ms: config.finalize_wait_ms,
+            config,
+            own,
+            logical_clock: 0,
+            state: ServerState::Looking,
+            vote: own,
+            vote_epoch: 0,
+            received: BTreeMap::new(),
+            out_of_election: BTreeMap::new(),
+            finalize_at: None,
+            resend_at: None,
+            commands: VecDeque::new(),
+            outcome: None,
+        }
+    }
+
+    /// Starts a new round with `own` (this member, its last logged zxid and
+    /// its currentEpoch), as `lookForLeader` does on entry.
+    pub fn look(&mut self, now_ms: u64, own: Vote) {
+        self.own = own;
+        self.logical_clock += 1;
+        self.state = ServerState::Looking;
+        self.vote = own;
+        self.received.clear();
+        self.out_of_election.clear();
+        self.finalize_at = None;
+        self.outcome = None;
+        self.resend_interval_ms = self.config.finalize_wait_ms;
+        self.resend_at = Some(now_ms + self.resend_interval_ms);
+        self.broadcast(now_ms);
+    }
+
+    /// Feeds a notification from a peer.
+    pub fn handle_notification(&mut self, now_ms: u64, n: Notification) {
+        if !self.is_voter(n.sender) || !self.is_voter(n.vote.leader) {
+            // ZooKeeper answers a non-voter with its current vote and counts nothing.
+            return self.send(n.sender, self.notification());
+        }
+        if self.state != ServerState::Looking {
+            // Settled: tell a looker who leads, with the round of that decision.
+            if n.state == ServerState::Looking {
+                self.send(n.sender, self.notification());
+            }
+            return;
+        }
+        if n.state == ServerState::Looking && n.election_epoch < self.logical_clock {
+            // A looker behind us: the receiver thread answers, the round ignores it.
+            return self.send(n.sender, self.notification());
+        }
+        // ZooKeeper's poll returned a message: the re-send timer starts over.
+        self.resend_at = Some(now_ms + self.resend_interval_ms);
+        if self.finalize_at.is_some() {
+            if !n.vote.beats(&self.vote) {
+                // While finalizing, a vote that changes nothing is dropped and
+                // the wait starts over.
+                self.finalize_at = Some(now_ms + self.config.finalize_wait_ms);
+                return;
+            }
+            self.finalize_at = None;
+        }
+        match n.state {
+            ServerState::Looking => self.on_looking(now_ms, n),
+            ServerState::Following | ServerState::Leading => self.on_settled(n),
+        }
+    }
+
+    /// Decides or re-sends when their time has come.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        if self.state != ServerState::Looking {
+            return;
+        }
+        if self.finalize_at.is_some_and(|at| now_ms >= at) {
+            let leading = self.vote.leader == self.config.my_id;
+            return self.decide(
+                if leading {
+                    ServerState::Leading
+                } else {
+                    ServerState::Following
+                },
+                self.vote,
+                self.logical_clock,
+            );
+        }
+        if self.resend_at.is_some_and(|at| now_ms >= at) {
+            // Nothing heard for a while: say it again, and wait longer next time.
+            self.resend_interval_ms =
+                (self.resend_interval_ms * 2).min(self.config.max_notification_interval_ms);
+            self.resend_at = Some(now_ms + self.resend_interval_ms);
+            self.broadcast(now_ms);
+        }
+    }
+
+    /// When `handle_timeout` next has work.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.state != ServerState::Looking {
+            return None;
+        }
+        match (self.finalize_at, self.resend_at) {
+            (Some(f), Some(r)) => Some(f.min(r)),
+            (f, r) => f.or(r),
+        }
+    }
+
+    /// Notifications to send, in order.
+    pub fn drain_commands(&mut self) -> impl Iterator<Item = ElectionCommand> + '_ {
+        self.commands.drain(..)
+    }
+
+    /// The decision, once, when the election has one.
+    pub fn take_outcome(&mut self) -> Option<Outcome> {
+        self.outcome.take()
+    }
+
+    /// After the new leader is established its epoch is the peer epoch that
+    /// members report to lookers (ZooKeeper's `updateElectionVote`).
+    pub fn update_peer_epoch(&mut self, epoch: u32) {
+        self.vote.peer_epoch = epoch;
+    }
+
+    /// This member's state.
+    pub fn state(&self) -> ServerState {
+        self.state
+    }
+
+    /// The proposal while looking, the decided vote after.
+    pub fn vote(&self) -> Vote {
+        self.vote
+    }
+
+    /// The current round.
+    pub fn logical_clock(&self) -> u64 {
+        self.logical_clock
+    }
+
+    fn is_voter(&self, id: ServerId) -> bool {
+        self.config.voters.contains(&id)
+    }
+
+    fn on_looking(&mut self, now_ms: u64, n: Notification) {
+        if n.election_epoch > self.logical_clock {
+            // A later round: join it, starting again from the better of its
+            // vote and our own.
+            self.logical_clock = n.election_epoch;
+            self.received.clear();
+            self.vote = if n.vote.beats(&self.own) {
+                n.vote
+            } else {
+                self.own
+            };
+            self.broadcast(now_ms);
+        } else if n.vote.beats(&self.vote) {
+            self.vote = n.vote;
+            self.broadcast(now_ms);
+        }
+        self.received.insert(n.sender, n);
+        self.check_proposal_quorum(now_ms);
+    }
+
+    /// A report from a member that follows or leads: join its leader once a
+    /// quorum agrees and the leader itself says it leads.
+    fn on_settled(&mut self, n: Notification) {
+        if n.election_epoch == self.logical_clock {
+            self.received.insert(n.sender, n);
+            if self.settled_quorum(&self.received, &n) {
+                return self.decide_for(n);
+            }
+        }
+        // Joining an established ensemble: reports from any round count.
+        self.out_of_election.insert(n.sender, n);
+        if self.settled_quorum(&self.out_of_election, &n) {
+            self.logical_clock = n.election_epoch;
+            self.decide_for(n);
+        }
+    }
+
+    fn decide_for(&mut self, n: Notification) {
+        let state = if n.vote.leader == self.config.my_id {
+            ServerState::Leading
+        } else {
+            ServerState::Following
+        };
+        self.decide(state, n.vote, n.election_epoch);
+    }
+
+    /// Whether a quorum of `votes` agrees with `n` and its leader is
+    /// confirmed (ZooKeeper's `checkLeader`): someone else must have told us
+    /// itself that it leads; we lead only a decision of our own round.
+    fn settled_quorum(&self, votes: &BTreeMap<ServerId, Notification>, n: &Notification) -> bool {
+        let agreeing = votes
+            .values()
+            .filter(|v| v.agrees_with(&n.vote, n.election_epoch, n.state))
+            .map(|v| v.sender);
+        if !self.is_quorum(agreeing) {
+            return false;
+        }
+        let leader = n.vote.leader;
+        if leader == self.config.my_id {
+            self.logical_clock == n.election_epoch
+        } else {
+            votes
+                .get(&leader)
+                .is_some_and(|v| v.state == ServerState::Leading)
+        }
+    }
+
+    /// Starts the finalize wait once a quorum of this round votes for the proposal.
+    fn check_proposal_quorum(&mut self, now_ms: u64) {
+        let (vote, round) = (self.vote, self.logical_clock);
+        let agreeing = self
+            .received
+            .values()
+            .filter(|v| v.agrees_with(&vote, round, ServerState::Looking))
+            .map(|v| v.sender);
+        if self.is_quorum(agreeing) && self.finalize_at.is_none() {
+            self.finalize_at = Some(now_ms + self.config.finalize_wait_ms);
+        }
+    }
+
+    /// Majority of the voters (`QuorumMaj`).
+    fn is_quorum(&self, members: impl Iterator<Item = ServerId>) -> bool {
+        let members: BTreeSet<ServerId> = members.filter(|m| self.is_voter(*m)).collect();
+        members.len() > self.config.voters.len() / 2
+    }
+
+    fn decide(&mut self, state: ServerState, vote: Vote, election_epoch: u64) {
+        tracing::info!(
+            me = %self.config.my_id,
+            leader = %vote.leader,
+            ?state,
+            round = election_epoch,
+            zxid = %vote.zxid,
+            peer_epoch = vote.peer_epoch,
+            "election decided"
+        );
+        self.state = state;
+        self.vote = vote;
+        self.vote_epoch = election_epoch;
+        self.finalize_at = None;
+        self.resend_at = None;
+        self.received.clear();
+        self.out_of_election.clear();
+        self.outcome = Some(Outcome {
+            state,
+            vote,
+            election_epoch,
+        });
+    }
+
+    /// Our current state and vote, as a notification.
+    fn notification(&self) -> Notification {
+        Notification {
+            sender: self.config.my_id,
+            state: self.state,
+            vote: self.vote,
+            election_epoch: if self.state == ServerState::Looking {
+                self.logical_clock
+            } else {
+                self.vote_epoch
+            },
+        }
+    }
+
+    /// Our proposal to every voter; our own copy is counted at once.
+    fn broadcast(&mut self, now_ms: u64) {
+        let n = self.notification();
+        let peers: Vec<ServerId> = self
+            .config
+            .voters
+            .iter()
+            .copied()
+            .filter(|v| *v != self.config.my_id)
+            .collect();
+        for to in peers {
+            self.send(to, n);
+        }
+        if self.is_voter(self.config.my_id) {
+            self.received.insert(self.config.my_id, n);
+            self.check_proposal_quorum(now_ms);
+        }
+    }
+
+    fn send(&mut self, to: ServerId, notification: Notification) {
+        self.commands
+            .push_back(ElectionCommand::Send { to, notification });
+    }
+}
+
+#[cfg(test)]
+mod tests;
