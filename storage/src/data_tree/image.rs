@@ -13,7 +13,6 @@
 use super::{DataNode, DataTree};
 use crate::path;
 use bytes::Bytes;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, StatPersisted};
 use zkd_protocol::{DecodeError, Record, Zxid};
@@ -107,11 +106,14 @@ impl DataTree {
             sessions: Default::default(),
             expirable: Default::default(),
             last_zxid,
+            digest: 0,
         };
+        // The digest is built from scratch as sessions and nodes go in.
         let sessions = i32::decode(&mut buf)?;
         for _ in 0..sessions {
             let id = i64::decode(&mut buf)?;
-            tree.sessions.insert(id, i32::decode(&mut buf)?);
+            let timeout = i32::decode(&mut buf)?;
+            tree.insert_session(id, timeout);
         }
         let mut last_acl: Arc<Vec<Acl>> = Arc::new(Vec::new());
         loop {
@@ -131,13 +133,7 @@ impl DataTree {
             if *last_acl != acl {
                 last_acl = Arc::new(acl);
             }
-            let node = DataNode {
-                data,
-                acl: last_acl.clone(),
-                stat,
-                children: BTreeSet::new(),
-            };
-            tree.link(&p, node);
+            tree.link(&p, DataNode::new(&p, data, last_acl.clone(), stat));
         }
         if !tree.nodes.contains_key("/") {
             return Err(DecodeError::Invalid("snapshot without a root"));

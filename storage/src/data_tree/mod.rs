@@ -4,7 +4,12 @@
 //! request: the leader did that when it built the txn, so every member that
 //! applies the same txns builds the same tree. Applying is idempotent for
 //! replay (a create that finds its node only raises the parent's counters).
+//!
+//! The tree keeps a [`digest`](DataTree::digest) of its whole replicated state
+//! up to date on every apply, so members can be compared in O(1); see the
+//! `digest` module for why and how it is defined.
 
+mod digest;
 mod image;
 mod node;
 
@@ -63,6 +68,8 @@ pub struct DataTree {
     /// Containers and TTL nodes, which the container manager scans.
     expirable: BTreeSet<String>,
     last_zxid: Zxid,
+    /// Wrapping sum of every node's and session's digest term.
+    digest: u64,
 }
 
 impl Default for DataTree {
@@ -80,6 +87,7 @@ impl DataTree {
             sessions: BTreeMap::new(),
             expirable: BTreeSet::new(),
             last_zxid: Zxid::ZERO,
+            digest: 0,
         };
         let open = Arc::new(vec![Acl::world(Perms::ALL)]);
         tree.insert_system("/", open.clone(), StatPersisted::default());
@@ -99,16 +107,10 @@ impl DataTree {
     }
 
     fn insert_system(&mut self, p: &str, acl: Arc<Vec<Acl>>, stat: StatPersisted) {
-        let node = DataNode {
-            data: Some(Bytes::new()),
-            acl,
-            stat,
-            children: BTreeSet::new(),
-        };
-        self.link(p, node);
+        self.link(p, DataNode::new(p, Some(Bytes::new()), acl, stat));
     }
 
-    /// Inserts a node and records it in its parent's children.
+    /// Inserts a node, records it in its parent's children and adds it to the digest.
     fn link(&mut self, p: &str, node: DataNode) {
         if p != "/" {
             if let Some(parent) = self.nodes.get_mut(path::parent(p)) {
@@ -124,7 +126,34 @@ impl DataTree {
         if node.is_container() || node.ttl().is_some() {
             self.expirable.insert(p.to_owned());
         }
-        self.nodes.insert(p.to_owned(), node);
+        self.digest = self.digest.wrapping_add(node.digest_term());
+        if let Some(old) = self.nodes.insert(p.to_owned(), node) {
+            self.digest = self.digest.wrapping_sub(old.digest_term());
+        }
+    }
+
+    /// The digest of the replicated state: every node (path, data, ACL and
+    /// persisted stat; system nodes included) and every session (id, timeout).
+    /// Kept incrementally by `apply`, so this is O(1). Two trees that applied
+    /// the same txns, live or from a snapshot plus replay, have equal digests;
+    /// compare them at equal [`last_zxid`](Self::last_zxid) (the zxid itself is
+    /// not part of the digest). The definition is in the `digest` module and
+    /// is stable across platforms and builds.
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// The digest computed from scratch, ignoring every cached hash: O(n).
+    /// For tests and debug checks that the incremental [`digest`](Self::digest)
+    /// has not drifted.
+    pub fn recompute_digest(&self) -> u64 {
+        let nodes = self.nodes.iter().fold(0u64, |sum, (p, n)| {
+            let content = digest::content_hash(p, &n.data, &n.acl);
+            sum.wrapping_add(digest::node_hash(content, &n.stat))
+        });
+        self.sessions.iter().fold(nodes, |sum, (&id, &timeout)| {
+            sum.wrapping_add(digest::session_hash(id, timeout))
+        })
     }
 
     /// The node at `path`.
@@ -265,7 +294,7 @@ impl DataTree {
                 TxnOutcome::Multi(subs.iter().map(|s| self.apply_body(s, txn, out)).collect())
             }
             TxnBody::CreateSession(t) => {
-                self.sessions.insert(h.client_id, t.time_out);
+                self.insert_session(h.client_id, t.time_out);
                 TxnOutcome::SessionCreated
             }
             TxnBody::CloseSession(t) => {
@@ -283,10 +312,21 @@ impl DataTree {
                     }
                 }
                 self.ephemerals.remove(&h.client_id);
-                self.sessions.remove(&h.client_id);
+                if let Some(timeout) = self.sessions.remove(&h.client_id) {
+                    let term = digest::session_hash(h.client_id, timeout);
+                    self.digest = self.digest.wrapping_sub(term);
+                }
                 TxnOutcome::SessionClosed
             }
         }
+    }
+
+    /// Adds or replaces a session in the table and the digest.
+    fn insert_session(&mut self, id: i64, timeout: i32) {
+        if let Some(old) = self.sessions.insert(id, timeout) {
+            self.digest = self.digest.wrapping_sub(digest::session_hash(id, old));
+        }
+        self.digest = self.digest.wrapping_add(digest::session_hash(id, timeout));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -305,6 +345,7 @@ impl DataTree {
         let Some(parent) = self.nodes.get_mut(parent_path) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
+        let before = parent.digest_term();
         // Counters only move forward, which makes replay over a snapshot idempotent.
         if parent_cversion > parent.stat.cversion {
             parent.stat.cversion = parent_cversion;
@@ -312,6 +353,10 @@ impl DataTree {
         if zxid > parent.stat.pzxid {
             parent.stat.pzxid = zxid;
         }
+        self.digest = self
+            .digest
+            .wrapping_sub(before)
+            .wrapping_add(parent.digest_term());
         let parent_acl = parent.acl.clone();
         if self.nodes.contains_key(p) {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NodeExists.code());
@@ -326,12 +371,7 @@ impl DataTree {
             pzxid: zxid,
             ..StatPersisted::default()
         };
-        let node = DataNode {
-            data: data.clone(),
-            acl: acl.clone(),
-            stat,
-            children: BTreeSet::new(),
-        };
+        let node = DataNode::new(p, data.clone(), acl.clone(), stat);
         let client_stat = node.stat();
         self.link(p, node);
         out.push(WatchTrigger {
@@ -366,6 +406,7 @@ impl DataTree {
         let Some(node) = self.nodes.remove(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
+        self.digest = self.digest.wrapping_sub(node.digest_term());
         if let Some(session) = node.ephemeral_session() {
             if let Some(set) = self.ephemerals.get_mut(&session) {
                 set.remove(p);
@@ -399,7 +440,12 @@ impl DataTree {
     fn raise_parent_pzxid(&mut self, p: &str, zxid: i64) {
         if let Some(parent) = self.nodes.get_mut(path::parent(p)) {
             if zxid > parent.stat.pzxid {
+                let before = parent.digest_term();
                 parent.stat.pzxid = zxid;
+                self.digest = self
+                    .digest
+                    .wrapping_sub(before)
+                    .wrapping_add(parent.digest_term());
             }
         }
     }
@@ -415,10 +461,16 @@ impl DataTree {
         let Some(node) = self.nodes.get_mut(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
+        let before = node.digest_term();
         node.data = data.clone();
+        node.rehash_content(p);
         node.stat.version = version;
         node.stat.mzxid = txn.header.zxid;
         node.stat.mtime = txn.header.time;
+        self.digest = self
+            .digest
+            .wrapping_sub(before)
+            .wrapping_add(node.digest_term());
         out.push(WatchTrigger {
             path: p.to_owned(),
             event: EventType::NodeDataChanged,
@@ -431,8 +483,14 @@ impl DataTree {
         let Some(node) = self.nodes.get_mut(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
+        let before = node.digest_term();
         node.acl = Arc::new(acl.to_vec());
+        node.rehash_content(p);
         node.stat.aversion = version;
+        self.digest = self
+            .digest
+            .wrapping_sub(before)
+            .wrapping_add(node.digest_term());
         TxnOutcome::AclSet { stat: node.stat() }
     }
 }

@@ -1,5 +1,6 @@
 //! One znode.
 
+use super::digest;
 use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,9 +34,40 @@ pub struct DataNode {
     pub stat: StatPersisted,
     /// Names of the children (not full paths).
     pub children: BTreeSet<String>,
+    /// [`digest::content_hash`] of this node's path, data and ACL, kept so
+    /// that a change to the stat alone (a parent's pzxid or cversion) does
+    /// not re-hash the data. Whoever changes `data` or `acl` refreshes it.
+    pub(super) content_hash: u64,
 }
 
 impl DataNode {
+    /// A childless node at `path`, its content hash computed.
+    pub(super) fn new(
+        path: &str,
+        data: Option<Bytes>,
+        acl: Arc<Vec<Acl>>,
+        stat: StatPersisted,
+    ) -> DataNode {
+        let content_hash = digest::content_hash(path, &data, &acl);
+        DataNode {
+            data,
+            acl,
+            stat,
+            children: BTreeSet::new(),
+            content_hash,
+        }
+    }
+
+    /// Re-hashes path, data and ACL after `data` or `acl` changed.
+    pub(super) fn rehash_content(&mut self, path: &str) {
+        self.content_hash = digest::content_hash(path, &self.data, &self.acl);
+    }
+
+    /// This node's term in the tree digest (cheap: the content hash is cached).
+    pub(super) fn digest_term(&self) -> u64 {
+        digest::node_hash(self.content_hash, &self.stat)
+    }
+
     /// The stat a client sees (`DataNode.copyStat`).
     pub fn stat(&self) -> Stat {
         let s = &self.stat;
