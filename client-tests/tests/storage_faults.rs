@@ -121,11 +121,20 @@ impl TxnLog for StalledStorage {
     fn last_zxid(&self) -> Result<Option<Zxid>, StorageError> {
         self.inner.last_zxid()
     }
-    fn read_after(&self, after: Zxid) -> Result<Vec<(Zxid, Bytes)>, StorageError> {
-        self.inner.read_after(after)
+    fn purged_through(&self) -> Result<Option<Zxid>, StorageError> {
+        self.inner.purged_through()
+    }
+    fn read_range(&self, after: Zxid, max_txns: usize) -> Result<Vec<(Zxid, Bytes)>, StorageError> {
+        self.inner.read_range(after, max_txns)
+    }
+    fn last_zxid_at_or_before(&self, zxid: Zxid) -> Result<Option<Zxid>, StorageError> {
+        self.inner.last_zxid_at_or_before(zxid)
     }
     fn truncate_after(&mut self, zxid: Zxid) -> Result<(), StorageError> {
         self.inner.truncate_after(zxid)
+    }
+    fn reset(&mut self, through: Zxid) -> Result<(), StorageError> {
+        self.inner.reset(through)
     }
     fn purge_through(&mut self, zxid: Zxid) -> Result<(), StorageError> {
         self.inner.purge_through(zxid)
@@ -136,8 +145,14 @@ impl SnapshotStore for StalledStorage {
     fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<(), StorageError> {
         self.inner.save_snapshot(zxid, image)
     }
-    fn latest_snapshot(&self) -> Result<Option<(Zxid, Bytes)>, StorageError> {
-        self.inner.latest_snapshot()
+    fn latest_snapshot_at_or_before(
+        &self,
+        zxid: Zxid,
+    ) -> Result<Option<(Zxid, Bytes)>, StorageError> {
+        self.inner.latest_snapshot_at_or_before(zxid)
+    }
+    fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<(), StorageError> {
+        self.inner.delete_snapshots_after(zxid)
     }
     fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>, StorageError> {
         self.inner.purge_snapshots(retain)

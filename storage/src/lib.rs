@@ -8,6 +8,16 @@
 //! `DataTree` is pure and in memory. The three storage traits state their
 //! durability contracts; `SledStorage` implements them on sled 0.34 and
 //! `MemStorage` in memory with a crash model (unsynced writes are lost).
+//! `conformance` (tests) checks every contract on both.
+//!
+//! What Zab's synchronisation needs of them: a bounded, streaming read of the
+//! log for DIFF ([`TxnLog::read_range`], [`TxnLog::txns_after`]); the
+//! queries behind the DIFF/TRUNC/SNAP choice ([`TxnLog::contains`],
+//! [`TxnLog::last_zxid_in_epoch`], [`TxnLog::last_zxid_at_or_before`],
+//! [`TxnLog::purged_through`]); TRUNC ([`TxnLog::truncate_after`] and
+//! [`SnapshotStore::delete_snapshots_after`]); installing a SNAP
+//! ([`SnapshotStore::save_snapshot`] and [`TxnLog::reset`]); the epochs
+//! ([`EpochStore`]). Snapshots still travel as whole images.
 
 pub mod data_tree;
 pub mod epoch_store;
@@ -28,7 +38,7 @@ pub use sled::SledStorage;
 pub use snapshot::SnapshotStore;
 pub use store::Store;
 pub use txn::{Txn, TxnBody};
-pub use txn_log::TxnLog;
+pub use txn_log::{TxnLog, TxnsAfter};
 
 #[cfg(test)]
 pub mod conformance;

@@ -1,8 +1,10 @@
 //! `MemStorage`: the three storage traits in memory, with a crash model for
 //! simulation: anything appended but not synced is lost by [`MemStorage::crash`].
+//! Everything else (truncations, resets, purge marks, snapshots, epochs) is
+//! durable as soon as the call returns, as the traits promise.
 
 use crate::epoch_store::EpochStore;
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::snapshot::SnapshotStore;
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
@@ -15,6 +17,8 @@ struct Disk {
     synced: BTreeMap<Zxid, Bytes>,
     unsynced: BTreeMap<Zxid, Bytes>,
     snapshots: BTreeMap<Zxid, Bytes>,
+    /// The log's purge mark (durable, as the snapshots that justify it).
+    purged_through: Option<Zxid>,
     accepted_epoch: u32,
     current_epoch: u32,
 }
@@ -55,20 +59,22 @@ impl MemStorage {
     }
 }
 
+impl Disk {
+    fn last_zxid(&self) -> Option<Zxid> {
+        self.unsynced
+            .keys()
+            .next_back()
+            .or(self.synced.keys().next_back())
+            .copied()
+    }
+}
+
 impl TxnLog for MemStorage {
     fn append(&mut self, zxid: Zxid, txn: Bytes) -> Result<()> {
         let mut disk = self.disk();
-        let last = disk
-            .unsynced
-            .keys()
-            .next_back()
-            .or(disk.synced.keys().next_back())
-            .copied();
-        if last.is_some_and(|l| zxid <= l) {
-            return Err(StorageError::Misuse(format!(
-                "append {zxid} after {}",
-                last.unwrap_or_default()
-            )));
+        let last = disk.last_zxid().max(disk.purged_through);
+        if let Some(last) = last.filter(|l| zxid <= *l) {
+            return Err(crate::txn_log::out_of_order(zxid, last));
         }
         disk.unsynced.insert(zxid, txn);
         Ok(())
@@ -92,59 +98,80 @@ impl TxnLog for MemStorage {
     }
 
     fn last_zxid(&self) -> Result<Option<Zxid>> {
+        Ok(self.disk().last_zxid())
+    }
+
+    fn purged_through(&self) -> Result<Option<Zxid>> {
+        Ok(self.disk().purged_through)
+    }
+
+    fn read_range(&self, after: Zxid, max_txns: usize) -> Result<Vec<(Zxid, Bytes)>> {
+        let disk = self.disk();
+        // Every unsynced zxid is above every synced one (appends increase).
+        Ok(disk
+            .synced
+            .range(after.next()..)
+            .chain(disk.unsynced.range(after.next()..))
+            .take(max_txns)
+            .map(|(z, b)| (*z, b.clone()))
+            .collect())
+    }
+
+    fn last_zxid_at_or_before(&self, zxid: Zxid) -> Result<Option<Zxid>> {
         let disk = self.disk();
         Ok(disk
             .unsynced
-            .keys()
+            .range(..=zxid)
             .next_back()
-            .or(disk.synced.keys().next_back())
-            .copied())
-    }
-
-    fn read_after(&self, after: Zxid) -> Result<Vec<(Zxid, Bytes)>> {
-        let disk = self.disk();
-        let mut out: Vec<_> = disk
-            .synced
-            .range(after.next()..)
-            .map(|(z, b)| (*z, b.clone()))
-            .collect();
-        out.extend(
-            disk.unsynced
-                .range(after.next()..)
-                .map(|(z, b)| (*z, b.clone())),
-        );
-        Ok(out)
+            .or(disk.synced.range(..=zxid).next_back())
+            .map(|(z, _)| *z))
     }
 
     fn truncate_after(&mut self, zxid: Zxid) -> Result<()> {
         let mut disk = self.disk();
+        if let Some(purged) = disk.purged_through.filter(|p| zxid < *p) {
+            return Err(crate::txn_log::cut_below_purge(zxid, purged));
+        }
         disk.synced.split_off(&zxid.next());
         disk.unsynced.split_off(&zxid.next());
+        Ok(())
+    }
+
+    fn reset(&mut self, through: Zxid) -> Result<()> {
+        let mut disk = self.disk();
+        disk.synced.clear();
+        disk.unsynced.clear();
+        disk.purged_through = Some(through);
         Ok(())
     }
 
     fn purge_through(&mut self, zxid: Zxid) -> Result<()> {
         let mut disk = self.disk();
         disk.synced = disk.synced.split_off(&zxid.next());
+        disk.purged_through = disk.purged_through.max(Some(zxid));
         Ok(())
     }
 }
 
 impl SnapshotStore for MemStorage {
     fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
-        self.disk()
-            .snapshots
-            .insert(zxid, crate::snapshot::seal(&image));
+        let sealed = crate::snapshot::seal(&image);
+        self.disk().snapshots.insert(zxid, sealed);
         Ok(())
     }
 
-    fn latest_snapshot(&self) -> Result<Option<(Zxid, Bytes)>> {
+    fn latest_snapshot_at_or_before(&self, zxid: Zxid) -> Result<Option<(Zxid, Bytes)>> {
         let disk = self.disk();
         Ok(disk
             .snapshots
-            .iter()
+            .range(..=zxid)
             .rev()
             .find_map(|(z, s)| crate::snapshot::unseal(s).map(|i| (*z, i))))
+    }
+
+    fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<()> {
+        self.disk().snapshots.split_off(&zxid.next());
+        Ok(())
     }
 
     fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>> {
@@ -186,7 +213,7 @@ mod tests {
         s.crash();
         let after = s.clone();
         assert_eq!(
-            after.read_after(Zxid(0)).unwrap(),
+            after.read_range(Zxid(0), 10).unwrap(),
             vec![(Zxid(1), Bytes::from_static(b"a"))]
         );
     }

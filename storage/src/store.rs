@@ -1,8 +1,12 @@
-//! `Store`: everything one member persists, behind one cloneable handle.
+//! `Store`: everything one member persists, behind one cloneable handle, and
+//! the two Zab operations that span the log and the snapshots (TRUNC, SNAP).
 
 use crate::epoch_store::EpochStore;
+use crate::error::{Result, StorageError};
 use crate::snapshot::SnapshotStore;
 use crate::txn_log::TxnLog;
+use bytes::Bytes;
+use zkd_protocol::Zxid;
 
 /// The txn log, snapshots and epochs of one member. The runtime is handed a
 /// `Store` and clones it for its storage thread, so the same node loop runs
@@ -22,4 +26,58 @@ impl Store for crate::MemStorage {
     fn disk_usage(&self) -> (u64, u64) {
         (0, 0)
     }
+}
+
+/// A TRUNC to `zxid`: deletes the snapshots past `zxid` (ZOOKEEPER-1549:
+/// one holding txns past the cut must never be reloaded), then cuts the log
+/// after `zxid`. **Durable on return.**
+///
+/// Refused with `Misuse`, changing nothing, when the history through `zxid`
+/// could not be rebuilt afterwards: `zxid` below the log's purge mark, or no
+/// valid snapshot between the mark and `zxid` to replay from. The member
+/// must then be synced with a SNAP. Cost: when the log was ever purged, one
+/// snapshot is read and verified, besides the deletions.
+///
+/// Crash safety: snapshots go first, so a crash in between leaves the old
+/// log whole over a snapshot at or below `zxid` (the old state; the leader
+/// will TRUNC again).
+pub fn truncate_history<S: TxnLog + SnapshotStore>(store: &mut S, zxid: Zxid) -> Result<()> {
+    if let Some(purged) = store.purged_through()? {
+        if zxid < purged {
+            return Err(crate::txn_log::cut_below_purge(zxid, purged));
+        }
+        if purged > Zxid::ZERO {
+            let base = store.latest_snapshot_at_or_before(zxid)?.map(|(z, _)| z);
+            if base.is_none_or(|b| b < purged) {
+                return Err(StorageError::Misuse(format!(
+                    "truncate after {zxid}: no snapshot between the purge mark {purged} and the cut"
+                )));
+            }
+        }
+    }
+    store.delete_snapshots_after(zxid)?;
+    store.truncate_after(zxid)
+}
+
+/// Installs a snapshot received from the leader (SNAP): afterwards the
+/// history is exactly the image, as of `zxid`, and the log is empty with its
+/// purge mark at `zxid`. **Durable on return.**
+///
+/// Crash safety: the log is first cut after `zxid` (or after its purge mark,
+/// if higher), so the new snapshot is never followed by txns of the old
+/// history; then the snapshot is saved, the log reset and later snapshots
+/// deleted. A crash part-way leaves either a prefix of the old history, the
+/// new one, or (when the old log was purged past `zxid`) a store that
+/// recovery refuses as incomplete; never a mixture. Snapshots past `zxid`
+/// left by a crash are ignored by recovery, which deletes them.
+pub fn install_snapshot<S: TxnLog + SnapshotStore>(
+    store: &mut S,
+    zxid: Zxid,
+    image: Bytes,
+) -> Result<()> {
+    let purged = store.purged_through()?.unwrap_or_default();
+    store.truncate_after(zxid.max(purged))?;
+    store.save_snapshot(zxid, image)?;
+    store.reset(zxid)?;
+    store.delete_snapshots_after(zxid)
 }

@@ -133,11 +133,11 @@ pub fn core_config(config: &Config) -> CoreConfig {
 /// storage fails.
 pub async fn serve<S: Store>(
     config: Config,
-    storage: S,
+    mut storage: S,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let tree = match recovery::recover(&storage) {
+    let tree = match recovery::recover(&mut storage) {
         Ok(tree) => tree,
         Err(e) => return Err(storage_failed(storage, e.to_string())),
     };
@@ -249,6 +249,8 @@ impl NodeLoop {
                 _ = &mut shutdown => return Ok(()),
                 report = reports.recv() => match report {
                     Some(StorageReport::Persisted(zxid)) => self.node.handle_event(self.clock.now(), Event::Persisted { zxid }),
+                    // The node loop submits no barriers yet.
+                    Some(StorageReport::Reached(_)) => {}
                     Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },

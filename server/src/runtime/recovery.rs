@@ -1,11 +1,35 @@
-//! Startup recovery: the newest valid snapshot, then every logged txn after it.
+//! Startup recovery: the newest valid snapshot at or below the log's end,
+//! then every logged txn after it, read a page at a time.
 
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, SnapshotStore, StorageError, Txn, TxnLog};
 
-/// Rebuilds the tree from durable storage.
-pub fn recover(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
-    let mut tree = match storage.latest_snapshot()? {
+/// Txns read (and held in memory) per page of the log.
+const REPLAY_PAGE: usize = 1024;
+
+/// Rebuilds the tree from durable storage, then deletes any snapshot past
+/// the rebuilt state: such a snapshot holds txns the log no longer has (a
+/// TRUNC or SNAP install cut short by a crash), and must not become
+/// loadable once new txns take the log past it (ZOOKEEPER-1549).
+pub fn recover(storage: &mut (impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
+    let tree = rebuild(storage)?;
+    storage.delete_snapshots_after(tree.last_zxid())?;
+    Ok(tree)
+}
+
+/// Rebuilds the tree from durable storage without changing it.
+///
+/// The base is the newest valid snapshot at or below the log's end (its last
+/// txn, or its purge mark if it is empty), never one past a truncation. A log
+/// that never held anything (no txn, no purge mark) puts no bound on it.
+pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
+    let purged = storage.purged_through()?;
+    let end = storage.last_zxid()?.max(purged);
+    let snapshot = match end {
+        Some(end) => storage.latest_snapshot_at_or_before(end)?,
+        None => storage.latest_snapshot()?,
+    };
+    let mut tree = match snapshot {
         Some((zxid, image)) => {
             let tree = DataTree::from_image(image)
                 .map_err(|e| StorageError::Corrupt(format!("snapshot {zxid}: {e}")))?;
@@ -16,7 +40,8 @@ pub fn recover(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
     };
     let mut prev = tree.last_zxid();
     let mut replayed = 0usize;
-    for (zxid, bytes) in storage.read_after(prev)? {
+    for item in storage.txns_after(prev, REPLAY_PAGE) {
+        let (zxid, bytes) = item?;
         // A gap means lost history (a damaged snapshot over a purged log):
         // refuse to serve a silently wrong tree.
         if !follows(prev, zxid) {
@@ -36,6 +61,13 @@ pub fn recover(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
         tree.apply(&txn);
         replayed += 1;
     }
+    // Txns through the purge mark were durable once; the tree must hold them.
+    if let Some(purged) = purged.filter(|p| tree.last_zxid() < *p) {
+        return Err(StorageError::Corrupt(format!(
+            "the log was purged through {purged} but no valid snapshot reaches it (tree at {})",
+            tree.last_zxid()
+        )));
+    }
     tracing::info!(replayed, last_zxid = %tree.last_zxid(), "recovered data tree");
     Ok(tree)
 }
@@ -49,7 +81,151 @@ fn follows(prev: Zxid, next: Zxid) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zkd_storage::{MemStorage, SnapshotStore, TxnLog};
+    use bytes::Bytes;
+    use zkd_protocol::records::{Acl, CreateTxn, Id, TxnHeader};
+    use zkd_protocol::OpCode;
+    use zkd_storage::{MemStorage, SledStorage, SnapshotStore, TxnBody, TxnLog};
+
+    /// Txn `z`: creates `/n{z}`.
+    fn create(z: i64) -> Txn {
+        Txn {
+            header: TxnHeader {
+                client_id: 1,
+                cxid: z as i32,
+                zxid: z,
+                time: 1000 + z,
+                r#type: OpCode::Create as i32,
+            },
+            body: TxnBody::Create(
+                OpCode::Create,
+                CreateTxn {
+                    path: format!("/n{z}"),
+                    data: Some(Bytes::from(format!("v{z}"))),
+                    acl: vec![Acl {
+                        perms: 31,
+                        id: Id {
+                            scheme: "world".into(),
+                            id: "anyone".into(),
+                        },
+                    }],
+                    ephemeral: false,
+                    parent_c_version: z as i32,
+                },
+            ),
+        }
+    }
+
+    /// A fresh tree with txns `1..=n` applied.
+    fn tree_through(n: i64) -> DataTree {
+        let mut tree = DataTree::new();
+        for z in 1..=n {
+            tree.apply(&create(z));
+        }
+        tree
+    }
+
+    fn assert_same_tree(a: &DataTree, b: &DataTree) {
+        assert_eq!(a.last_zxid(), b.last_zxid());
+        assert_eq!(a.digest(), b.digest());
+        assert_eq!(a.to_image(), b.to_image());
+    }
+
+    /// Log 1..=10 (synced), a snapshot at 8.
+    fn history(s: &mut (impl TxnLog + SnapshotStore)) {
+        for z in 1..=10 {
+            s.append(Zxid(z), create(z).to_bytes()).unwrap();
+        }
+        s.sync().unwrap();
+        s.save_snapshot(Zxid(8), tree_through(8).to_image())
+            .unwrap();
+        assert_same_tree(&rebuild(s).unwrap(), &tree_through(10));
+    }
+
+    /// TRUNC to 5 of log 1..10 with a snapshot at 8: recovery gives exactly
+    /// the tree of txns 1..5, never the snapshot past the cut.
+    fn recovers_the_truncated_history(mut s: impl TxnLog + SnapshotStore) {
+        history(&mut s);
+        zkd_storage::store::truncate_history(&mut s, Zxid(5)).unwrap();
+        assert_eq!(s.latest_snapshot().unwrap(), None);
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(5));
+    }
+
+    /// The log cut but the snapshot past the cut still there (a crash
+    /// between the two): recovery ignores it, then deletes it, so txns
+    /// logged later cannot make it loadable.
+    fn ignores_and_deletes_a_snapshot_past_the_log(mut s: impl TxnLog + SnapshotStore) {
+        history(&mut s);
+        s.truncate_after(Zxid(5)).unwrap();
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(5));
+        assert_eq!(s.latest_snapshot().unwrap(), None);
+        for z in 6..=9 {
+            s.append(Zxid(z), create(z).to_bytes()).unwrap();
+        }
+        s.sync().unwrap();
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(9));
+    }
+
+    /// A SNAP installed at 7 over a log of 1..10: the image, then what follows it.
+    fn recovers_an_installed_snapshot(mut s: impl TxnLog + SnapshotStore) {
+        history(&mut s);
+        zkd_storage::store::install_snapshot(&mut s, Zxid(7), tree_through(7).to_image()).unwrap();
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(7));
+        s.append(Zxid(8), create(8).to_bytes()).unwrap();
+        s.sync().unwrap();
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(8));
+    }
+
+    /// A log purged through 9 whose only snapshot covering it is gone.
+    fn refuses_a_purge_mark_no_snapshot_reaches(mut s: impl TxnLog + SnapshotStore) {
+        history(&mut s);
+        s.purge_through(Zxid(9)).unwrap();
+        assert!(matches!(recover(&mut s), Err(StorageError::Corrupt(_))));
+    }
+
+    fn sled() -> (tempfile::TempDir, SledStorage) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn truncation_recovers_exactly_the_kept_txns() {
+        recovers_the_truncated_history(MemStorage::new());
+        let (_dir, s) = sled();
+        recovers_the_truncated_history(s);
+    }
+
+    #[test]
+    fn a_snapshot_past_the_log_is_never_loaded() {
+        ignores_and_deletes_a_snapshot_past_the_log(MemStorage::new());
+        let (_dir, s) = sled();
+        ignores_and_deletes_a_snapshot_past_the_log(s);
+    }
+
+    #[test]
+    fn an_installed_snapshot_is_recovered() {
+        recovers_an_installed_snapshot(MemStorage::new());
+        let (_dir, s) = sled();
+        recovers_an_installed_snapshot(s);
+    }
+
+    #[test]
+    fn a_purge_mark_beyond_every_snapshot_is_refused() {
+        refuses_a_purge_mark_no_snapshot_reaches(MemStorage::new());
+        let (_dir, s) = sled();
+        refuses_a_purge_mark_no_snapshot_reaches(s);
+    }
+
+    #[test]
+    fn recovery_reads_the_log_in_pages() {
+        let mut s = MemStorage::new();
+        let n = REPLAY_PAGE as i64 * 2 + 7;
+        for z in 1..=n {
+            s.append(Zxid(z), create(z).to_bytes()).unwrap();
+        }
+        s.sync().unwrap();
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(n));
+    }
 
     #[test]
     fn a_log_with_a_gap_is_refused() {
@@ -71,13 +247,13 @@ mod tests {
             s.append(Zxid(z), txn(z)).unwrap();
         }
         assert!(
-            matches!(recover(&s), Err(StorageError::Corrupt(_))),
+            matches!(recover(&mut s), Err(StorageError::Corrupt(_))),
             "txns 1-4 are missing"
         );
         s.save_snapshot(Zxid(4), DataTree::new().to_image())
             .unwrap();
         // The image itself says zxid 0, so its txns 1-4 are still missing.
-        assert!(recover(&s).is_err());
+        assert!(recover(&mut s).is_err());
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub struct SledStorage {
     data_sync: Arc<Mutex<FileSync>>,
     log_db: ::sled::Db,
     log: ::sled::Tree,
+    /// The log's purge mark, in the log's database so it moves with the log.
+    log_meta: ::sled::Tree,
     data_db: ::sled::Db,
     snapshots: ::sled::Tree,
     epochs: ::sled::Tree,
@@ -99,6 +101,9 @@ pub struct SledStorage {
 
 /// sled's page cache per database (its default is 1 GiB).
 const CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Key of the purge mark in `log_meta`.
+const PURGED_THROUGH: &str = "purgedThrough";
 
 fn key(zxid: Zxid) -> [u8; 8] {
     (zxid.0 as u64).to_be_bytes()
@@ -132,6 +137,7 @@ impl SledStorage {
             log_sync: Arc::new(Mutex::new(FileSync::open(&log_dir).map_err(io)?)),
             data_sync: Arc::new(Mutex::new(FileSync::open(&data_dir).map_err(io)?)),
             log: log_db.open_tree("txnlog")?,
+            log_meta: log_db.open_tree("txnlog-meta")?,
             snapshots: data_db.open_tree("snapshots")?,
             epochs: data_db.open_tree("epochs")?,
             log_db,
@@ -186,10 +192,9 @@ impl SledStorage {
 
 impl TxnLog for SledStorage {
     fn append(&mut self, zxid: Zxid, txn: Bytes) -> Result<()> {
-        if let Some(last) = self.last_zxid()? {
-            if zxid <= last {
-                return Err(StorageError::Misuse(format!("append {zxid} after {last}")));
-            }
+        let last = self.last_zxid()?.max(self.purged_through()?);
+        if let Some(last) = last.filter(|l| zxid <= *l) {
+            return Err(crate::txn_log::out_of_order(zxid, last));
         }
         self.log.insert(key(zxid), txn.as_ref())?;
         Ok(())
@@ -207,9 +212,17 @@ impl TxnLog for SledStorage {
         self.log.last()?.map(|(k, _)| zxid_of(&k)).transpose()
     }
 
-    fn read_after(&self, after: Zxid) -> Result<Vec<(Zxid, Bytes)>> {
+    fn purged_through(&self) -> Result<Option<Zxid>> {
+        self.log_meta
+            .get(PURGED_THROUGH)?
+            .map(|v| zxid_of(&v))
+            .transpose()
+    }
+
+    fn read_range(&self, after: Zxid, max_txns: usize) -> Result<Vec<(Zxid, Bytes)>> {
         self.log
             .range(key(after.next())..)
+            .take(max_txns)
             .map(|item| {
                 let (k, v) = item?;
                 Ok((zxid_of(&k)?, Bytes::copy_from_slice(&v)))
@@ -217,14 +230,40 @@ impl TxnLog for SledStorage {
             .collect()
     }
 
+    fn last_zxid_at_or_before(&self, zxid: Zxid) -> Result<Option<Zxid>> {
+        self.log
+            .range(..=key(zxid))
+            .next_back()
+            .transpose()?
+            .map(|(k, _)| zxid_of(&k))
+            .transpose()
+    }
+
     fn truncate_after(&mut self, zxid: Zxid) -> Result<()> {
-        for item in self.log.range(key(zxid.next())..) {
+        if let Some(purged) = self.purged_through()?.filter(|p| zxid < *p) {
+            return Err(crate::txn_log::cut_below_purge(zxid, purged));
+        }
+        // Newest first: a crash part-way (sled recovers a prefix of its
+        // writes) leaves a shorter log, never one with a hole.
+        for item in self.log.range(key(zxid.next())..).rev() {
+            self.log.remove(item?.0)?;
+        }
+        self.flush_log()
+    }
+
+    fn reset(&mut self, through: Zxid) -> Result<()> {
+        // The mark first: a log cut short by a crash still says what is gone.
+        self.log_meta.insert(PURGED_THROUGH, &key(through))?;
+        for item in self.log.iter().rev() {
             self.log.remove(item?.0)?;
         }
         self.flush_log()
     }
 
     fn purge_through(&mut self, zxid: Zxid) -> Result<()> {
+        if self.purged_through()?.is_none_or(|p| p < zxid) {
+            self.log_meta.insert(PURGED_THROUGH, &key(zxid))?;
+        }
         for item in self.log.range(..=key(zxid)) {
             self.log.remove(item?.0)?;
         }
@@ -238,8 +277,8 @@ impl SnapshotStore for SledStorage {
         self.flush_data()
     }
 
-    fn latest_snapshot(&self) -> Result<Option<(Zxid, Bytes)>> {
-        for item in self.snapshots.iter().rev() {
+    fn latest_snapshot_at_or_before(&self, zxid: Zxid) -> Result<Option<(Zxid, Bytes)>> {
+        for item in self.snapshots.range(..=key(zxid)).rev() {
             let (k, v) = item?;
             let zxid = zxid_of(&k)?;
             match unseal(&Bytes::copy_from_slice(&v)) {
@@ -248,6 +287,18 @@ impl SnapshotStore for SledStorage {
             }
         }
         Ok(None)
+    }
+
+    fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<()> {
+        let keys: Vec<_> = self
+            .snapshots
+            .range(key(zxid.next())..)
+            .keys()
+            .collect::<std::result::Result<_, _>>()?;
+        for k in keys {
+            self.snapshots.remove(k)?;
+        }
+        self.flush_data()
     }
 
     fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>> {
