@@ -3,3 +3,5 @@
 pub mod config;
 pub mod core;
 pub mod runtime;
+#[cfg(test)]
+pub mod sim;

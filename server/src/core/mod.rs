@@ -24,6 +24,7 @@ pub mod session;
 pub mod stats;
 pub mod types;
 pub mod watch;
+pub mod zab;
 
 pub use node::Node;
 pub use types::{Command, ConnId, CoreConfig, Event, Now};

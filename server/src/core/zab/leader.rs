@@ -1,0 +1,568 @@
+//! The leader's side of Zab: discovery (a new epoch above every accepted
+//! one of a quorum), synchronization of each follower, broadcast with
+//! cumulative acks and commits, heartbeats and step-down.
+
+use super::learner_handler::{HandlerPhase, LearnerHandler};
+use super::SyncPlan;
+use super::{epoch_zxid, DurableState, Epoch, StorageOp, Timing, Voters, ZabCommand, ZabMessage};
+use crate::core::election::ServerId;
+use bytes::Bytes;
+use std::collections::{BTreeMap, VecDeque};
+use zkd_protocol::Zxid;
+
+/// Where the leader is in establishing its epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a quorum of FOLLOWERINFO.
+    Discovery,
+    /// The new epoch is chosen; acceptedEpoch is being persisted.
+    PersistingAcceptedEpoch,
+    /// LEADERINFO sent; waiting for a quorum of ACKEPOCH.
+    AwaitingEpochAcks,
+    /// A quorum acked the epoch; currentEpoch is being persisted.
+    PersistingCurrentEpoch,
+    /// Followers are being synced; waiting for a quorum of NEWLEADER acks.
+    Synchronizing,
+    /// Established: proposing, committing, serving.
+    Broadcast,
+    /// Stepped down.
+    Done,
+}
+
+const TOKEN_ACCEPTED_EPOCH: u64 = 1;
+const TOKEN_CURRENT_EPOCH: u64 = 2;
+
+/// One member leading.
+#[derive(Debug)]
+pub struct Leader {
+    me: ServerId,
+    voters: Voters,
+    timing: Timing,
+    state: DurableState,
+    phase: Phase,
+    /// The epoch this leader establishes, once chosen.
+    epoch: Epoch,
+    learners: BTreeMap<ServerId, LearnerHandler>,
+    /// Proposed, not yet committed, in zxid order.
+    outstanding: BTreeMap<Zxid, Bytes>,
+    /// Everything up to here is committed (the whole recovered history is).
+    last_committed: Zxid,
+    last_proposed: Zxid,
+    /// The leader's own log is durable up to here.
+    own_durable: Zxid,
+    /// Discovery and sync must finish by then.
+    deadline_ms: u64,
+    next_tick_ms: u64,
+    commands: VecDeque<ZabCommand>,
+}
+
+impl Leader {
+    /// A member that won the election, with what it has on disk; its tree
+    /// holds everything up to `tree_zxid`. Its whole history becomes
+    /// committed in the new epoch, so what the tree lacks of it (logged in
+    /// an earlier role, never applied) is delivered first, as ZooKeeper's
+    /// leader loads its whole log.
+    pub fn new(
+        me: ServerId,
+        voters: Voters,
+        timing: Timing,
+        state: DurableState,
+        tree_zxid: Zxid,
+        now_ms: u64,
+    ) -> Leader {
+        let last = state.history.last_zxid();
+        assert!(
+            tree_zxid >= state.history.base(),
+            "the tree must hold at least the history before the window"
+        );
+        let mut leader = Leader {
+            me,
+            voters,
+            timing,
+            phase: Phase::Discovery,
+            epoch: 0,
+            learners: BTreeMap::new(),
+            outstanding: BTreeMap::new(),
+            last_committed: last,
+            last_proposed: last,
+            own_durable: last,
+            deadline_ms: now_ms + timing.init_ms(),
+            next_tick_ms: now_ms + timing.tick_ms,
+            commands: VecDeque::new(),
+            state,
+        };
+        let unapplied: Vec<(Zxid, Bytes)> =
+            leader.state.history.after(tree_zxid).cloned().collect();
+        for (zxid, txn) in unapplied {
+            leader.commands.push_back(ZabCommand::Deliver { zxid, txn });
+        }
+        leader.maybe_choose_epoch();
+        leader
+    }
+
+    /// A message from a follower.
+    pub fn handle_message(&mut self, now_ms: u64, from: ServerId, message: ZabMessage) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if !self.voters.contains(from) || from == self.me {
+            return self
+                .commands
+                .push_back(ZabCommand::Disconnect { peer: from });
+        }
+        if let Some(h) = self.learners.get_mut(&from) {
+            h.last_heard_ms = now_ms;
+        }
+        match message {
+            ZabMessage::FollowerInfo { accepted_epoch } => {
+                self.follower_info(now_ms, from, accepted_epoch)
+            }
+            ZabMessage::AckEpoch {
+                current_epoch,
+                last_zxid,
+            } => self.ack_epoch(from, current_epoch, last_zxid),
+            ZabMessage::Ack { zxid } => self.ack(from, zxid),
+            ZabMessage::Ping { .. } => {}
+            other => {
+                tracing::warn!(peer = %from, ?other, "unexpected message from a follower; dropping it");
+                self.drop_learner(from);
+            }
+        }
+    }
+
+    /// The storage thread reached barrier `token`.
+    pub fn handle_reached(&mut self, token: u64) {
+        match (token, self.phase) {
+            (TOKEN_ACCEPTED_EPOCH, Phase::PersistingAcceptedEpoch) => {
+                self.state.accepted_epoch = self.epoch;
+                self.phase = Phase::AwaitingEpochAcks;
+                let waiting: Vec<ServerId> = self.learners.keys().copied().collect();
+                for sid in waiting {
+                    self.send(sid, ZabMessage::LeaderInfo { epoch: self.epoch });
+                }
+                self.maybe_persist_current_epoch();
+            }
+            (TOKEN_CURRENT_EPOCH, Phase::PersistingCurrentEpoch) => {
+                self.state.current_epoch = self.epoch;
+                tracing::info!(epoch = self.epoch, "leader: epoch agreed by a quorum");
+                self.phase = Phase::Synchronizing;
+                let ready: Vec<ServerId> = self
+                    .learners
+                    .values()
+                    .filter(|h| h.phase == HandlerPhase::AwaitingSync)
+                    .map(|h| h.sid)
+                    .collect();
+                for sid in ready {
+                    self.sync(sid);
+                }
+                self.maybe_establish();
+            }
+            _ => {}
+        }
+    }
+
+    /// The leader's own log is durable up to `zxid`.
+    pub fn handle_persisted(&mut self, zxid: Zxid) {
+        self.own_durable = self.own_durable.max(zxid);
+        self.try_commit();
+    }
+
+    /// Heartbeats, liveness of followers, and the discovery deadline.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if self.phase != Phase::Broadcast && now_ms >= self.deadline_ms {
+            return self.abandon(format!(
+                "no quorum of followers within initLimit (synced: {:?})",
+                self.synced()
+            ));
+        }
+        if now_ms < self.next_tick_ms {
+            return;
+        }
+        self.next_tick_ms = now_ms + self.timing.tick_ms;
+        let silent: Vec<ServerId> = self
+            .learners
+            .values()
+            .filter(|h| now_ms.saturating_sub(h.last_heard_ms) > self.silence_limit_ms(h))
+            .map(|h| h.sid)
+            .collect();
+        for sid in silent {
+            tracing::info!(peer = %sid, "leader: dropping a silent follower");
+            self.drop_learner(sid);
+        }
+        if self.phase == Phase::Broadcast {
+            let synced = self.synced();
+            if !self.voters.is_quorum(&synced) {
+                return self.abandon(format!("not enough followers synced, only {synced:?}"));
+            }
+        }
+        // Only followers whose sync is under way hear pings (as in ZooKeeper),
+        // so one stuck earlier times out and connects again.
+        let ping = ZabMessage::Ping {
+            zxid: self.last_proposed,
+        };
+        let peers: Vec<ServerId> = self
+            .learners
+            .values()
+            .filter(|h| h.is_forwarding())
+            .map(|h| h.sid)
+            .collect();
+        for sid in peers {
+            self.send(sid, ping.clone());
+        }
+    }
+
+    /// When `handle_timeout` next has work.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Done => None,
+            Phase::Broadcast => Some(self.next_tick_ms),
+            _ => Some(self.next_tick_ms.min(self.deadline_ms)),
+        }
+    }
+
+    /// The link to a follower broke.
+    pub fn peer_disconnected(&mut self, sid: ServerId) {
+        self.learners.remove(&sid);
+    }
+
+    /// The zxid the next proposal gets, while established. None while not
+    /// serving, or when the counter would roll over (the leader then steps
+    /// down so the next epoch starts at 0: ZOOKEEPER-1277).
+    pub fn next_zxid(&mut self) -> Option<Zxid> {
+        if self.phase != Phase::Broadcast {
+            return None;
+        }
+        let next = self.last_proposed.next();
+        if next.counter() == u32::MAX {
+            self.abandon("zxid counter would roll over: forcing a new epoch".into());
+            return None;
+        }
+        Some(next)
+    }
+
+    /// Proposes `txn`, which must carry the zxid `next_zxid` gave.
+    pub fn propose(&mut self, zxid: Zxid, txn: Bytes) {
+        assert_eq!(
+            Some(zxid),
+            (self.phase == Phase::Broadcast).then(|| self.last_proposed.next())
+        );
+        self.last_proposed = zxid;
+        self.state.history.push(zxid, txn.clone());
+        self.outstanding.insert(zxid, txn.clone());
+        self.commands
+            .push_back(ZabCommand::Storage(StorageOp::Append {
+                zxid,
+                txn: txn.clone(),
+            }));
+        let forwarding: Vec<ServerId> = self
+            .learners
+            .values()
+            .filter(|h| h.is_forwarding())
+            .map(|h| h.sid)
+            .collect();
+        for sid in forwarding {
+            self.send(
+                sid,
+                ZabMessage::Proposal {
+                    zxid,
+                    txn: txn.clone(),
+                },
+            );
+        }
+    }
+
+    /// Commands produced so far, in order.
+    pub fn drain_commands(&mut self) -> impl Iterator<Item = ZabCommand> + '_ {
+        self.commands.drain(..)
+    }
+
+    /// The epoch being established (0 before one is chosen).
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Whether the leader is established and serving.
+    pub fn is_established(&self) -> bool {
+        self.phase == Phase::Broadcast
+    }
+
+    /// Everything up to here is committed.
+    pub fn last_committed(&self) -> Zxid {
+        self.last_committed
+    }
+
+    /// Followers that acknowledged NEWLEADER.
+    pub fn synced(&self) -> Vec<ServerId> {
+        let mut synced = vec![self.me];
+        synced.extend(
+            self.learners
+                .values()
+                .filter(|h| h.phase == HandlerPhase::Synced)
+                .map(|h| h.sid),
+        );
+        synced
+    }
+
+    /// Connected followers and their phases.
+    pub fn learners(&self) -> impl Iterator<Item = &LearnerHandler> {
+        self.learners.values()
+    }
+
+    fn silence_limit_ms(&self, h: &LearnerHandler) -> u64 {
+        match h.phase {
+            HandlerPhase::Synced => self.timing.sync_ms(),
+            _ => self.timing.init_ms() + self.timing.sync_ms(),
+        }
+    }
+
+    fn follower_info(&mut self, now_ms: u64, from: ServerId, accepted_epoch: Epoch) {
+        // A reconnecting follower starts over.
+        self.learners
+            .insert(from, LearnerHandler::new(from, accepted_epoch, now_ms));
+        match self.phase {
+            Phase::Discovery => self.maybe_choose_epoch(),
+            Phase::PersistingAcceptedEpoch => {}
+            _ => self.send(from, ZabMessage::LeaderInfo { epoch: self.epoch }),
+        }
+    }
+
+    /// Once a quorum is connected: the new epoch is above every acceptedEpoch
+    /// among them, and is persisted before anyone hears of it.
+    fn maybe_choose_epoch(&mut self) {
+        let connected: Vec<ServerId> = std::iter::once(self.me)
+            .chain(self.learners.keys().copied())
+            .collect();
+        if self.phase != Phase::Discovery || !self.voters.is_quorum(&connected) {
+            return;
+        }
+        let highest = self
+            .learners
+            .values()
+            .map(|h| h.accepted_epoch)
+            .chain([self.state.accepted_epoch, self.state.current_epoch])
+            .max()
+            .unwrap_or(0);
+        self.epoch = highest + 1;
+        self.phase = Phase::PersistingAcceptedEpoch;
+        self.commands
+            .push_back(ZabCommand::Storage(StorageOp::SetAcceptedEpoch(self.epoch)));
+        self.commands
+            .push_back(ZabCommand::Storage(StorageOp::Barrier(
+                TOKEN_ACCEPTED_EPOCH,
+            )));
+    }
+
+    fn ack_epoch(&mut self, from: ServerId, current_epoch: Option<Epoch>, last_zxid: Zxid) {
+        let Some(h) = self.learners.get_mut(&from) else {
+            return;
+        };
+        if h.phase != HandlerPhase::Discovery {
+            return self.drop_learner(from);
+        }
+        let ours = (self.state.current_epoch, self.state.history.last_zxid());
+        if let Some(epoch) = current_epoch {
+            if (epoch, last_zxid) > ours {
+                // ZooKeeper: "Follower is ahead of the leader". Another election will find it.
+                return self.abandon(format!(
+                    "follower {from} is ahead of the leader: epoch {epoch}, zxid {last_zxid}"
+                ));
+            }
+        }
+        h.summary = Some((current_epoch, last_zxid));
+        h.phase = HandlerPhase::AwaitingSync;
+        match self.phase {
+            Phase::Synchronizing | Phase::Broadcast => self.sync(from),
+            Phase::AwaitingEpochAcks => self.maybe_persist_current_epoch(),
+            _ => {}
+        }
+    }
+
+    /// A quorum (with the leader) acked the epoch with their currentEpoch:
+    /// persist ours before any follower is synced.
+    fn maybe_persist_current_epoch(&mut self) {
+        if self.phase != Phase::AwaitingEpochAcks {
+            return;
+        }
+        let acked: Vec<ServerId> = std::iter::once(self.me)
+            .chain(
+                self.learners
+                    .values()
+                    .filter(|h| matches!(h.summary, Some((Some(_), _))))
+                    .map(|h| h.sid),
+            )
+            .collect();
+        if self.voters.is_quorum(&acked) {
+            self.phase = Phase::PersistingCurrentEpoch;
+            self.commands
+                .push_back(ZabCommand::Storage(StorageOp::SetCurrentEpoch(self.epoch)));
+            self.commands
+                .push_back(ZabCommand::Storage(StorageOp::Barrier(TOKEN_CURRENT_EPOCH)));
+        }
+    }
+
+    /// DIFF, TRUNC+DIFF or SNAP, then every txn after that point (committed
+    /// ones followed by one cumulative COMMIT), outstanding proposals, and
+    /// NEWLEADER. From here on live proposals flow to it too.
+    fn sync(&mut self, sid: ServerId) {
+        let Some(peer_last) = self
+            .learners
+            .get(&sid)
+            .and_then(|h| h.summary)
+            .map(|(_, last)| last)
+        else {
+            return;
+        };
+        let plan = self.state.history.plan_sync(peer_last);
+        let after = match plan {
+            SyncPlan::Diff { after } => {
+                self.send(sid, ZabMessage::Diff { zxid: after });
+                after
+            }
+            SyncPlan::TruncThenDiff { to } => {
+                self.send(sid, ZabMessage::Trunc { zxid: to });
+                to
+            }
+            SyncPlan::Snap => {
+                self.commands
+                    .push_back(ZabCommand::SendSnapshot { to: sid });
+                self.last_committed
+            }
+        };
+        tracing::info!(
+            peer = %sid,
+            ?plan,
+            from = %after,
+            to = %self.last_proposed,
+            "leader: syncing follower"
+        );
+        let txns: Vec<(Zxid, Bytes)> = self.state.history.after(after).cloned().collect();
+        for (zxid, txn) in txns {
+            self.send(sid, ZabMessage::Proposal { zxid, txn });
+        }
+        // Cumulative: also commits what the follower logged earlier but never applied.
+        self.send(
+            sid,
+            ZabMessage::Commit {
+                zxid: self.last_committed,
+            },
+        );
+        self.send(sid, ZabMessage::NewLeader { epoch: self.epoch });
+        if let Some(h) = self.learners.get_mut(&sid) {
+            h.phase = HandlerPhase::Syncing;
+            h.sync_point = self.last_proposed;
+        }
+    }
+
+    fn ack(&mut self, from: ServerId, zxid: Zxid) {
+        let Some(h) = self.learners.get_mut(&from) else {
+            return;
+        };
+        if zxid == epoch_zxid(self.epoch) && h.phase == HandlerPhase::Syncing {
+            h.phase = HandlerPhase::Synced;
+            h.acked = h.acked.max(h.sync_point);
+            if self.phase == Phase::Broadcast {
+                self.send(from, ZabMessage::UpToDate);
+            }
+            self.maybe_establish();
+        } else if zxid.counter() != 0 && h.phase == HandlerPhase::Synced {
+            if zxid > self.last_proposed {
+                // ZooKeeper's ackConsistent: an ACK for a zxid never proposed.
+                tracing::warn!(peer = %from, %zxid, "ack for a zxid never proposed");
+                return self.drop_learner(from);
+            }
+            h.acked = h.acked.max(zxid);
+        }
+        self.try_commit();
+    }
+
+    /// A quorum acknowledged NEWLEADER: the epoch is established.
+    fn maybe_establish(&mut self) {
+        if self.phase != Phase::Synchronizing || !self.voters.is_quorum(&self.synced()) {
+            return;
+        }
+        self.phase = Phase::Broadcast;
+        self.last_proposed = epoch_zxid(self.epoch).max(self.last_proposed);
+        tracing::info!(
+            epoch = self.epoch,
+            synced = ?self.synced(),
+            last_zxid = %self.last_committed,
+            "leader established"
+        );
+        self.commands.push_back(ZabCommand::Serving);
+        let synced: Vec<ServerId> = self
+            .learners
+            .values()
+            .filter(|h| h.phase == HandlerPhase::Synced)
+            .map(|h| h.sid)
+            .collect();
+        for sid in synced {
+            self.send(sid, ZabMessage::UpToDate);
+        }
+    }
+
+    /// Commits, in order, every outstanding proposal a quorum has made durable.
+    fn try_commit(&mut self) {
+        if self.phase != Phase::Broadcast {
+            return;
+        }
+        let before = self.last_committed;
+        while let Some((&zxid, _)) = self.outstanding.first_key_value() {
+            let mut durable = Vec::new();
+            if self.own_durable >= zxid {
+                durable.push(self.me);
+            }
+            durable.extend(
+                self.learners
+                    .values()
+                    .filter(|h| h.phase == HandlerPhase::Synced && h.acked >= zxid)
+                    .map(|h| h.sid),
+            );
+            if !self.voters.is_quorum(&durable) {
+                break;
+            }
+            let Some((zxid, txn)) = self.outstanding.pop_first() else {
+                break;
+            };
+            self.last_committed = zxid;
+            self.commands.push_back(ZabCommand::Deliver { zxid, txn });
+        }
+        if self.last_committed > before {
+            let commit = ZabMessage::Commit {
+                zxid: self.last_committed,
+            };
+            let forwarding: Vec<ServerId> = self
+                .learners
+                .values()
+                .filter(|h| h.is_forwarding())
+                .map(|h| h.sid)
+                .collect();
+            for sid in forwarding {
+                self.send(sid, commit.clone());
+            }
+        }
+    }
+
+    fn drop_learner(&mut self, sid: ServerId) {
+        self.learners.remove(&sid);
+        self.commands
+            .push_back(ZabCommand::Disconnect { peer: sid });
+    }
+
+    fn abandon(&mut self, reason: String) {
+        tracing::warn!(epoch = self.epoch, %reason, "leader stepping down");
+        self.phase = Phase::Done;
+        let peers: Vec<ServerId> = self.learners.keys().copied().collect();
+        for peer in peers {
+            self.commands.push_back(ZabCommand::Disconnect { peer });
+        }
+        self.learners.clear();
+        self.commands.push_back(ZabCommand::Abandon { reason });
+    }
+
+    fn send(&mut self, to: ServerId, message: ZabMessage) {
+        self.commands.push_back(ZabCommand::Send { to, message });
+    }
+}

@@ -1,0 +1,58 @@
+//! What a leader knows of one follower (ZooKeeper's `LearnerHandler`).
+
+use super::Epoch;
+use crate::core::election::ServerId;
+use zkd_protocol::Zxid;
+
+/// Where a follower is in discovery and sync, as the leader sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandlerPhase {
+    /// Sent FOLLOWERINFO; waits for LEADERINFO, then answers ACKEPOCH.
+    Discovery,
+    /// Answered ACKEPOCH; its sync waits for a quorum of epoch acks.
+    AwaitingSync,
+    /// Its sync and NEWLEADER are sent; live proposals flow to it too.
+    Syncing,
+    /// Acknowledged NEWLEADER: it counts towards quorums.
+    Synced,
+}
+
+/// One follower connected to the leader.
+#[derive(Clone, Debug)]
+pub struct LearnerHandler {
+    /// The follower.
+    pub sid: ServerId,
+    pub phase: HandlerPhase,
+    /// Its acceptedEpoch, from FOLLOWERINFO.
+    pub accepted_epoch: Epoch,
+    /// Its currentEpoch from ACKEPOCH (None: it had already accepted the
+    /// epoch, ZooKeeper's -1), and its last logged zxid.
+    pub summary: Option<(Option<Epoch>, Zxid)>,
+    /// The last zxid sent before NEWLEADER: acknowledging NEWLEADER
+    /// acknowledges every proposal up to here.
+    pub sync_point: Zxid,
+    /// Every proposal up to here is durable on the follower.
+    pub acked: Zxid,
+    /// When it was last heard from.
+    pub last_heard_ms: u64,
+}
+
+impl LearnerHandler {
+    /// A follower that just sent FOLLOWERINFO.
+    pub fn new(sid: ServerId, accepted_epoch: Epoch, now_ms: u64) -> LearnerHandler {
+        LearnerHandler {
+            sid,
+            phase: HandlerPhase::Discovery,
+            accepted_epoch,
+            summary: None,
+            sync_point: Zxid::ZERO,
+            acked: Zxid::ZERO,
+            last_heard_ms: now_ms,
+        }
+    }
+
+    /// Whether live proposals and commits go to it.
+    pub fn is_forwarding(&self) -> bool {
+        matches!(self.phase, HandlerPhase::Syncing | HandlerPhase::Synced)
+    }
+}

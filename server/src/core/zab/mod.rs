@@ -1,0 +1,171 @@
+//! Zab as pure state machines: a [`Leader`] (with a [`LearnerHandler`] per
+//! follower) and a [`Follower`], as ZooKeeper implements the protocol.
+//!
+//! ```text
+//!  follower                         leader
+//!  FOLLOWERINFO(acceptedEpoch) ───▶ quorum connected: epoch = max + 1, persist acceptedEpoch
+//!  persist acceptedEpoch ◀──────── LEADERINFO(epoch)
+//!  ACKEPOCH(currentEpoch, last) ──▶ quorum acked: persist currentEpoch
+//!  truncate / install snapshot ◀── DIFF | TRUNC | SNAP, PROPOSAL+COMMIT.., PROPOSAL.., NEWLEADER
+//!  log durable, then currentEpoch,
+//!  ACK(NEWLEADER) ────────────────▶ quorum acked: established, UPTODATE to each
+//!  serve ◀──────────────────────── UPTODATE
+//!  log, fsync, ACK(z) ────────────▶ quorum acked z: COMMIT(z) to all, deliver z
+//! ```
+//!
+//! Events in: peer messages, "durable up to zxid", "storage barrier reached",
+//! the time. Commands out: messages to send, storage operations (strictly
+//! ordered by the storage thread), committed txns to deliver in zxid order,
+//! and the end of the role. ACKs and COMMITs are cumulative: ACK(z) says
+//! every proposal up to z is durable, COMMIT(z) that every one up to z is
+//! committed, so both batch naturally.
+
+mod follower;
+mod history;
+mod leader;
+mod learner_handler;
+
+pub use follower::Follower;
+pub use history::{History, SyncPlan};
+pub use leader::Leader;
+pub use learner_handler::LearnerHandler;
+
+use super::election::ServerId;
+use bytes::Bytes;
+use std::collections::BTreeSet;
+use zkd_protocol::Zxid;
+
+/// A Zab epoch (the high 32 bits of a zxid).
+pub type Epoch = u32;
+
+/// What members send each other on the quorum port, one for one with
+/// ZooKeeper's QuorumPacket types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ZabMessage {
+    /// FOLLOWERINFO: a follower connects, with its acceptedEpoch.
+    FollowerInfo { accepted_epoch: Epoch },
+    /// LEADERINFO: the epoch the leader proposes.
+    LeaderInfo { epoch: Epoch },
+    /// ACKEPOCH: the follower's currentEpoch (None if it had already
+    /// accepted this epoch, ZooKeeper's -1) and its last logged zxid.
+    AckEpoch {
+        current_epoch: Option<Epoch>,
+        last_zxid: Zxid,
+    },
+    /// DIFF: the follower's log is a prefix of the leader's.
+    Diff { zxid: Zxid },
+    /// TRUNC: drop every txn after `zxid`.
+    Trunc { zxid: Zxid },
+    /// SNAP: replace everything with this image of the tree as of `zxid`.
+    Snap { zxid: Zxid, image: Bytes },
+    /// PROPOSAL: a txn to log.
+    Proposal { zxid: Zxid, txn: Bytes },
+    /// COMMIT: every proposal up to `zxid` is committed.
+    Commit { zxid: Zxid },
+    /// NEWLEADER: the end of the sync for `epoch`.
+    NewLeader { epoch: Epoch },
+    /// UPTODATE: the leader is established; start serving.
+    UpToDate,
+    /// ACK: every proposal up to `zxid` (or NEWLEADER, at `epoch << 32`) is durable.
+    Ack { zxid: Zxid },
+    /// PING: a heartbeat, both ways.
+    Ping { zxid: Zxid },
+}
+
+/// A storage operation. The storage thread runs them strictly in order and
+/// syncs queued appends before any other kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageOp {
+    /// Append a txn; durable once `Persisted` reports its zxid.
+    Append { zxid: Zxid, txn: Bytes },
+    /// Drop every logged txn after `zxid`, and snapshots past it; then
+    /// rebuild the tree from what is left (reported as `Reloaded`).
+    TruncateAndReload { after: Zxid },
+    /// Drop the whole log and every snapshot, then store this image.
+    InstallSnapshot { zxid: Zxid, image: Bytes },
+    /// Persist acceptedEpoch.
+    SetAcceptedEpoch(Epoch),
+    /// Persist currentEpoch.
+    SetCurrentEpoch(Epoch),
+    /// Report `Reached(token)` once everything before it is durable.
+    Barrier(u64),
+}
+
+/// What a Zab role asks its member to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ZabCommand {
+    /// Send a message to a peer.
+    Send { to: ServerId, message: ZabMessage },
+    /// Hand an operation to the storage thread.
+    Storage(StorageOp),
+    /// Apply a committed txn to the tree; delivered in zxid order.
+    Deliver { zxid: Zxid, txn: Bytes },
+    /// Replace the tree with this image (a follower's SNAP).
+    LoadSnapshot { zxid: Zxid, image: Bytes },
+    /// Leader: send `to` a SNAP of the tree as it is now (it holds every
+    /// committed txn and nothing else).
+    SendSnapshot { to: ServerId },
+    /// Close the link to a peer.
+    Disconnect { peer: ServerId },
+    /// The role can serve clients: a leader is established, a follower up to date.
+    Serving,
+    /// The role is over: back to election.
+    Abandon { reason: String },
+}
+
+/// Timing, in milliseconds and ticks, as ZooKeeper's tickTime, initLimit, syncLimit.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub tick_ms: u64,
+    pub init_limit: u64,
+    pub sync_limit: u64,
+}
+
+impl Timing {
+    /// How long discovery and sync may take.
+    pub fn init_ms(&self) -> u64 {
+        self.tick_ms * self.init_limit
+    }
+
+    /// How long a synced peer may stay silent.
+    pub fn sync_ms(&self) -> u64 {
+        self.tick_ms * self.sync_limit
+    }
+}
+
+/// What a member has durably: its epochs and its log, as recovered.
+#[derive(Clone, Debug)]
+pub struct DurableState {
+    pub accepted_epoch: Epoch,
+    pub current_epoch: Epoch,
+    pub history: History,
+}
+
+/// The voting members and the majority rule (`QuorumMaj`).
+#[derive(Clone, Debug)]
+pub struct Voters(pub BTreeSet<ServerId>);
+
+impl Voters {
+    /// Whether `members` holds more than half of the voters.
+    pub fn is_quorum<'a>(&self, members: impl IntoIterator<Item = &'a ServerId>) -> bool {
+        let n = members
+            .into_iter()
+            .filter(|m| self.0.contains(m))
+            .collect::<BTreeSet<_>>()
+            .len();
+        n > self.0.len() / 2
+    }
+
+    /// Whether `id` votes.
+    pub fn contains(&self, id: ServerId) -> bool {
+        self.0.contains(&id)
+    }
+}
+
+/// The zxid of NEWLEADER and of its ACK: the epoch with counter 0.
+pub fn epoch_zxid(epoch: Epoch) -> Zxid {
+    Zxid::new(epoch, 0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,252 @@
+//! Zab's roles driven by hand: exact messages and storage operations.
+
+use super::*;
+use crate::core::election::ServerId;
+
+const TIMING: Timing = Timing {
+    tick_ms: 100,
+    init_limit: 10,
+    sync_limit: 5,
+};
+
+fn voters(n: u64) -> Voters {
+    Voters((1..=n).map(ServerId).collect())
+}
+
+fn state(accepted: Epoch, current: Epoch, zxids: &[Zxid]) -> DurableState {
+    let mut history = History::new(Zxid::ZERO, 1000);
+    for z in zxids {
+        history.push(*z, Bytes::from(format!("txn {z}")));
+    }
+    DurableState {
+        accepted_epoch: accepted,
+        current_epoch: current,
+        history,
+    }
+}
+
+fn drain_leader(l: &mut Leader) -> Vec<ZabCommand> {
+    l.drain_commands().collect()
+}
+
+fn drain_follower(f: &mut Follower) -> Vec<ZabCommand> {
+    f.drain_commands().collect()
+}
+
+fn send(to: u64, message: ZabMessage) -> ZabCommand {
+    ZabCommand::Send {
+        to: ServerId(to),
+        message,
+    }
+}
+
+#[test]
+fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
+    let z = |c| Zxid::new(1, c);
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(1, 1, &[z(1), z(2)]),
+        z(2),
+        0,
+    );
+    assert!(drain_leader(&mut l).is_empty(), "alone is no quorum");
+    l.handle_message(
+        1,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 3 },
+    );
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![
+            ZabCommand::Storage(StorageOp::SetAcceptedEpoch(4)),
+            ZabCommand::Storage(StorageOp::Barrier(1)),
+        ],
+        "epoch above every accepted one of the quorum, durable first"
+    );
+    l.handle_reached(1);
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![send(2, ZabMessage::LeaderInfo { epoch: 4 })]
+    );
+    l.handle_message(
+        2,
+        ServerId(2),
+        ZabMessage::AckEpoch {
+            current_epoch: Some(1),
+            last_zxid: z(1),
+        },
+    );
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![
+            ZabCommand::Storage(StorageOp::SetCurrentEpoch(4)),
+            ZabCommand::Storage(StorageOp::Barrier(2)),
+        ]
+    );
+    l.handle_reached(2);
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![
+            send(2, ZabMessage::Diff { zxid: z(1) }),
+            send(
+                2,
+                ZabMessage::Proposal {
+                    zxid: z(2),
+                    txn: Bytes::from(format!("txn {}", z(2)))
+                }
+            ),
+            send(2, ZabMessage::Commit { zxid: z(2) }),
+            send(2, ZabMessage::NewLeader { epoch: 4 }),
+        ]
+    );
+    assert!(!l.is_established());
+    l.handle_message(
+        3,
+        ServerId(2),
+        ZabMessage::Ack {
+            zxid: epoch_zxid(4),
+        },
+    );
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![ZabCommand::Serving, send(2, ZabMessage::UpToDate)]
+    );
+    assert_eq!(l.next_zxid(), Some(Zxid::new(4, 1)));
+}
+
+#[test]
+fn a_follower_acks_newleader_only_after_its_log_and_then_its_epoch_are_durable() {
+    let z = |c| Zxid::new(1, c);
+    let mut f = Follower::new(ServerId(3), TIMING, state(1, 1, &[z(1)]), z(1), 0);
+    assert_eq!(
+        drain_follower(&mut f),
+        vec![send(3, ZabMessage::FollowerInfo { accepted_epoch: 1 })]
+    );
+    f.handle_message(1, ServerId(3), ZabMessage::LeaderInfo { epoch: 2 });
+    assert_eq!(
+        drain_follower(&mut f),
+        vec![
+            ZabCommand::Storage(StorageOp::SetAcceptedEpoch(2)),
+            ZabCommand::Storage(StorageOp::Barrier(11)),
+        ]
+    );
+    f.handle_reached(11);
+    assert_eq!(
+        drain_follower(&mut f),
+        vec![send(
+            3,
+            ZabMessage::AckEpoch {
+                current_epoch: Some(1),
+                last_zxid: z(1)
+            }
+        )]
+    );
+    let txn = Bytes::from_static(b"t2");
+    for m in [
+        ZabMessage::Diff { zxid: z(1) },
+        ZabMessage::Proposal {
+            zxid: z(2),
+            txn: txn.clone(),
+        },
+        ZabMessage::Commit { zxid: z(2) },
+        ZabMessage::NewLeader { epoch: 2 },
+    ] {
+        f.handle_message(2, ServerId(3), m);
+    }
+    assert_eq!(
+        drain_follower(&mut f),
+        vec![
+            ZabCommand::Storage(StorageOp::Append {
+                zxid: z(2),
+                txn: txn.clone()
+            }),
+            ZabCommand::Storage(StorageOp::SetCurrentEpoch(2)),
+            ZabCommand::Storage(StorageOp::Barrier(12)),
+        ],
+        "nothing is applied or acknowledged before the barrier"
+    );
+    f.handle_persisted(z(2));
+    assert!(
+        drain_follower(&mut f).is_empty(),
+        "no ACK before NEWLEADER's"
+    );
+    f.handle_reached(12);
+    assert_eq!(
+        drain_follower(&mut f),
+        vec![
+            send(
+                3,
+                ZabMessage::Ack {
+                    zxid: epoch_zxid(2)
+                }
+            ),
+            ZabCommand::Deliver { zxid: z(2), txn },
+        ]
+    );
+    f.handle_message(3, ServerId(3), ZabMessage::UpToDate);
+    assert_eq!(drain_follower(&mut f), vec![ZabCommand::Serving]);
+}
+
+#[test]
+fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(0, 0, &[]),
+        Zxid::ZERO,
+        0,
+    );
+    for (sid, m) in [
+        (2, ZabMessage::FollowerInfo { accepted_epoch: 0 }),
+        (3, ZabMessage::FollowerInfo { accepted_epoch: 0 }),
+    ] {
+        l.handle_message(0, ServerId(sid), m);
+    }
+    l.handle_reached(1);
+    for sid in [2, 3] {
+        l.handle_message(
+            0,
+            ServerId(sid),
+            ZabMessage::AckEpoch {
+                current_epoch: Some(0),
+                last_zxid: Zxid::ZERO,
+            },
+        );
+    }
+    l.handle_reached(2);
+    for sid in [2, 3] {
+        l.handle_message(
+            0,
+            ServerId(sid),
+            ZabMessage::Ack {
+                zxid: epoch_zxid(1),
+            },
+        );
+    }
+    drain_leader(&mut l);
+    let (a, b) = (Zxid::new(1, 1), Zxid::new(1, 2));
+    for zxid in [a, b] {
+        assert_eq!(l.next_zxid(), Some(zxid));
+        l.propose(zxid, Bytes::new());
+    }
+    drain_leader(&mut l);
+    // Follower 2 has both durable, the leader neither: 2 of 3 is not yet a quorum without us.
+    l.handle_message(1, ServerId(2), ZabMessage::Ack { zxid: b });
+    assert!(drain_leader(&mut l).is_empty(), "one durable copy of three");
+    l.handle_persisted(a);
+    let out = drain_leader(&mut l);
+    assert_eq!(
+        out,
+        vec![
+            ZabCommand::Deliver {
+                zxid: a,
+                txn: Bytes::new()
+            },
+            send(2, ZabMessage::Commit { zxid: a }),
+            send(3, ZabMessage::Commit { zxid: a }),
+        ]
+    );
+}

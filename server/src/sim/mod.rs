@@ -1,0 +1,513 @@
+//! Deterministic simulation of an ensemble: the members' pure cores
+//! (election, Zab, tree) in one thread, with seeded virtual time, a seeded
+//! network of FIFO links (delays; partitions drop what is in flight) and
+//! `MemStorage` disks whose queued, not yet durable, operations a crash
+//! loses. Every random choice comes from the seed; a failure names it and a
+//! one-line replay command.
+//!
+//! After every step the [`checker::Checker`] holds Zab's invariants: one
+//! established leader per epoch, agreement and integrity of delivered txns,
+//! equal tree digests at equal zxid, per-member total order, and no
+//! acknowledged write missing from a newly established leader. After the
+//! faults stop, a connected ensemble must elect, commit and converge.
+
+pub mod checker;
+pub mod member;
+
+use crate::core::election::ServerId;
+use crate::core::zab::{StorageOp, Timing, Voters};
+use checker::{Checker, Violation};
+use member::{Effect, Member, Wire};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use zkd_protocol::Zxid;
+use zkd_storage::MemStorage;
+
+/// What a schedule does.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    pub seed: u64,
+    pub members: u64,
+    /// Faults (crashes, partitions) happen until then.
+    pub faults_until_ms: u64,
+    /// The run ends then; the ensemble must have converged.
+    pub end_ms: u64,
+}
+
+/// xorshift64*: the one source of randomness of a run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}
+
+/// No client writes during the last stretch of a run.
+const QUIESCE_MS: u64 = 2_000;
+
+/// A message on its way.
+#[derive(Debug)]
+enum Packet {
+    Wire(Wire),
+    /// The sender closed the connection.
+    Closed,
+}
+
+struct Sim {
+    schedule: Schedule,
+    now: u64,
+    rng: Rng,
+    voters: Voters,
+    timing: Timing,
+    members: BTreeMap<ServerId, Option<Member>>,
+    disks: BTreeMap<ServerId, MemStorage>,
+    /// Storage operations waiting for their (simulated) fsync, per member.
+    queues: BTreeMap<ServerId, VecDeque<(u64, StorageOp)>>,
+    /// (delivery time, sequence) -> (from, to, packet)
+    in_flight: BTreeMap<(u64, u64), (ServerId, ServerId, Packet)>,
+    seq: u64,
+    link_clock: BTreeMap<(ServerId, ServerId), u64>,
+    /// Links that are cut, as (lower id, higher id).
+    cut: BTreeSet<(ServerId, ServerId)>,
+    /// Crashed members and when they come back.
+    restarts: BTreeMap<ServerId, u64>,
+    heals_at: Option<u64>,
+    next_fault_ms: u64,
+    next_write_ms: u64,
+    writes: u64,
+    last_ack_ms: u64,
+    checker: Checker,
+    /// ZKD_SIM_TRACE=1 prints every effect.
+    trace: bool,
+}
+
+/// Runs one schedule to its end; the first broken invariant is an error
+/// naming the seed and how to replay it.
+pub fn run(schedule: Schedule) -> Result<(), String> {
+    let mut sim = Sim::new(schedule);
+    sim.run().map_err(|Violation(v)| {
+        format!(
+            "seed {}: {v} (at {} ms)\nreplay: ZKD_SIM_SEED={} cargo test --release -p zkd-server sim::tests::replay -- --ignored",
+            schedule.seed, sim.now, schedule.seed
+        )
+    })
+}
+
+impl Sim {
+    fn new(schedule: Schedule) -> Sim {
+        let ids: BTreeSet<ServerId> = (1..=schedule.members).map(ServerId).collect();
+        let timing = Timing {
+            tick_ms: 100,
+            init_limit: 10,
+            sync_limit: 5,
+        };
+        let mut sim = Sim {
+            schedule,
+            now: 0,
+            rng: Rng(schedule.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            voters: Voters(ids.clone()),
+            timing,
+            members: BTreeMap::new(),
+            disks: ids.iter().map(|id| (*id, MemStorage::new())).collect(),
+            queues: ids.iter().map(|id| (*id, VecDeque::new())).collect(),
+            in_flight: BTreeMap::new(),
+            seq: 0,
+            link_clock: BTreeMap::new(),
+            cut: BTreeSet::new(),
+            restarts: BTreeMap::new(),
+            heals_at: None,
+            next_fault_ms: 500,
+            next_write_ms: 0,
+            writes: 0,
+            last_ack_ms: 0,
+            checker: Checker::default(),
+            trace: std::env::var_os("ZKD_SIM_TRACE").is_some(),
+        };
+        for id in ids {
+            sim.boot(id);
+        }
+        sim
+    }
+
+    fn boot(&mut self, id: ServerId) {
+        let disk = self.disks[&id].clone();
+        let member = Member::start(id, self.voters.clone(), self.timing, disk, self.now);
+        self.members.insert(id, Some(member));
+        self.checker.restarted(id);
+        self.collect(id);
+    }
+
+    fn run(&mut self) -> Result<(), Violation> {
+        while self.now < self.schedule.end_ms {
+            self.now = self.next_event_ms().min(self.schedule.end_ms);
+            self.deliver_due()?;
+            self.execute_due_storage()?;
+            let ids: Vec<ServerId> = self.members.keys().copied().collect();
+            for id in ids {
+                if let Some(Some(m)) = self.members.get_mut(&id) {
+                    if m.next_timeout().is_some_and(|t| t <= self.now) {
+                        m.tick(self.now);
+                        self.collect_checked(id)?;
+                    }
+                }
+            }
+            self.faults();
+            self.client_writes()?;
+        }
+        self.check_converged()
+    }
+
+    fn next_event_ms(&self) -> u64 {
+        let message = self.in_flight.keys().next().map(|k| k.0);
+        let storage = self
+            .queues
+            .values()
+            .filter_map(|q| q.front().map(|o| o.0))
+            .min();
+        let timers = self
+            .members
+            .values()
+            .flatten()
+            .filter_map(Member::next_timeout)
+            .min();
+        let restart = self.restarts.values().min().copied();
+        [
+            message,
+            storage,
+            timers,
+            restart,
+            self.heals_at,
+            Some(self.next_fault_ms),
+            Some(self.next_write_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(self.schedule.end_ms)
+        .max(self.now)
+    }
+
+    fn deliver_due(&mut self) -> Result<(), Violation> {
+        while let Some((&(at, seq), _)) = self.in_flight.first_key_value() {
+            if at > self.now {
+                break;
+            }
+            let Some((from, to, packet)) = self.in_flight.remove(&(at, seq)) else {
+                break;
+            };
+            let Some(Some(m)) = self.members.get_mut(&to) else {
+                continue;
+            };
+            match packet {
+                Packet::Wire(wire) => m.receive(self.now, from, wire),
+                Packet::Closed => m.disconnected(from),
+            }
+            self.collect_checked(to)?;
+        }
+        Ok(())
+    }
+
+    fn execute_due_storage(&mut self) -> Result<(), Violation> {
+        let ids: Vec<ServerId> = self.queues.keys().copied().collect();
+        for id in ids {
+            while let Some(q) = self.queues.get_mut(&id) {
+                if q.front().is_none_or(|(due, _)| *due > self.now) {
+                    break;
+                }
+                let Some((_, op)) = q.pop_front() else { break };
+                if let Some(Some(m)) = self.members.get_mut(&id) {
+                    m.execute(op);
+                }
+                self.collect_checked(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Routes a member's effects and checks the invariants they touch.
+    fn collect_checked(&mut self, id: ServerId) -> Result<(), Violation> {
+        let mut pending = VecDeque::from([id]);
+        while let Some(id) = pending.pop_front() {
+            let Some(Some(m)) = self.members.get_mut(&id) else {
+                continue;
+            };
+            let effects = m.drain();
+            for effect in effects {
+                if self.trace {
+                    eprintln!("{:>6} ms  member {id}: {}", self.now, trace_line(&effect));
+                }
+                match effect {
+                    Effect::Send { to, wire } => self.send(id, to, Packet::Wire(wire)),
+                    Effect::Disconnect { peer } => self.send(id, peer, Packet::Closed),
+                    Effect::Storage(op) => {
+                        // fsync latency: mostly short, now and then a slow disk.
+                        let latency = if self.rng.below(20) == 0 {
+                            30 + self.rng.below(120)
+                        } else {
+                            self.rng.below(8)
+                        };
+                        let queue = self.queues.entry(id).or_default();
+                        let after = queue.back().map_or(self.now, |o| o.0);
+                        queue.push_back((after.max(self.now) + latency, op));
+                    }
+                    Effect::Delivered { zxid, txn, digest } => {
+                        self.checker.delivered(id, zxid, &txn, digest)?
+                    }
+                    Effect::Established { epoch, last_zxid } => {
+                        let digest = self.tree_digest(id);
+                        self.checker.established(id, epoch, last_zxid, digest)?
+                    }
+                    Effect::Acknowledged { zxid, path } => {
+                        self.last_ack_ms = self.now;
+                        self.checker.acknowledged(id, zxid, path)
+                    }
+                    Effect::RoleEnded => {
+                        // Like the runtime draining its storage thread before a new election.
+                        let queued: Vec<StorageOp> = self
+                            .queues
+                            .get_mut(&id)
+                            .map(|q| q.drain(..).map(|(_, op)| op).collect())
+                            .unwrap_or_default();
+                        if let Some(Some(m)) = self.members.get_mut(&id) {
+                            for op in queued {
+                                m.execute(op);
+                            }
+                            m.drain();
+                            m.look(self.now);
+                        }
+                        self.checker.restarted(id);
+                        pending.push_back(id);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn collect(&mut self, id: ServerId) {
+        if let Err(Violation(v)) = self.collect_checked(id) {
+            panic!("seed {}: {v}", self.schedule.seed);
+        }
+    }
+
+    fn tree_digest(&self, id: ServerId) -> u64 {
+        match self.members.get(&id) {
+            Some(Some(m)) => m.tree.digest(),
+            _ => 0,
+        }
+    }
+
+    fn send(&mut self, from: ServerId, to: ServerId, packet: Packet) {
+        if self.is_cut(from, to) || !matches!(self.members.get(&to), Some(Some(_))) {
+            return;
+        }
+        let link = self.link_clock.entry((from, to)).or_insert(0);
+        let at = (self.now + 1 + self.rng.below(10)).max(*link);
+        *link = at;
+        self.seq += 1;
+        self.in_flight.insert((at, self.seq), (from, to, packet));
+    }
+
+    fn is_cut(&self, a: ServerId, b: ServerId) -> bool {
+        self.cut.contains(&(a.min(b), a.max(b)))
+    }
+
+    /// Crashes, restarts, partitions and heals, at seeded times.
+    fn faults(&mut self) {
+        let due: Vec<ServerId> = self
+            .restarts
+            .iter()
+            .filter(|(_, at)| **at <= self.now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.restarts.remove(&id);
+            self.boot(id);
+        }
+        if self.heals_at.is_some_and(|at| at <= self.now) {
+            self.heals_at = None;
+            self.cut.clear();
+        }
+        if self.now < self.next_fault_ms {
+            return;
+        }
+        self.next_fault_ms = self.now + 300 + self.rng.below(1500);
+        if self.now >= self.schedule.faults_until_ms {
+            // Heal everything and bring everyone back: the ensemble must recover.
+            self.cut.clear();
+            self.heals_at = None;
+            let down: Vec<ServerId> = self.restarts.keys().copied().collect();
+            for id in down {
+                self.restarts.insert(id, self.now);
+            }
+            return;
+        }
+        let ids: Vec<ServerId> = self.members.keys().copied().collect();
+        let leader = self
+            .members
+            .values()
+            .flatten()
+            .find(|m| matches!(&m.role, member::Role::Leading(l) if l.is_established()))
+            .map(|m| m.id);
+        let victim = match leader {
+            Some(l) if self.rng.below(2) == 0 => l,
+            _ => ids[self.rng.below(ids.len() as u64) as usize],
+        };
+        match self.rng.below(5) {
+            0 if !self.restarts.contains_key(&victim) => self.crash(victim),
+            // A correlated outage: every member loses power at once.
+            1 if self.rng.below(3) == 0 => {
+                for id in &ids {
+                    if !self.restarts.contains_key(id) {
+                        self.crash(*id);
+                    }
+                }
+            }
+            1 | 2 => {
+                // Isolate the victim from everyone.
+                for other in &ids {
+                    if *other != victim {
+                        self.cut_link(victim, *other);
+                    }
+                }
+                self.heals_at = Some(self.now + 300 + self.rng.below(2500));
+            }
+            _ => {
+                let other = ids[self.rng.below(ids.len() as u64) as usize];
+                if other != victim {
+                    self.cut_link(victim, other);
+                    self.heals_at = Some(self.now + 300 + self.rng.below(2500));
+                }
+            }
+        }
+    }
+
+    /// A partition breaks the connection, as TCP would: what it carried is
+    /// lost and both ends learn that it closed.
+    fn cut_link(&mut self, a: ServerId, b: ServerId) {
+        if self.trace {
+            eprintln!("{:>6} ms  cut {a}-{b}", self.now);
+        }
+        self.cut.insert((a.min(b), a.max(b)));
+        self.in_flight
+            .retain(|_, (from, to, _)| !((*from == a && *to == b) || (*from == b && *to == a)));
+        for (end, other) in [(a, b), (b, a)] {
+            if let Some(Some(m)) = self.members.get_mut(&end) {
+                m.disconnected(other);
+                self.collect(end);
+            }
+        }
+    }
+
+    /// kill -9 and power loss: queued storage operations never happen.
+    fn crash(&mut self, id: ServerId) {
+        if self.trace {
+            eprintln!("{:>6} ms  member {id}: CRASH", self.now);
+        }
+        self.members.insert(id, None);
+        if let Some(q) = self.queues.get_mut(&id) {
+            q.clear();
+        }
+        self.disks[&id].crash();
+        self.in_flight
+            .retain(|_, (from, to, _)| *from != id && *to != id);
+        self.link_clock
+            .retain(|(from, to), _| *from != id && *to != id);
+        self.restarts
+            .insert(id, self.now + 200 + self.rng.below(2000));
+    }
+
+    /// A client write every few milliseconds at whoever leads.
+    fn client_writes(&mut self) -> Result<(), Violation> {
+        // Quiet at the end, so that every member can catch up before the check.
+        if self.now + QUIESCE_MS >= self.schedule.end_ms {
+            self.next_write_ms = self.schedule.end_ms;
+            return Ok(());
+        }
+        if self.now < self.next_write_ms {
+            return Ok(());
+        }
+        self.next_write_ms = self.now + 2 + self.rng.below(20);
+        let ids: Vec<ServerId> = self.members.keys().copied().collect();
+        for id in ids {
+            if let Some(Some(m)) = self.members.get_mut(&id) {
+                self.writes += 1;
+                if m.write(self.now, &format!("/w{}", self.writes)) {
+                    self.collect_checked(id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the faults: one leader serving, every member at the same zxid
+    /// and digest, every acknowledged write present everywhere.
+    fn check_converged(&mut self) -> Result<(), Violation> {
+        let live: Vec<&Member> = self.members.values().flatten().collect();
+        if live.len() as u64 != self.schedule.members {
+            return Err(Violation("members still down at the end".into()));
+        }
+        let leaders: Vec<ServerId> = live
+            .iter()
+            .filter(|m| matches!(&m.role, member::Role::Leading(l) if l.is_established()))
+            .map(|m| m.id)
+            .collect();
+        if leaders.len() != 1 {
+            let states: Vec<String> = live.iter().map(|m| m.describe()).collect();
+            return Err(Violation(format!(
+                "liveness: {} established leaders after the faults stopped:\n  {}",
+                leaders.len(),
+                states.join("\n  ")
+            )));
+        }
+        let last: BTreeSet<(Zxid, u64)> = live
+            .iter()
+            .map(|m| (m.tree.last_zxid(), m.tree.digest()))
+            .collect();
+        if last.len() != 1 {
+            let states: Vec<String> = live.iter().map(|m| m.describe()).collect();
+            return Err(Violation(format!(
+                "convergence: members ended at different states:\n  {}",
+                states.join("\n  ")
+            )));
+        }
+        let m = live[0];
+        for (zxid, (leader, path)) in &self.checker.acknowledged {
+            let kept = m.tree.node(path).is_some_and(|n| n.stat.czxid == zxid.0);
+            if !kept {
+                return Err(Violation(format!(
+                    "durability: acknowledged write {path} at {zxid} (leader {leader}) is gone"
+                )));
+            }
+        }
+        if self.last_ack_ms <= self.schedule.faults_until_ms {
+            return Err(Violation(format!(
+                "liveness: no write acknowledged after the faults stopped at {} ms",
+                self.schedule.faults_until_ms
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One effect, briefly, for traces.
+fn trace_line(effect: &Effect) -> String {
+    match effect {
+        Effect::Send {
+            wire: Wire::Zab(m),
+            to,
+        } => {
+            let text = format!("{m:?}");
+            format!("-> {to} {}", &text[..text.len().min(90)])
+        }
+        Effect::Send { .. } => String::new(),
+        Effect::Delivered { zxid, digest, .. } => format!("delivered {zxid} digest {digest:x}"),
+        other => format!("{other:?}").chars().take(120).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
