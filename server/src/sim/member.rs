@@ -164,10 +164,10 @@ impl Member {
     }
 
     /// The link to `peer` broke.
-    pub fn disconnected(&mut self, peer: ServerId) {
+    pub fn disconnected(&mut self, now_ms: u64, peer: ServerId) {
         match &mut self.role {
             Role::Leading(l) => l.peer_disconnected(peer),
-            Role::Following(f) if f.leader() == peer => f.leader_disconnected(),
+            Role::Following(f) if f.leader() == peer => f.leader_disconnected(now_ms),
             _ => {}
         }
         self.after_zab();
@@ -198,20 +198,20 @@ impl Member {
             .min()
     }
 
-    /// A client write at the leader: creates `path`. False if not serving.
-    pub fn write(&mut self, now_ms: u64, path: &str) -> bool {
+    /// A client write at the leader: creates `path`. Its zxid, or None if not serving.
+    pub fn write(&mut self, now_ms: u64, path: &str) -> Option<Zxid> {
         let Role::Leading(l) = &mut self.role else {
-            return false;
+            return None;
         };
         let Some(zxid) = l.next_zxid() else {
             self.after_zab();
-            return false;
+            return None;
         };
         let txn = create_txn(zxid, now_ms, path);
         l.propose(zxid, txn);
         self.proposed.insert(zxid, path.to_owned());
         self.after_zab();
-        true
+        Some(zxid)
     }
 
     /// Runs one storage operation now (the simulation delays them).
@@ -303,6 +303,11 @@ impl Member {
             accepted_epoch: self.storage.accepted_epoch().expect("epoch"),
             current_epoch: self.storage.current_epoch().expect("epoch"),
             history,
+            log_base: self
+                .storage
+                .purged_through()
+                .expect("purge mark")
+                .unwrap_or_default(),
         }
     }
 

@@ -13,6 +13,7 @@
 
 pub mod checker;
 pub mod member;
+pub mod scenario;
 
 use crate::core::election::ServerId;
 use crate::core::zab::{StorageOp, Timing, Voters};
@@ -31,6 +32,8 @@ pub struct Schedule {
     pub faults_until_ms: u64,
     /// The run ends then; the ensemble must have converged.
     pub end_ms: u64,
+    /// A script places the faults (see `scenario`): no random ones.
+    pub scripted: bool,
 }
 
 /// xorshift64*: the one source of randomness of a run.
@@ -142,22 +145,36 @@ impl Sim {
 
     fn run(&mut self) -> Result<(), Violation> {
         while self.now < self.schedule.end_ms {
-            self.now = self.next_event_ms().min(self.schedule.end_ms);
-            self.deliver_due()?;
-            self.execute_due_storage()?;
-            let ids: Vec<ServerId> = self.members.keys().copied().collect();
-            for id in ids {
-                if let Some(Some(m)) = self.members.get_mut(&id) {
-                    if m.next_timeout().is_some_and(|t| t <= self.now) {
-                        m.tick(self.now);
-                        self.collect_checked(id)?;
-                    }
-                }
-            }
-            self.faults();
-            self.client_writes()?;
+            self.step()?;
         }
         self.check_converged()
+    }
+
+    /// Advances to the next event and handles everything due then.
+    fn step(&mut self) -> Result<(), Violation> {
+        self.now = self.next_event_ms().min(self.schedule.end_ms);
+        self.deliver_due()?;
+        self.execute_due_storage()?;
+        let ids: Vec<ServerId> = self.members.keys().copied().collect();
+        for id in ids {
+            if let Some(Some(m)) = self.members.get_mut(&id) {
+                if m.next_timeout().is_some_and(|t| t <= self.now) {
+                    m.tick(self.now);
+                    self.collect_checked(id)?;
+                }
+            }
+        }
+        self.faults();
+        self.client_writes()
+    }
+
+    /// The established leader, if any.
+    fn leader(&self) -> Option<ServerId> {
+        self.members
+            .values()
+            .flatten()
+            .find(|m| matches!(&m.role, member::Role::Leading(l) if l.is_established()))
+            .map(|m| m.id)
     }
 
     fn next_event_ms(&self) -> u64 {
@@ -203,7 +220,7 @@ impl Sim {
             };
             match packet {
                 Packet::Wire(wire) => m.receive(self.now, from, wire),
-                Packet::Closed => m.disconnected(from),
+                Packet::Closed => m.disconnected(self.now, from),
             }
             self.collect_checked(to)?;
         }
@@ -331,6 +348,10 @@ impl Sim {
             self.heals_at = None;
             self.cut.clear();
         }
+        if self.schedule.scripted {
+            self.next_fault_ms = u64::MAX;
+            return;
+        }
         if self.now < self.next_fault_ms {
             return;
         }
@@ -346,13 +367,7 @@ impl Sim {
             return;
         }
         let ids: Vec<ServerId> = self.members.keys().copied().collect();
-        let leader = self
-            .members
-            .values()
-            .flatten()
-            .find(|m| matches!(&m.role, member::Role::Leading(l) if l.is_established()))
-            .map(|m| m.id);
-        let victim = match leader {
+        let victim = match self.leader() {
             Some(l) if self.rng.below(2) == 0 => l,
             _ => ids[self.rng.below(ids.len() as u64) as usize],
         };
@@ -396,7 +411,7 @@ impl Sim {
             .retain(|_, (from, to, _)| !((*from == a && *to == b) || (*from == b && *to == a)));
         for (end, other) in [(a, b), (b, a)] {
             if let Some(Some(m)) = self.members.get_mut(&end) {
-                m.disconnected(other);
+                m.disconnected(self.now, other);
                 self.collect(end);
             }
         }
@@ -435,7 +450,7 @@ impl Sim {
         for id in ids {
             if let Some(Some(m)) = self.members.get_mut(&id) {
                 self.writes += 1;
-                if m.write(self.now, &format!("/w{}", self.writes)) {
+                if m.write(self.now, &format!("/w{}", self.writes)).is_some() {
                     self.collect_checked(id)?;
                 }
             }

@@ -9,6 +9,7 @@ fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
         members: if seed.is_multiple_of(3) { 5 } else { 3 },
         faults_until_ms,
         end_ms: faults_until_ms + 12_000,
+        scripted: false,
     }
 }
 

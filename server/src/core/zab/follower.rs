@@ -54,8 +54,15 @@ pub struct Follower {
     /// Logged txns not yet delivered.
     pending: BTreeMap<Zxid, Bytes>,
     last_heard_ms: u64,
+    /// A refused connection is tried again then (the leader may not be
+    /// listening yet), as ZooKeeper's learner tries up to five times.
+    retry_at: Option<u64>,
+    attempts: u32,
     commands: VecDeque<ZabCommand>,
 }
+
+/// Connection attempts to the leader before going back to election.
+const MAX_CONNECT_ATTEMPTS: u32 = 5;
 
 impl Follower {
     /// A member that elected `leader`, with what it has on disk; its tree
@@ -87,6 +94,8 @@ impl Follower {
             delivered: tree_zxid,
             pending,
             last_heard_ms: now_ms,
+            retry_at: None,
+            attempts: 1,
             commands: VecDeque::new(),
             state,
         };
@@ -145,6 +154,7 @@ impl Follower {
                 self.send(ZabMessage::AckEpoch {
                     current_epoch: Some(self.state.current_epoch),
                     last_zxid: self.last_logged,
+                    log_base: self.state.log_base,
                 });
             }
             (TOKEN_NEW_LEADER, Phase::PersistingNewLeader(e)) => {
@@ -171,10 +181,17 @@ impl Follower {
         self.ack_durable();
     }
 
-    /// A silent leader ends the role.
+    /// A silent leader ends the role; a refused connection is tried again.
     pub fn handle_timeout(&mut self, now_ms: u64) {
         if self.phase == Phase::Done {
             return;
+        }
+        if self.retry_at.is_some_and(|at| now_ms >= at) {
+            self.retry_at = None;
+            self.attempts += 1;
+            self.last_heard_ms = now_ms;
+            let accepted_epoch = self.state.accepted_epoch;
+            return self.send(ZabMessage::FollowerInfo { accepted_epoch });
         }
         if now_ms.saturating_sub(self.last_heard_ms) > self.silence_limit_ms() {
             self.abandon("the leader went silent".into());
@@ -183,11 +200,20 @@ impl Follower {
 
     /// When `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
-        (self.phase != Phase::Done).then(|| self.last_heard_ms + self.silence_limit_ms() + 1)
+        if self.phase == Phase::Done {
+            return None;
+        }
+        let silence = self.last_heard_ms + self.silence_limit_ms() + 1;
+        Some(self.retry_at.map_or(silence, |at| at.min(silence)))
     }
 
-    /// The link to the leader broke.
-    pub fn leader_disconnected(&mut self) {
+    /// The link to the leader broke. Before the leader answered at all it
+    /// may simply not lead yet: try again a few times, a tick apart.
+    pub fn leader_disconnected(&mut self, now_ms: u64) {
+        if self.phase == Phase::AwaitingLeaderInfo && self.attempts < MAX_CONNECT_ATTEMPTS {
+            self.retry_at = Some(now_ms + self.timing.tick_ms);
+            return;
+        }
         if self.phase != Phase::Done {
             self.abandon("lost the connection to the leader".into());
         }
@@ -243,6 +269,7 @@ impl Follower {
             return self.send(ZabMessage::AckEpoch {
                 current_epoch: None,
                 last_zxid: self.last_logged,
+                log_base: self.state.log_base,
             });
         }
         self.phase = Phase::PersistingAcceptedEpoch(epoch);
@@ -274,6 +301,7 @@ impl Follower {
         self.commands
             .push_back(ZabCommand::LoadSnapshot { zxid, image });
         self.state.history.reset(zxid);
+        self.state.log_base = zxid;
         self.pending.clear();
         self.last_logged = zxid;
         self.durable = zxid;

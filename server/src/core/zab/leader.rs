@@ -120,7 +120,8 @@ impl Leader {
             ZabMessage::AckEpoch {
                 current_epoch,
                 last_zxid,
-            } => self.ack_epoch(from, current_epoch, last_zxid),
+                log_base,
+            } => self.ack_epoch(from, current_epoch, last_zxid, log_base),
             ZabMessage::Ack { zxid } => self.ack(from, zxid),
             ZabMessage::Ping { .. } => {}
             other => {
@@ -355,7 +356,13 @@ impl Leader {
             )));
     }
 
-    fn ack_epoch(&mut self, from: ServerId, current_epoch: Option<Epoch>, last_zxid: Zxid) {
+    fn ack_epoch(
+        &mut self,
+        from: ServerId,
+        current_epoch: Option<Epoch>,
+        last_zxid: Zxid,
+        log_base: Zxid,
+    ) {
         let Some(h) = self.learners.get_mut(&from) else {
             return;
         };
@@ -372,6 +379,7 @@ impl Leader {
             }
         }
         h.summary = Some((current_epoch, last_zxid));
+        h.log_base = log_base;
         h.phase = HandlerPhase::AwaitingSync;
         match self.phase {
             Phase::Synchronizing | Phase::Broadcast => self.sync(from),
@@ -415,7 +423,12 @@ impl Leader {
         else {
             return;
         };
-        let plan = self.state.history.plan_sync(peer_last);
+        let log_base = self.learners.get(&sid).map_or(Zxid::ZERO, |h| h.log_base);
+        let plan = match self.state.history.plan_sync(peer_last) {
+            // Its log cannot be cut below its snapshot: replace everything.
+            SyncPlan::TruncThenDiff { to } if to < log_base => SyncPlan::Snap,
+            plan => plan,
+        };
         let after = match plan {
             SyncPlan::Diff { after } => {
                 self.send(sid, ZabMessage::Diff { zxid: after });

@@ -28,6 +28,8 @@ pub struct LearnerHandler {
     /// Its currentEpoch from ACKEPOCH (None: it had already accepted the
     /// epoch, ZooKeeper's -1), and its last logged zxid.
     pub summary: Option<(Option<Epoch>, Zxid)>,
+    /// Its log starts after this zxid: it cannot be truncated below.
+    pub log_base: Zxid,
     /// The last zxid sent before NEWLEADER: acknowledging NEWLEADER
     /// acknowledges every proposal up to here.
     pub sync_point: Zxid,
@@ -45,6 +47,7 @@ impl LearnerHandler {
             phase: HandlerPhase::Discovery,
             accepted_epoch,
             summary: None,
+            log_base: Zxid::ZERO,
             sync_point: Zxid::ZERO,
             acked: Zxid::ZERO,
             last_heard_ms: now_ms,

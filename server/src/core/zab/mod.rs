@@ -47,10 +47,14 @@ pub enum ZabMessage {
     /// LEADERINFO: the epoch the leader proposes.
     LeaderInfo { epoch: Epoch },
     /// ACKEPOCH: the follower's currentEpoch (None if it had already
-    /// accepted this epoch, ZooKeeper's -1) and its last logged zxid.
+    /// accepted this epoch, ZooKeeper's -1), its last logged zxid, and the
+    /// point its log starts after (its snapshot): it cannot be truncated
+    /// below that, so the leader sends a SNAP instead. ZooKeeper lacks this
+    /// and can TRUNC into a dirty snapshot (ZOOKEEPER-1549).
     AckEpoch {
         current_epoch: Option<Epoch>,
         last_zxid: Zxid,
+        log_base: Zxid,
     },
     /// DIFF: the follower's log is a prefix of the leader's.
     Diff { zxid: Zxid },
@@ -139,6 +143,8 @@ pub struct DurableState {
     pub accepted_epoch: Epoch,
     pub current_epoch: Epoch,
     pub history: History,
+    /// The log starts after this zxid (a snapshot covers what came before).
+    pub log_base: Zxid,
 }
 
 /// The voting members and the majority rule (`QuorumMaj`).

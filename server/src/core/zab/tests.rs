@@ -22,6 +22,7 @@ fn state(accepted: Epoch, current: Epoch, zxids: &[Zxid]) -> DurableState {
         accepted_epoch: accepted,
         current_epoch: current,
         history,
+        log_base: Zxid::ZERO,
     }
 }
 
@@ -76,6 +77,7 @@ fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
         ZabMessage::AckEpoch {
             current_epoch: Some(1),
             last_zxid: z(1),
+            log_base: Zxid::ZERO,
         },
     );
     assert_eq!(
@@ -139,7 +141,8 @@ fn a_follower_acks_newleader_only_after_its_log_and_then_its_epoch_are_durable()
             3,
             ZabMessage::AckEpoch {
                 current_epoch: Some(1),
-                last_zxid: z(1)
+                last_zxid: z(1),
+                log_base: Zxid::ZERO,
             }
         )]
     );
@@ -213,6 +216,7 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
             ZabMessage::AckEpoch {
                 current_epoch: Some(0),
                 last_zxid: Zxid::ZERO,
+                log_base: Zxid::ZERO,
             },
         );
     }
