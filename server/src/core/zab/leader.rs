@@ -201,18 +201,9 @@ impl Leader {
         }
         // Only followers whose sync is under way hear pings (as in ZooKeeper),
         // so one stuck earlier times out and connects again.
-        let ping = ZabMessage::Ping {
+        self.send_to_forwarding(ZabMessage::Ping {
             zxid: self.last_proposed,
-        };
-        let peers: Vec<ServerId> = self
-            .learners
-            .values()
-            .filter(|h| h.is_forwarding())
-            .map(|h| h.sid)
-            .collect();
-        for sid in peers {
-            self.send(sid, ping.clone());
-        }
+        });
     }
 
     /// When `handle_timeout` next has work.
@@ -258,21 +249,7 @@ impl Leader {
                 zxid,
                 txn: txn.clone(),
             }));
-        let forwarding: Vec<ServerId> = self
-            .learners
-            .values()
-            .filter(|h| h.is_forwarding())
-            .map(|h| h.sid)
-            .collect();
-        for sid in forwarding {
-            self.send(
-                sid,
-                ZabMessage::Proposal {
-                    zxid,
-                    txn: txn.clone(),
-                },
-            );
-        }
+        self.send_to_forwarding(ZabMessage::Proposal { zxid, txn });
     }
 
     /// Commands produced so far, in order.
@@ -543,18 +520,22 @@ impl Leader {
             self.commands.push_back(ZabCommand::Deliver { zxid, txn });
         }
         if self.last_committed > before {
-            let commit = ZabMessage::Commit {
+            self.send_to_forwarding(ZabMessage::Commit {
                 zxid: self.last_committed,
-            };
-            let forwarding: Vec<ServerId> = self
-                .learners
-                .values()
-                .filter(|h| h.is_forwarding())
-                .map(|h| h.sid)
-                .collect();
-            for sid in forwarding {
-                self.send(sid, commit.clone());
-            }
+            });
+        }
+    }
+
+    /// Sends to every follower whose sync is under way or done.
+    fn send_to_forwarding(&mut self, message: ZabMessage) {
+        let forwarding: Vec<ServerId> = self
+            .learners
+            .values()
+            .filter(|h| h.is_forwarding())
+            .map(|h| h.sid)
+            .collect();
+        for sid in forwarding {
+            self.send(sid, message.clone());
         }
     }
 
