@@ -1,0 +1,327 @@
+//! The storage worker: a dedicated thread that carries out storage jobs
+//! **strictly in the order they are submitted**, appending txns with group
+//! commit (one fsync covers every append queued while the previous one ran)
+//! and reporting what became durable to the node loop.
+//!
+//! Ordering rule: before any job that is not an append (an epoch write, a
+//! truncation, a snapshot install, a barrier, a local snapshot), the appends
+//! queued before it are synced and reported `Persisted`. So
+//! `[Persist.., SetCurrentEpoch(e), Barrier(t)]` makes the txns durable, then
+//! currentEpoch, then reports `Reached(t)`: currentEpoch is durable after the
+//! synced history and before the follower's ACK of NEWLEADER. Consecutive
+//! appends still share one fsync.
+//!
+//! Local snapshots (`StorageJob::Snapshot`, taken every snapCount txns) are
+//! saved by a helper thread, so writing a large image never delays the log's
+//! fsyncs (and a follower's ACKs). At most one waits behind the one being
+//! saved; more are skipped, as ZooKeeper skips a snapshot while one is in
+//! progress. A truncation or snapshot install first waits for the helper to
+//! finish, so no local snapshot can land after (and past) a TRUNC. Barriers do
+//! not wait for local snapshots: the log already holds what they contain.
+//! (On sled the epochs share the snapshots' database, so an epoch write may
+//! wait for a background snapshot's flush; the log's fsyncs never do.)
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+use zkd_protocol::Zxid;
+use zkd_storage::{StorageError, Store, Txn};
+
+/// Work for the storage thread, carried out in submission order.
+#[derive(Debug)]
+pub enum StorageJob {
+    /// Append and make durable; reported as `Persisted` once synced.
+    Persist(Txn),
+    /// Store a local snapshot (in the background), then purge old snapshots
+    /// and the log they cover. Every txn it includes was submitted before it.
+    Snapshot { zxid: Zxid, image: bytes::Bytes },
+    /// TRUNC: delete snapshots past `zxid`, then cut the log after it
+    /// (`zkd_storage::store::truncate_history`). Durable before any later
+    /// job runs. A cut the store cannot rebuild from fails the node.
+    Truncate(Zxid),
+    /// Records acceptedEpoch, durably, after every job before it.
+    SetAcceptedEpoch(u32),
+    /// Records currentEpoch, durably, after every job before it.
+    SetCurrentEpoch(u32),
+    /// A follower's SNAP: the history becomes this image, as of `zxid`
+    /// (`zkd_storage::store::install_snapshot`). Durable before any later job runs.
+    InstallSnapshot { zxid: Zxid, image: bytes::Bytes },
+    /// Reports `Reached(token)` once every job before it is durable (local
+    /// snapshots excepted, see the module doc).
+    Barrier(u64),
+}
+
+/// What the storage thread reports.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StorageReport {
+    /// Every appended txn up to this zxid is durable.
+    Persisted(Zxid),
+    /// Every job before `Barrier(token)` is durable.
+    Reached(u64),
+    /// Storage failed: the node must stop.
+    Failed(String),
+}
+
+/// Largest number of jobs taken from the queue at once; with one fsync per
+/// run of appends, this bounds a batch as ZooKeeper's maxBatchSize does.
+const MAX_BATCH: usize = 1000;
+
+/// Log entries removed per step after a snapshot, so purging never holds up
+/// the fsync that waiting clients need.
+const PURGE_STEP: i64 = 256;
+
+/// How often the worker looks at a purge or a background snapshot in progress.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Runs until the job channel closes or storage fails.
+pub fn run<S: Store>(
+    storage: S,
+    retain: usize,
+    jobs: Receiver<StorageJob>,
+    reports: UnboundedSender<StorageReport>,
+) {
+    let snapshots = match Snapshotter::start(storage.clone(), retain) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = reports.send(StorageReport::Failed(format!(
+                "cannot start the snapshot thread: {e}"
+            )));
+            std::mem::forget(storage);
+            return;
+        }
+    };
+    let mut worker = Worker {
+        storage,
+        purge: None,
+        unsynced: None,
+        snapshots,
+        reports,
+    };
+    if let Err(e) = worker.serve(jobs) {
+        // Nothing more is acknowledged. The store is not dropped: after an
+        // I/O error sled's destructor flushes again and panics. The snapshot
+        // thread ends after its current image; its clone is not the last.
+        let _ = worker.reports.send(StorageReport::Failed(e.to_string()));
+        worker.snapshots.jobs = None;
+        std::mem::forget(worker);
+    }
+}
+
+/// The storage thread's state.
+struct Worker<S> {
+    storage: S,
+    /// Log purge in progress: everything through this zxid may go.
+    purge: Option<Zxid>,
+    /// The last zxid appended and not yet synced.
+    unsynced: Option<Zxid>,
+    snapshots: Snapshotter,
+    reports: UnboundedSender<StorageReport>,
+}
+
+impl<S: Store> Worker<S> {
+    /// Processes jobs until the channel closes (Ok) or storage fails.
+    fn serve(&mut self, jobs: Receiver<StorageJob>) -> Result<(), StorageError> {
+        loop {
+            if let Some(goal) = self.snapshots.collect(false)? {
+                self.purge = self.purge.max(Some(goal));
+            }
+            // With a purge or a snapshot pending, wake up now and then for it.
+            let first = if self.purge.is_some() || self.snapshots.in_flight > 0 {
+                match jobs.recv_timeout(POLL) {
+                    Ok(job) => Some(job),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match jobs.recv() {
+                    Ok(job) => Some(job),
+                    Err(_) => break,
+                }
+            };
+            if let Some(first) = first {
+                self.execute(first)?;
+                for _ in 1..MAX_BATCH {
+                    match jobs.try_recv() {
+                        Ok(job) => self.execute(job)?,
+                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                    }
+                }
+                self.sync_appends()?;
+            }
+            self.purge_step()?;
+        }
+        // The channel closed: finish what was queued, background snapshots too.
+        self.sync_appends()?;
+        self.snapshots.collect(true)?;
+        self.snapshots.stop();
+        Ok(())
+    }
+
+    /// Carries out one job, in order: appends are only written (the sync
+    /// comes at the next non-append job or the end of the batch); any other
+    /// job first syncs the appends before it.
+    fn execute(&mut self, job: StorageJob) -> Result<(), StorageError> {
+        if let StorageJob::Persist(txn) = job {
+            self.storage.append(txn.zxid(), txn.to_bytes())?;
+            self.unsynced = Some(txn.zxid());
+            return Ok(());
+        }
+        self.sync_appends()?;
+        match job {
+            StorageJob::Persist(_) => unreachable!("handled above"),
+            StorageJob::Snapshot { zxid, image } => self.snapshots.submit(zxid, image),
+            StorageJob::Truncate(zxid) => {
+                self.settle_snapshots()?;
+                zkd_storage::store::truncate_history(&mut self.storage, zxid)?;
+                tracing::info!(%zxid, "log truncated");
+            }
+            StorageJob::InstallSnapshot { zxid, image } => {
+                self.settle_snapshots()?;
+                zkd_storage::store::install_snapshot(&mut self.storage, zxid, image)?;
+                tracing::info!(%zxid, "snapshot from the leader installed");
+            }
+            StorageJob::SetAcceptedEpoch(epoch) => self.storage.set_accepted_epoch(epoch)?,
+            StorageJob::SetCurrentEpoch(epoch) => self.storage.set_current_epoch(epoch)?,
+            StorageJob::Barrier(token) => self.report(StorageReport::Reached(token)),
+        }
+        Ok(())
+    }
+
+    /// One fsync for every append since the last, then `Persisted`.
+    fn sync_appends(&mut self) -> Result<(), StorageError> {
+        if let Some(zxid) = self.unsynced.take() {
+            self.storage.sync()?;
+            self.report(StorageReport::Persisted(zxid));
+        }
+        Ok(())
+    }
+
+    /// Waits for background snapshots, and drops the log purge: the history
+    /// is about to change under both.
+    fn settle_snapshots(&mut self) -> Result<(), StorageError> {
+        self.snapshots.collect(true)?;
+        self.purge = None;
+        Ok(())
+    }
+
+    fn report(&self, report: StorageReport) {
+        // A closed channel means the node loop is gone; the jobs end soon too.
+        let _ = self.reports.send(report);
+    }
+
+    fn purge_step(&mut self) -> Result<(), StorageError> {
+        let Some(goal) = self.purge else {
+            return Ok(());
+        };
+        let Some(first) = self.storage.first_zxid()? else {
+            self.purge = None;
+            return Ok(());
+        };
+        // Counters are dense within an epoch, so this removes about PURGE_STEP entries.
+        let step = Zxid(goal.0.min(first.0.saturating_add(PURGE_STEP)));
+        self.storage.purge_through(step)?;
+        self.purge = (step < goal).then_some(goal);
+        Ok(())
+    }
+}
+
+/// Outcome of one background snapshot: the oldest snapshot kept (the log
+/// may be purged through it).
+type Saved = Result<Option<Zxid>, StorageError>;
+
+/// The background thread that saves local snapshots.
+struct Snapshotter {
+    jobs: Option<SyncSender<(Zxid, bytes::Bytes)>>,
+    done: Receiver<Saved>,
+    /// Snapshots handed over and not yet reported done.
+    in_flight: usize,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Snapshotter {
+    fn start<S: Store>(storage: S, retain: usize) -> std::io::Result<Snapshotter> {
+        // One image waits while another is saved; beyond that they are skipped.
+        let (jobs, todo) = mpsc::sync_channel(1);
+        let (report, done) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("zkd-snapshot".into())
+            .spawn(move || save_snapshots(storage, retain, todo, report))?;
+        Ok(Snapshotter {
+            jobs: Some(jobs),
+            done,
+            in_flight: 0,
+            thread: Some(thread),
+        })
+    }
+
+    fn submit(&mut self, zxid: Zxid, image: bytes::Bytes) {
+        let Some(jobs) = &self.jobs else { return };
+        match jobs.try_send((zxid, image)) {
+            Ok(()) => self.in_flight += 1,
+            Err(mpsc::TrySendError::Full(_)) => {
+                tracing::warn!(%zxid, "too busy to snapshot, skipping");
+            }
+            // The thread stopped after a failure, which `collect` reports.
+            Err(mpsc::TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Results of finished snapshots (all of them, waiting, if `wait`): the
+    /// highest log purge goal they set. Fails if a save failed.
+    fn collect(&mut self, wait: bool) -> Result<Option<Zxid>, StorageError> {
+        let mut goal = None;
+        while self.in_flight > 0 {
+            let saved = if wait {
+                self.done.recv().ok()
+            } else {
+                match self.done.try_recv() {
+                    Ok(saved) => Some(saved),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => None,
+                }
+            };
+            let Some(saved) = saved else {
+                return Err(StorageError::Db("the snapshot thread stopped".into()));
+            };
+            self.in_flight -= 1;
+            goal = goal.max(saved?);
+        }
+        Ok(goal)
+    }
+
+    /// Ends the thread once it is idle.
+    fn stop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The snapshot thread: saves each image, applies retention, reports.
+fn save_snapshots<S: Store>(
+    mut storage: S,
+    retain: usize,
+    todo: Receiver<(Zxid, bytes::Bytes)>,
+    done: mpsc::Sender<Saved>,
+) {
+    for (zxid, image) in todo {
+        let saved = storage
+            .save_snapshot(zxid, image)
+            .and_then(|()| storage.purge_snapshots(retain));
+        let failed = saved.is_err();
+        if !failed {
+            tracing::info!(%zxid, "snapshot saved");
+        }
+        if done.send(saved).is_err() || failed {
+            if failed {
+                // As the worker: never drop a store after an I/O error.
+                std::mem::forget(storage);
+            }
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
