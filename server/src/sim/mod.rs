@@ -13,12 +13,14 @@
 
 pub mod checker;
 pub mod member;
+pub mod rng;
 pub mod scenario;
 
 use crate::core::election::ServerId;
 use crate::core::zab::{StorageOp, Timing, Voters};
 use checker::{Checker, Violation};
 use member::{Effect, Member, Wire};
+use rng::Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use zkd_protocol::Zxid;
 use zkd_storage::MemStorage;
@@ -34,18 +36,6 @@ pub struct Schedule {
     pub end_ms: u64,
     /// A script places the faults (see `scenario`): no random ones.
     pub scripted: bool,
-}
-
-/// xorshift64*: the one source of randomness of a run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-    }
 }
 
 /// No client writes during the last stretch of a run.
@@ -110,7 +100,7 @@ impl Sim {
         let mut sim = Sim {
             schedule,
             now: 0,
-            rng: Rng(schedule.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            rng: Rng::new(schedule.seed),
             voters: Voters(ids.clone()),
             timing,
             members: BTreeMap::new(),

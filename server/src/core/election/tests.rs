@@ -253,18 +253,8 @@ fn re_sends_back_off_to_the_maximum() {
 /// restarts.
 mod simulated {
     use super::*;
+    use crate::sim::rng::Rng;
     use std::collections::BTreeMap;
-
-    /// xorshift64*: every random choice of a run comes from its seed.
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-        }
-    }
 
     struct Net {
         rng: Rng,
@@ -331,9 +321,9 @@ mod simulated {
     }
 
     fn start(seed: u64, n: u64, drop_percent: u64) -> (Net, BTreeMap<ServerId, Vote>) {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut rng = Rng::new(seed);
         let mut net = Net {
-            rng: Rng(rng.below(u64::MAX) | 1),
+            rng: Rng::new(rng.below(u64::MAX)),
             members: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             seq: 0,
