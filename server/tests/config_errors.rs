@@ -23,6 +23,16 @@ fn write_cfg(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     cfg
 }
 
+/// `zkd serve --config cfg` with stderr captured.
+fn spawn_zkd(cfg: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_zkd"))
+        .args(["serve", "--config"])
+        .arg(cfg)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn invalid_value_is_an_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
@@ -44,12 +54,7 @@ fn invalid_value_is_an_error_naming_the_key() {
 fn unknown_keys_are_logged_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_cfg(dir.path(), "someFutureKey=1\n");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_zkd(&cfg);
     let mut stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
@@ -82,12 +87,7 @@ fn an_ensemble_config_is_refused_until_ensembles_exist() {
         dir.path(),
         "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\nserver.3=127.0.0.1:2890:3890\n",
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkd"))
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_zkd(&cfg);
     let deadline = Instant::now() + Duration::from_secs(5);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {

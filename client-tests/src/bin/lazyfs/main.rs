@@ -150,18 +150,9 @@ impl Filesystem for LazyFs {
             reply.error(Errno::EPERM);
             return;
         }
-        let ino = self.lock().add_child(
-            parent.0,
-            name,
-            Body::File {
-                data: Vec::new(),
-                dirty: None,
-                in_backing: false,
-            },
-            (mode & !umask) as u16,
-            req.uid(),
-            req.gid(),
-        );
+        let ino =
+            self.lock()
+                .create_file(parent.0, name, (mode & !umask) as u16, req.uid(), req.gid());
         self.entry(ino, reply);
     }
 
@@ -418,18 +409,8 @@ impl Filesystem for LazyFs {
         reply: ReplyCreate,
     ) {
         let mut state = self.lock();
-        let created = state.add_child(
-            parent.0,
-            name,
-            Body::File {
-                data: Vec::new(),
-                dirty: None,
-                in_backing: false,
-            },
-            (mode & !umask) as u16,
-            req.uid(),
-            req.gid(),
-        );
+        let created =
+            state.create_file(parent.0, name, (mode & !umask) as u16, req.uid(), req.gid());
         match created.and_then(|ino| Ok((ino, state.node_mut(ino)?))) {
             Ok((ino, node)) => {
                 node.open = 1;

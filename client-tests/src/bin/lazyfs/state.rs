@@ -269,6 +269,23 @@ impl State {
         depth
     }
 
+    /// A new empty file under `parent`, in the cache only (not yet durable).
+    pub(crate) fn create_file(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        perm: u16,
+        uid: u32,
+        gid: u32,
+    ) -> Res<u64> {
+        let body = Body::File {
+            data: Vec::new(),
+            dirty: None,
+            in_backing: false,
+        };
+        self.add_child(parent, name, body, perm, uid, gid)
+    }
+
     pub(crate) fn add_child(
         &mut self,
         parent: u64,
