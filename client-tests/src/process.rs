@@ -108,18 +108,33 @@ impl ZkdProcess {
 
     /// Starts a standalone server with `options`.
     pub fn start_with(options: ServerOptions) -> ZkdProcess {
+        ZkdProcess::start_configured(options, free_port(), "", None)
+    }
+
+    /// Starts a server on `port` whose zoo.cfg also holds `more` (an
+    /// ensemble's server.N lines), with `myid` written to its dataDir.
+    pub fn start_configured(
+        options: ServerOptions,
+        port: u16,
+        more: &str,
+        myid: Option<u64>,
+    ) -> ZkdProcess {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
         let config = dir.path().join("zoo.cfg");
+        let data = dir.path().join("data");
         let mut text = format!(
-            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n",
+            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n{more}",
             options.tick_time_ms,
-            dir.path().join("data").display()
+            data.display()
         );
         for (k, v) in &options.extra {
             text.push_str(&format!("{k}={v}\n"));
         }
         std::fs::write(&config, text).expect("write zoo.cfg");
+        if let Some(id) = myid {
+            std::fs::create_dir_all(&data).expect("data dir");
+            std::fs::write(data.join("myid"), format!("{id}\n")).expect("write myid");
+        }
         let mut p = ZkdProcess {
             child: None,
             port,

@@ -182,6 +182,19 @@ impl Config {
         if self.container_check_interval_ms == 0 {
             return Err(err("znode.container.checkIntervalMs", "must be positive"));
         }
+        if self.is_quorum() && self.my_id.is_none() {
+            return Err(err(
+                "myid",
+                format!(
+                    "missing: an ensemble member needs {}/myid",
+                    self.data_dir.display()
+                ),
+            ));
+        }
+        if self.is_quorum() && self.my_id.is_some_and(|id| id == 0 || id > 255) {
+            // Session ids carry the member's id in their top byte.
+            return Err(err("myid", "must be between 1 and 255"));
+        }
         if let Some(id) = self.my_id {
             if !self.servers.is_empty() && !self.servers.contains_key(&id) {
                 return Err(err("myid", format!("{id} has no server.{id} line")));

@@ -36,6 +36,8 @@ enum Commands {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Run a local ensemble of N members (N = 3 or 5), one `zkd serve` each, until Ctrl-C.
+    Ensemble(zkd_server::launcher::EnsembleArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,17 +76,9 @@ fn main() -> ExitCode {
                 }
                 cfg.data_dir = dir;
             }
-            if cfg.is_quorum() {
-                // Three unrelated writable servers would look like an ensemble and lose data.
-                tracing::error!(
-                    "invalid configuration key server.N: this zkd runs standalone only; \
-                     replicated ensembles are not supported yet (remove the server.N lines, \
-                     or keep one with standaloneEnabled=true)"
-                );
-                return ExitCode::from(2);
-            }
             run(cfg)
         }
+        Commands::Ensemble(args) => zkd_server::launcher::run(&args),
     }
 }
 
@@ -119,7 +113,12 @@ fn run(config: Config) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        tracing::info!(address = %host, port = config.client_port, "serving clients (standalone)");
+        let mode = if config.is_quorum() {
+            "ensemble member"
+        } else {
+            "standalone"
+        };
+        tracing::info!(address = %host, port = config.client_port, mode, "client port open");
         let shutdown = async {
             // SIGINT or SIGTERM: stop taking requests; the storage thread finishes its batch.
             let mut term =

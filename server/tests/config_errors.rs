@@ -78,16 +78,8 @@ fn unknown_keys_are_logged_not_fatal() {
     );
 }
 
-#[test]
-fn an_ensemble_config_is_refused_until_ensembles_exist() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("data")).unwrap();
-    std::fs::write(dir.path().join("data").join("myid"), "1").unwrap();
-    let cfg = write_cfg(
-        dir.path(),
-        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\nserver.3=127.0.0.1:2890:3890\n",
-    );
-    let mut child = spawn_zkd(&cfg);
+/// Waits (bounded) for `child` to exit; its stderr and exit code.
+fn wait_exit(mut child: std::process::Child) -> (Option<i32>, String) {
     let deadline = Instant::now() + Duration::from_secs(5);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -107,10 +99,28 @@ fn an_ensemble_config_is_refused_until_ensembles_exist() {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(2),
-        "three server.N lines must not start a standalone server: {stderr}"
-    );
-    assert!(stderr.contains("server.N"), "{stderr}");
+    (status.and_then(|s| s.code()), stderr)
+}
+
+const THREE_MEMBERS: &str =
+    "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\nserver.3=127.0.0.1:2890:3890\n";
+
+#[test]
+fn an_ensemble_member_without_myid_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_cfg(dir.path(), THREE_MEMBERS);
+    let (code, stderr) = wait_exit(spawn_zkd(&cfg));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("myid"), "{stderr}");
+}
+
+#[test]
+fn a_myid_without_its_server_line_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data").join("myid"), "7").unwrap();
+    let cfg = write_cfg(dir.path(), THREE_MEMBERS);
+    let (code, stderr) = wait_exit(spawn_zkd(&cfg));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("server.7"), "{stderr}");
 }

@@ -271,6 +271,13 @@ pub struct AckEpoch {
     /// The learner's last logged zxid (packet zxid).
     #[prost(int64, tag = "2")]
     pub last_logged_zxid: i64,
+    /// The zxid the learner's log starts after (its latest snapshot's): the leader must
+    /// not TRUNC it below this and sends SNAP instead. Not in ZooKeeper's packet, which
+    /// carries only the other two fields, and whose leader can therefore TRUNC a learner
+    /// into a state its snapshot already went past (ZOOKEEPER-1549); a jute codec drops
+    /// it on write and, on read, fills 0 (no snapshot ahead of the log).
+    #[prost(int64, tag = "3")]
+    pub log_base: i64,
 }
 
 /// UPTODATE (12), leader → learner: a quorum acked NEWLEADER; start serving clients.

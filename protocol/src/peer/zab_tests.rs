@@ -162,6 +162,7 @@ pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
             AckEpoch {
                 current_epoch: 1,
                 last_logged_zxid: Zxid::new(1, 8).0,
+                log_base: Zxid::new(1, 3).0,
             }
             .into(),
             18,
@@ -171,6 +172,7 @@ pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
             AckEpoch {
                 current_epoch: ACK_EPOCH_ALREADY_ACCEPTED,
                 last_logged_zxid: 0,
+                log_base: 0,
             }
             .into(),
             18,

@@ -38,6 +38,21 @@ impl AuthIds {
         &self.ids
     }
 
+    /// The identities in the order they were added, as a follower forwards them.
+    pub fn added(&self) -> &[Id] {
+        &self.added
+    }
+
+    /// The identities a follower forwarded, added in their order, so the
+    /// leader checks ACLs (and expands `auth`) exactly as the follower would.
+    pub fn from_added(ids: impl IntoIterator<Item = Id>) -> AuthIds {
+        let mut auth = AuthIds::default();
+        for id in ids {
+            auth.add(id);
+        }
+        auth
+    }
+
     /// Adds an identity; false if the connection already holds too many.
     fn add(&mut self, id: Id) -> bool {
         if self.added.contains(&id) {

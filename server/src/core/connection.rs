@@ -37,9 +37,14 @@ pub enum Queued {
         request: ClientRequest,
         received_ms: u64,
     },
-    /// A write whose reply is known once its txn is applied.
+    /// A write (or an ensemble's sync) whose reply is known once its txn
+    /// is applied; the txn is matched by the session and this xid, since a
+    /// follower learns the zxid only from the leader.
     Write {
-        zxid: Zxid,
+        xid: i32,
+        op: zkd_protocol::OpCode,
+        /// A sync's path, echoed in its reply.
+        sync_path: Option<String>,
         reply: Option<Bytes>,
         received_ms: u64,
     },

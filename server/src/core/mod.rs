@@ -17,6 +17,7 @@ pub mod election;
 pub mod java_order;
 mod node;
 mod node_apply;
+mod node_member;
 mod node_request;
 pub mod pipeline;
 pub mod reply;
@@ -27,7 +28,7 @@ pub mod watch;
 pub mod zab;
 
 pub use node::Node;
-pub use types::{Command, ConnId, CoreConfig, Event, Now};
+pub use types::{Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@ use super::connection::{Conn, ConnState};
 use super::pipeline::pending::PendingChanges;
 use super::session::{session_password, SessionId, SessionTable};
 use super::stats::ServerStats;
-use super::types::{Command, ConnId, CoreConfig, Event, Now};
+use super::types::{Command, ConnId, CoreConfig, Event, Mode, Now};
 use super::watch::WatchRegistry;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
@@ -22,17 +22,15 @@ const SNAPSHOT_STEP_INTERVAL_MS: u64 = 4;
 #[derive(Clone, Debug)]
 pub(super) enum Origin {
     /// A client request on `conn`.
-    Client {
-        conn: ConnId,
-        xid: i32,
-        op: zkd_protocol::OpCode,
-    },
+    Client { conn: ConnId, xid: i32 },
     /// A new session for the connection that asked for it.
     CreateSession { conn: ConnId, timeout_ms: i32 },
     /// The session table expired a session.
     Expiry,
     /// The container manager removing an empty container or expired TTL node.
     ContainerSweep,
+    /// A request a follower forwarded: the follower answers its client.
+    Forwarded,
 }
 
 /// A txn handed to storage and not yet applied.
@@ -64,6 +62,13 @@ pub struct Node {
     pub(super) snapshot: Option<(SnapshotCursor, u64)>,
     /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
     pub(super) reattaching: std::collections::BTreeSet<ConnId>,
+    /// What the member does with requests (its Zab role).
+    pub(super) mode: Mode,
+    /// Follower: sessions being created for local connections, by the id
+    /// this member chose (ZooKeeper's learners allocate session ids).
+    pub(super) creating: BTreeMap<SessionId, ConnId>,
+    /// Follower: sessions touched since the last PING, with their timeouts.
+    pub(super) touched: BTreeMap<SessionId, i32>,
 }
 
 impl Node {
@@ -92,6 +97,9 @@ impl Node {
             stats: ServerStats::default(),
             snapshot: None,
             reattaching: std::collections::BTreeSet::new(),
+            mode: Mode::Standalone,
+            creating: BTreeMap::new(),
+            touched: BTreeMap::new(),
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node
@@ -154,6 +162,9 @@ impl Node {
             Event::Request { conn, frame } => self.request_frame(now, conn, frame),
             Event::Disconnected { conn } => self.forget_connection(conn),
             Event::Persisted { zxid } => self.persisted(now, zxid),
+            Event::Committed { txn } => self.committed(now, txn),
+            Event::Forwarded(request) => self.forwarded(now, request),
+            Event::Touched(touches) => self.touched_remotely(now, &touches),
         }
     }
 
@@ -164,18 +175,26 @@ impl Node {
 
     /// The monotonic time at which `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let mut due = self.next_container_check_ms;
-        if let Some(expiry) = self.sessions.next_expiry_ms() {
-            due = due.min(expiry);
+        let mut due = u64::MAX;
+        if self.proposes() {
+            due = self.next_container_check_ms;
+            if let Some(expiry) = self.sessions.next_expiry_ms() {
+                due = due.min(expiry);
+            }
         }
         if let Some((_, step)) = &self.snapshot {
             due = due.min(*step);
         }
-        Some(due)
+        (due != u64::MAX).then_some(due)
     }
 
-    /// Expires sessions and sweeps containers whose time has come.
+    /// Expires sessions and sweeps containers whose time has come (only
+    /// where writes start: standalone or leading).
     pub fn handle_timeout(&mut self, now: Now) {
+        if !self.proposes() {
+            self.step_snapshot(now);
+            return;
+        }
         for session in self.sessions.expire(now.mono_ms) {
             tracing::info!(%session, "session expired");
             self.start_close_session(now, session, Origin::Expiry);
@@ -245,6 +264,10 @@ impl Node {
             return self.close(conn);
         }
         c.read_only_flag = request.read_only;
+        if self.mode == Mode::NotServing {
+            // As ZooKeeper while it elects or syncs: no session is served.
+            return self.close(conn);
+        }
         // A client that has seen a later zxid must not go back in time here.
         if request.last_zxid_seen > self.tree.last_zxid().0 {
             tracing::info!(conn = conn.0, "refusing client with a newer zxid than ours");
@@ -255,6 +278,9 @@ impl Node {
             let session = self.sessions.next_session_id();
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.state = ConnState::CreatingSession(session);
+            }
+            if self.mode == Mode::Following {
+                return self.forward_create_session(conn, session, timeout_ms);
             }
             let body =
                 zkd_storage::TxnBody::CreateSession(zkd_protocol::records::CreateSessionTxn {
@@ -438,9 +464,20 @@ impl Node {
         }
     }
 
+    /// Syncs waiting for their quorum round (the leader's `zk_pending_syncs`).
+    pub fn pending_syncs(&self) -> usize {
+        let sync = super::node_request::sync_txn();
+        self.in_flight.iter().filter(|f| f.txn.body == sync).count()
+    }
+
     /// Number of requests waiting for their txn to be applied.
     pub fn outstanding(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// What the member does with client requests.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// The configuration the core runs with.

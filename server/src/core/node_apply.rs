@@ -8,22 +8,63 @@ use super::pipeline::outcome::write_reply;
 use super::reply;
 use super::session::SessionId;
 use super::types::{ConnId, Now};
+use zkd_protocol::records::SyncResponse;
 use zkd_protocol::{OpCode, Perms, Zxid};
-use zkd_storage::{TxnOutcome, WatchTrigger};
+use zkd_storage::{Txn, TxnBody, TxnOutcome, WatchTrigger};
 
 impl Node {
-    /// Storage reports every txn up to `zxid` durable: apply them in order.
+    /// Standalone: storage reports every txn up to `zxid` durable, so
+    /// committed: apply them in order.
     pub(super) fn persisted(&mut self, now: Now, zxid: Zxid) {
         while self.in_flight.front().is_some_and(|f| f.txn.zxid() <= zxid) {
             let Some(InFlight { txn, origin }) = self.in_flight.pop_front() else {
                 break;
             };
-            let (outcome, triggers) = self.tree.apply(&txn);
-            self.pending.applied(txn.zxid());
-            self.fire(txn.zxid(), &triggers);
-            self.deliver(now, &txn, origin, &outcome);
-            self.count_txn_for_snapshot(now);
-            self.finish_reattaches(now, txn.zxid());
+            self.apply_committed(now, txn, Some(origin));
+        }
+    }
+
+    /// Ensemble: the next committed txn. The leader started the ones at the
+    /// head of `in_flight`; any other came from the leader's proposals.
+    pub(super) fn committed(&mut self, now: Now, txn: Txn) {
+        let origin = match self.in_flight.front() {
+            Some(f) if f.txn.zxid() == txn.zxid() => self.in_flight.pop_front().map(|f| f.origin),
+            _ => None,
+        };
+        self.apply_committed(now, txn, origin);
+    }
+
+    /// Applies a committed txn: the tree changes, watches fire, then the
+    /// waiting client (if it is ours) gets its reply.
+    fn apply_committed(&mut self, now: Now, txn: Txn, origin: Option<Origin>) {
+        if txn.zxid() <= self.tree.last_zxid() {
+            // Already in the tree (a member catching up replays from its snapshot).
+            return;
+        }
+        let (outcome, triggers) = self.tree.apply(&txn);
+        self.pending.applied(txn.zxid());
+        self.fire(txn.zxid(), &triggers);
+        self.track_session(now, &txn);
+        match origin {
+            Some(origin) => self.deliver(now, &txn, origin, &outcome),
+            None => self.deliver_to_session(now, &txn, &outcome),
+        }
+        self.count_txn_for_snapshot(now);
+        self.finish_reattaches(now, txn.zxid());
+    }
+
+    /// Every member tracks every session: created and closed by txns.
+    fn track_session(&mut self, now: Now, txn: &Txn) {
+        let session = SessionId(txn.header.client_id);
+        match &txn.body {
+            TxnBody::CreateSession(create) if !self.sessions.contains(session) => {
+                self.sessions.add(session, create.time_out, now.mono_ms);
+                tracing::debug!(%session, timeout_ms = create.time_out, "session created");
+            }
+            TxnBody::CloseSession(_) => {
+                self.sessions.remove(session);
+            }
+            _ => {}
         }
     }
 
@@ -48,53 +89,84 @@ impl Node {
         }
     }
 
-    fn deliver(&mut self, now: Now, txn: &zkd_storage::Txn, origin: Origin, outcome: &TxnOutcome) {
+    fn deliver(&mut self, now: Now, txn: &Txn, origin: Origin, outcome: &TxnOutcome) {
         let session = SessionId(txn.header.client_id);
         match origin {
-            Origin::Client { conn, xid, op } => {
-                let frame = write_reply(xid, txn.header.zxid, op, &txn.body, outcome);
-                self.complete_write(now, conn, txn.zxid(), frame);
-                if op == OpCode::CloseSession {
-                    self.session_closed(session);
-                    if let Some(c) = self.conns.get_mut(&conn) {
-                        c.close_when_drained = true;
-                    }
-                    self.flush(now, conn);
-                }
-            }
+            Origin::Client { conn, xid, .. } => self.answer_write(now, conn, xid, txn, outcome),
             Origin::CreateSession { conn, timeout_ms } => {
-                self.sessions.add(session, timeout_ms, now.mono_ms);
-                tracing::debug!(%session, timeout_ms, "session created");
-                if self.conns.contains_key(&conn) {
-                    self.send_connect_response(conn, timeout_ms, session);
-                    self.establish(now, conn, session);
-                }
+                self.session_ready(now, conn, session, timeout_ms)
             }
             Origin::Expiry => {
-                if let Some(conn) = self.session_closed(session) {
+                if let Some(conn) = self.session_conn.remove(&session) {
                     self.close(conn);
                 }
             }
-            Origin::ContainerSweep => {}
+            Origin::ContainerSweep | Origin::Forwarded => {}
         }
     }
 
-    /// Forgets a closed session; returns its connection, if one is attached.
-    fn session_closed(&mut self, session: SessionId) -> Option<ConnId> {
-        self.sessions.remove(session);
-        self.session_conn.remove(&session)
+    /// A txn this member did not start: answer the local client whose
+    /// request it is, matched by session and xid (a follower's forwarded
+    /// requests), or close a connection whose session the leader closed.
+    fn deliver_to_session(&mut self, now: Now, txn: &Txn, outcome: &TxnOutcome) {
+        let session = SessionId(txn.header.client_id);
+        if let TxnBody::CreateSession(create) = &txn.body {
+            if let Some(conn) = self.creating.remove(&session) {
+                self.session_ready(now, conn, session, create.time_out);
+            }
+            return;
+        }
+        let Some(conn) = self.session_conn.get(&session).copied() else {
+            return;
+        };
+        let waiting = self.conns.get(&conn).is_some_and(|c| {
+            c.queue.iter().any(
+                |q| matches!(q, Queued::Write { xid, reply: None, .. } if *xid == txn.header.cxid),
+            )
+        });
+        if waiting {
+            self.answer_write(now, conn, txn.header.cxid, txn, outcome);
+        } else if matches!(txn.body, TxnBody::CloseSession(_)) {
+            // Expired by the leader while attached here.
+            self.session_conn.remove(&session);
+            self.close(conn);
+        }
     }
 
-    fn complete_write(&mut self, now: Now, conn: ConnId, zxid: Zxid, frame: bytes::Bytes) {
+    /// The session exists: answer the connection that asked for it.
+    fn session_ready(&mut self, now: Now, conn: ConnId, session: SessionId, timeout_ms: i32) {
+        if self.conns.contains_key(&conn) {
+            self.send_connect_response(conn, timeout_ms, session);
+            self.establish(now, conn, session);
+        }
+    }
+
+    /// Fills the connection's reply slot for `xid` and sends what is ready.
+    fn answer_write(&mut self, now: Now, conn: ConnId, xid: i32, txn: &Txn, outcome: &TxnOutcome) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         let slot = c.queue.iter_mut().find_map(|q| match q {
-            Queued::Write { zxid: z, reply, .. } if *z == zxid => Some(reply),
+            Queued::Write {
+                xid: x,
+                op,
+                sync_path,
+                reply: reply @ None,
+                ..
+            } if *x == xid => Some((reply, *op, sync_path.take())),
             _ => None,
         });
-        if let Some(reply) = slot {
-            *reply = Some(frame);
+        let Some((reply, op, sync_path)) = slot else {
+            return;
+        };
+        let zxid = txn.header.zxid;
+        *reply = Some(match sync_path {
+            Some(path) => reply::with_record(xid, zxid, &SyncResponse { path }),
+            None => write_reply(xid, zxid, op, &txn.body, outcome),
+        });
+        if op == OpCode::CloseSession {
+            self.session_conn.remove(&SessionId(txn.header.client_id));
+            c.close_when_drained = true;
         }
         self.flush(now, conn);
     }

@@ -7,7 +7,7 @@ use super::pipeline::prep::Prep;
 use super::pipeline::read::ReadCtx;
 use super::reply;
 use super::session::SessionId;
-use super::types::{Command, ConnId, Now};
+use super::types::{Command, ConnId, Mode, Now};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::records::{CreateRequest, ErrorTxn, TxnHeader};
@@ -40,6 +40,11 @@ impl Node {
         c.stats.received += 1;
         self.stats.packets_received += 1;
         self.sessions.touch(session, now.mono_ms);
+        if self.mode == Mode::Following {
+            if let Some(timeout) = self.sessions.timeout_ms(session) {
+                self.touched.insert(session, timeout);
+            }
+        }
         match ClientRequest::decode_frame(frame) {
             Ok((header, request)) => self.request(now, conn, session, header.xid, request),
             Err(RequestError::NoHeader) => self.close(conn),
@@ -101,6 +106,10 @@ impl Node {
                 self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented)
             }
             r if r.is_write() => self.start_write(now, conn, session, xid, r),
+            // In an ensemble a sync goes through the leader's quorum.
+            r @ ClientRequest::Sync(_) if self.mode != Mode::Standalone => {
+                self.start_write(now, conn, session, xid, r)
+            }
             r => self.enqueue(
                 conn,
                 Queued::Read {
@@ -132,32 +141,57 @@ impl Node {
         request: ClientRequest,
     ) {
         let op = request.op_code();
-        let zxid = self.last_assigned.next();
+        let sync_path = match &request {
+            ClientRequest::Sync(r) => Some(r.path.clone()),
+            _ => None,
+        };
+        self.enqueue(
+            conn,
+            Queued::Write {
+                xid,
+                op,
+                sync_path,
+                reply: None,
+                received_ms: now.mono_ms,
+            },
+        );
+        if let ClientRequest::CloseSession = request {
+            self.sessions.set_closing(session);
+        }
+        if self.mode == Mode::Following {
+            return self.forward(conn, session, xid, &request);
+        }
         // Borrow the identities out of the connection for the check, without a copy.
         let auth = self
             .conns
             .get_mut(&conn)
             .map(|c| std::mem::take(&mut c.auth))
             .unwrap_or_default();
-        let body = if let ClientRequest::CloseSession = request {
-            self.sessions.set_closing(session);
-            self.prepare(now, &auth, session.0, |prep| Ok(prep.close_session()))
-        } else {
-            self.prepare(now, &auth, session.0, |prep| prep_request(prep, &request))
-        };
+        let body = self.prepare_request(now, &auth, session, &request);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.auth = auth;
         }
-        let body = body.unwrap_or_else(|code| TxnBody::Error(ErrorTxn { err: code.code() }));
-        self.enqueue(
-            conn,
-            Queued::Write {
-                zxid,
-                reply: None,
-                received_ms: now.mono_ms,
-            },
-        );
-        self.start_txn(now, session.0, xid, body, Origin::Client { conn, xid, op });
+        self.start_txn(now, session.0, xid, body, Origin::Client { conn, xid });
+    }
+
+    /// The txn body of a write, or the error txn it fails with.
+    pub(super) fn prepare_request(
+        &mut self,
+        now: Now,
+        auth: &super::acl::AuthIds,
+        session: SessionId,
+        request: &ClientRequest,
+    ) -> TxnBody {
+        let body = match request {
+            ClientRequest::CloseSession => {
+                self.prepare(now, auth, session.0, |prep| Ok(prep.close_session()))
+            }
+            // An ensemble's sync is a quorum round of its own: a txn that
+            // changes nothing, answered once committed (ZOOKEEPER-1675).
+            ClientRequest::Sync(_) => Ok(sync_txn()),
+            _ => self.prepare(now, auth, session.0, |prep| prep_request(prep, request)),
+        };
+        body.unwrap_or_else(|code| TxnBody::Error(ErrorTxn { err: code.code() }))
     }
 
     /// Validates a write for the next zxid against the tree and the pending
@@ -309,6 +343,12 @@ impl Node {
         };
         ctx.execute(xid, request)
     }
+}
+
+/// The txn of an ensemble's sync: an ErrorTxn that reports no error and
+/// changes nothing but the zxid.
+pub(super) fn sync_txn() -> TxnBody {
+    TxnBody::Error(ErrorTxn { err: 0 })
 }
 
 /// Validates a write request into its txn body.

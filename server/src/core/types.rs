@@ -1,5 +1,6 @@
 //! What goes into the core (events) and what comes out (commands).
 
+pub use super::zab::{ForwardedRequest, SessionTouch};
 use bytes::Bytes;
 use zkd_protocol::records::ConnectRequest;
 use zkd_protocol::Zxid;
@@ -36,8 +37,14 @@ pub enum Event {
     Request { conn: ConnId, frame: Bytes },
     /// The connection closed (peer, error, or after a Close command).
     Disconnected { conn: ConnId },
-    /// Every txn up to `zxid` is durable.
+    /// Standalone: every txn up to `zxid` is durable, hence committed.
     Persisted { zxid: Zxid },
+    /// Ensemble: the next committed txn, in zxid order, whoever proposed it.
+    Committed { txn: Txn },
+    /// Leader: a client request a follower forwarded.
+    Forwarded(ForwardedRequest),
+    /// Leader: sessions a follower's clients touched (from its PING).
+    Touched(Vec<SessionTouch>),
 }
 
 /// Something the runtime must do, drained from [`crate::core::Node::drain_commands`].
@@ -49,10 +56,38 @@ pub enum Command {
     Send { conn: ConnId, frame: Bytes },
     /// Close a connection after the frames sent before this command.
     Close { conn: ConnId },
-    /// Append the txn to the log and fsync it; report `Persisted` afterwards.
+    /// Standalone: append the txn to the log and fsync it, then report
+    /// `Persisted`. Leader: propose it; `Committed` reports it back.
     Persist { txn: Txn },
+    /// Follower: forward a client's write (or sync) to the leader.
+    Forward(ForwardedRequest),
     /// Store a snapshot of the tree as of `zxid`, then purge old snapshots and logs.
     Snapshot { zxid: Zxid, image: Bytes },
+}
+
+/// What the member does with client requests, set by its Zab role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One node whose own fsync is its quorum.
+    Standalone,
+    /// The established leader of an ensemble: writes are proposed here.
+    Leading,
+    /// A follower that is up to date: writes go to the leader.
+    Following,
+    /// Electing or syncing: no client is served (read-only mode is for later).
+    NotServing,
+}
+
+impl Mode {
+    /// The name `srvr` and `mntr` report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Standalone => "standalone",
+            Mode::Leading => "leader",
+            Mode::Following => "follower",
+            Mode::NotServing => "looking",
+        }
+    }
 }
 
 /// Settings the core needs, already validated.

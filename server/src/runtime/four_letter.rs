@@ -3,7 +3,7 @@
 use super::clock::Clock;
 use crate::config::Config;
 use crate::core::connection::Conn;
-use crate::core::{ConnId, Node};
+use crate::core::{ConnId, Mode, Node};
 use std::fmt::Write;
 
 /// The ZooKeeper release whose client-visible behaviour zkd follows.
@@ -41,10 +41,15 @@ impl ServerInfo {
         }
     }
 
-    /// The reply to `word`, honouring the whitelist.
-    pub fn answer(&self, word: &str, node: &mut Node) -> String {
+    /// The reply to `word`, honouring the whitelist. `followers` is the
+    /// leader's (followers, synced followers).
+    pub fn answer(&self, word: &str, node: &mut Node, followers: Option<(usize, usize)>) -> String {
         if !self.config.four_letter_whitelist.allows(word) {
             return format!("{word} is not executed because it is not in the whitelist.\n");
+        }
+        if node.mode() == Mode::NotServing && !matches!(word, "ruok" | "conf" | "envi" | "dirs") {
+            // ZooKeeper's answer while it elects or syncs.
+            return "This ZooKeeper instance is not currently serving requests\n".into();
         }
         match word {
             "ruok" => "imok".into(),
@@ -54,7 +59,7 @@ impl ServerInfo {
             "conf" => self.conf(),
             "cons" => cons(node),
             "envi" => envi(),
-            "mntr" => self.mntr(node),
+            "mntr" => self.mntr(node, followers),
             "wchs" => {
                 let (conns, paths, total) = node.watches().data_summary();
                 format!("{conns} connections watching {paths} paths\nTotal watches:{total}\n")
@@ -90,7 +95,7 @@ impl ServerInfo {
         }
         let _ = write!(
             out,
-            "Latency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: {}\nMode: standalone\nNode count: {}\n",
+            "Latency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: {}\nMode: {}\nNode count: {}\n",
             s.latency.min_ms,
             s.latency.avg_ms(),
             s.latency.max_ms,
@@ -99,6 +104,7 @@ impl ServerInfo {
             node.connections().len(),
             node.outstanding(),
             node.tree().last_zxid(),
+            node.mode().name(),
             node.tree().node_count(),
         );
         out
@@ -120,14 +126,14 @@ impl ServerInfo {
         )
     }
 
-    fn mntr(&self, node: &Node) -> String {
+    fn mntr(&self, node: &Node, followers: Option<(usize, usize)>) -> String {
         let s = node.stats();
         let tree = node.tree();
         let (open_fds, max_fds) = fd_counts();
         let uptime = self.clock.now().mono_ms - self.started_mono_ms;
-        let rows: Vec<(&str, String)> = vec![
+        let mut rows: Vec<(&str, String)> = vec![
             ("zk_version", version_string()),
-            ("zk_server_state", "standalone".into()),
+            ("zk_server_state", node.mode().name().into()),
             ("zk_avg_latency", format!("{:.4}", s.latency.avg_ms())),
             ("zk_max_latency", s.latency.max_ms.to_string()),
             ("zk_min_latency", s.latency.min_ms.to_string()),
@@ -153,6 +159,13 @@ impl ServerInfo {
             ("zk_connection_drop_probability", "0.0".into()),
             ("zk_auth_failed_count", "0".into()),
         ];
+        if let Some((all, synced)) = followers {
+            // Only the leader reports these, as ZooKeeper's leader does.
+            rows.push(("zk_learners", all.to_string()));
+            rows.push(("zk_followers", all.to_string()));
+            rows.push(("zk_synced_followers", synced.to_string()));
+            rows.push(("zk_pending_syncs", node.pending_syncs().to_string()));
+        }
         rows.into_iter()
             .map(|(k, v)| format!("{k}\t{v}\n"))
             .collect()

@@ -14,6 +14,8 @@
 pub mod clock;
 pub mod connection;
 pub mod four_letter;
+pub(crate) mod member;
+pub mod peer;
 pub mod recovery;
 pub mod storage_worker;
 
@@ -142,7 +144,12 @@ pub async fn serve<S: Store>(
         Err(e) => return Err(storage_failed(storage, e.to_string())),
     };
     let clock = Clock::new();
-    let node = Node::new(core_config(&config), tree, clock.now());
+    let ensemble = config.is_quorum();
+    let node = if ensemble {
+        Node::new_member(core_config(&config), tree, clock.now())
+    } else {
+        Node::new(core_config(&config), tree, clock.now())
+    };
 
     let (job_tx, job_rx) = std::sync::mpsc::channel();
     let (report_tx, report_rx) = mpsc::unbounded_channel();
@@ -167,6 +174,13 @@ pub async fn serve<S: Store>(
         settings,
         config.max_client_cnxns,
     ));
+    let (member, peer_rx) = if ensemble {
+        let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
+        let member = start_member(&config, storage.clone(), peer_tx).await?;
+        (Some(member), Some(peer_rx))
+    } else {
+        (None, None)
+    };
     let disk = storage.clone();
     let info = four_letter::ServerInfo::new(config, Box::new(move || disk.disk_usage()), clock);
     let mut node_loop = NodeLoop {
@@ -175,9 +189,10 @@ pub async fn serve<S: Store>(
         jobs: job_tx,
         conns: BTreeMap::new(),
         info,
+        member,
     };
     let result = node_loop
-        .run(inbound_rx, words_rx, report_rx, shutdown)
+        .run(inbound_rx, words_rx, report_rx, peer_rx, shutdown)
         .await;
     acceptor.abort();
     if let Err(ServeError::Storage(e)) = result {
@@ -190,6 +205,48 @@ pub async fn serve<S: Store>(
     // The worker drains queued jobs and exits when its channel closes.
     let _ = worker.join();
     result
+}
+
+/// Capacity of the channel from the peer links to the node loop.
+const PEER_EVENT_CAPACITY: usize = 4096;
+
+/// Binds the peer ports of `config`'s member and builds its election and Zab side.
+async fn start_member<S: Store>(
+    config: &Config,
+    storage: S,
+    events: mpsc::Sender<peer::PeerEvent>,
+) -> Result<member::Member<S>, ServeError> {
+    use crate::core::election::ServerId;
+    use crate::core::zab::{Timing, Voters};
+    let me = ServerId(config.my_id.unwrap_or(1));
+    let timing = Timing {
+        tick_ms: config.tick_time_ms,
+        init_limit: u64::from(config.init_limit.unwrap_or(10)),
+        sync_limit: u64::from(config.sync_limit.unwrap_or(5)),
+    };
+    let voters = Voters(
+        config
+            .servers
+            .iter()
+            .filter(|(_, s)| !s.observer)
+            .map(|(id, _)| ServerId(*id))
+            .collect(),
+    );
+    let settings = peer::PeerSettings {
+        connect_timeout: std::time::Duration::from_millis(timing.init_ms().max(1000)),
+        stall_timeout: std::time::Duration::from_millis(timing.sync_ms().max(1000)),
+        max_frame: zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME,
+        max_queued_bytes: 256 << 20,
+    };
+    let peers = peer::PeerNetwork::start(me, &config.servers, events, settings)
+        .await
+        .map_err(ServeError::Io)?;
+    tracing::info!(
+        myid = me.0,
+        members = config.servers.len(),
+        "ensemble member starting"
+    );
+    Ok(member::Member::new(me, voters, timing, storage, peers))
 }
 
 /// The error that ends the node after storage failed. The store is leaked,
@@ -206,23 +263,27 @@ struct ConnHandle {
     writer: tokio::task::AbortHandle,
 }
 
-struct NodeLoop {
+struct NodeLoop<S: Store> {
     node: Node,
     clock: Clock,
     jobs: std::sync::mpsc::Sender<StorageJob>,
     conns: BTreeMap<ConnId, ConnHandle>,
     info: four_letter::ServerInfo,
+    /// The election and Zab side, in an ensemble.
+    member: Option<member::Member<S>>,
 }
 
-impl NodeLoop {
+impl<S: Store> NodeLoop<S> {
     async fn run(
         &mut self,
         mut inbound: mpsc::Receiver<Inbound>,
         mut words: mpsc::Receiver<FourLetterWord>,
         mut reports: mpsc::UnboundedReceiver<StorageReport>,
+        mut peer_events: Option<mpsc::Receiver<peer::PeerEvent>>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         tokio::pin!(shutdown);
+        self.with_member(|m, ctx| m.look(ctx))?;
         loop {
             // Timeouts run even when requests never stop coming: the select below
             // is biased towards I/O, so a busy loop could otherwise starve expiry.
@@ -235,7 +296,28 @@ impl NodeLoop {
                 self.node.handle_timeout(now);
                 self.route_commands()?;
             }
-            let deadline = self.node.poll_timeout().map(|ms| self.clock.instant_at(ms));
+            if self
+                .member
+                .as_ref()
+                .and_then(|m| m.poll_timeout())
+                .is_some_and(|due| due <= now.mono_ms)
+            {
+                self.with_member(|m, ctx| m.handle_timeout(ctx))?;
+            }
+            let due = [
+                self.node.poll_timeout(),
+                self.member.as_ref().and_then(|m| m.poll_timeout()),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let deadline = due.map(|ms| self.clock.instant_at(ms));
+            let peer_event = async {
+                match peer_events.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -248,23 +330,47 @@ impl NodeLoop {
                 biased;
                 _ = &mut shutdown => return Ok(()),
                 report = reports.recv() => match report {
+                    Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
                     Some(StorageReport::Persisted(zxid)) => self.node.handle_event(self.clock.now(), Event::Persisted { zxid }),
-                    // The node loop submits no barriers yet.
+                    // Standalone submits no barriers.
                     Some(StorageReport::Reached(_)) => {}
                     Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },
+                Some(event) = peer_event => self.with_member(|m, ctx| m.handle_peer(ctx, event))?,
                 Some(FourLetterWord { word, reply }) = words.recv() => {
-                    let _ = reply.send(self.info.answer(&word, &mut self.node));
+                    let followers = self.member.as_ref().and_then(|m| m.followers());
+                    let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
                 }
                 msg = inbound.recv(), if self.node.outstanding() < MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
                     None => return Ok(()),
                 },
-                _ = sleep => self.node.handle_timeout(self.clock.now()),
+                _ = sleep => {
+                    self.node.handle_timeout(self.clock.now());
+                    self.with_member(|m, ctx| m.handle_timeout(ctx))?;
+                }
             }
             self.route_commands()?;
         }
+    }
+
+    /// Runs one step of the member (if this node is one), then routes what
+    /// the node asked for.
+    fn with_member(
+        &mut self,
+        step: impl FnOnce(&mut member::Member<S>, &mut member::Ctx<'_>) -> Result<(), ServeError>,
+    ) -> Result<(), ServeError> {
+        let Some(member) = self.member.as_mut() else {
+            return Ok(());
+        };
+        let mut ctx = member::Ctx {
+            node: &mut self.node,
+            jobs: &self.jobs,
+            now: self.clock.now(),
+        };
+        step(member, &mut ctx)?;
+        self.route_commands()
     }
 
     fn inbound(&mut self, msg: Inbound) {
@@ -309,8 +415,8 @@ impl NodeLoop {
     }
 
     fn route_commands(&mut self) -> Result<(), ServeError> {
-        let commands: Vec<Command> = self.node.drain_commands().collect();
-        for command in commands {
+        let mut pending: std::collections::VecDeque<Command> = self.node.drain_commands().collect();
+        while let Some(command) = pending.pop_front() {
             match command {
                 Command::Reply { conn, frame } => self.write(conn, frame, true),
                 Command::Send { conn, frame } => self.write(conn, frame, false),
@@ -319,7 +425,24 @@ impl NodeLoop {
                         let _ = c.outgoing.send(Outgoing::Close);
                     }
                 }
-                Command::Persist { txn } => self.submit(StorageJob::Persist(txn))?,
+                Command::Persist { txn } => match self.member.as_mut() {
+                    Some(member) => {
+                        let mut ctx = member::Ctx {
+                            node: &mut self.node,
+                            jobs: &self.jobs,
+                            now: self.clock.now(),
+                        };
+                        member.propose(&mut ctx, txn)?;
+                        // Proposing may end the role, which closes connections.
+                        pending.extend(self.node.drain_commands());
+                    }
+                    None => self.submit(StorageJob::Persist(txn))?,
+                },
+                Command::Forward(request) => {
+                    if let Some(member) = self.member.as_mut() {
+                        member.forward(request);
+                    }
+                }
                 Command::Snapshot { zxid, image } => {
                     self.submit(StorageJob::Snapshot { zxid, image })?
                 }

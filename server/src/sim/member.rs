@@ -6,13 +6,13 @@ use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, Notification, ServerId, ServerState, Vote,
 };
 use crate::core::zab::{
-    DurableState, Follower, History, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
+    DurableState, Follower, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
 };
 use crate::runtime::recovery;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, EpochStore, MemStorage, SnapshotStore, Txn, TxnLog};
+use zkd_storage::{DataTree, EpochStore, MemStorage, Txn, TxnLog};
 
 /// What a member sends.
 #[derive(Clone, Debug)]
@@ -284,31 +284,8 @@ impl Member {
     }
 
     fn durable_state(&self) -> DurableState {
-        let base = self
-            .storage
-            .latest_snapshot()
-            .expect("snapshot")
-            .map_or(Zxid::ZERO, |(z, _)| z);
-        let mut history = History::new(base, HISTORY_WINDOW);
-        let mut after = base;
-        loop {
-            let page = self.storage.read_range(after, 256).expect("log");
-            let Some((last, _)) = page.last() else { break };
-            after = *last;
-            for (zxid, txn) in page {
-                history.push(zxid, txn);
-            }
-        }
-        DurableState {
-            accepted_epoch: self.storage.accepted_epoch().expect("epoch"),
-            current_epoch: self.storage.current_epoch().expect("epoch"),
-            history,
-            log_base: self
-                .storage
-                .purged_through()
-                .expect("purge mark")
-                .unwrap_or_default(),
-        }
+        crate::runtime::member::durable_state(&self.storage, HISTORY_WINDOW)
+            .expect("the simulated disk reads back")
     }
 
     /// Starts an election round from what is durable now.

@@ -136,8 +136,10 @@ impl Follower {
                 self.phase = Phase::Broadcast(e);
                 self.commands.push_back(ZabCommand::Serving);
             }
+            // The member adds its clients' session touches on the way out.
             (ZabMessage::Ping { .. }, _) => self.send(ZabMessage::Ping {
                 zxid: self.last_logged,
+                touches: Vec::new(),
             }),
             (message, phase) => self.abandon(format!(
                 "unexpected {message:?} from the leader while {phase:?}"

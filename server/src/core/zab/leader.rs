@@ -203,6 +203,7 @@ impl Leader {
         // so one stuck earlier times out and connects again.
         self.send_to_forwarding(ZabMessage::Ping {
             zxid: self.last_proposed,
+            touches: Vec::new(),
         });
     }
 

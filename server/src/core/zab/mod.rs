@@ -72,8 +72,41 @@ pub enum ZabMessage {
     UpToDate,
     /// ACK: every proposal up to `zxid` (or NEWLEADER, at `epoch << 32`) is durable.
     Ack { zxid: Zxid },
-    /// PING: a heartbeat, both ways.
-    Ping { zxid: Zxid },
+    /// PING: a heartbeat, both ways. A follower's carries the sessions its
+    /// clients touched since its last one, with their timeouts.
+    Ping {
+        zxid: Zxid,
+        touches: Vec<SessionTouch>,
+    },
+    /// REQUEST: a client write (or sync) a follower forwards to the leader,
+    /// with the identities of the client's connection.
+    Request(ForwardedRequest),
+    /// REVALIDATE: may this session attach here (a client moved to a follower)?
+    Revalidate { session: i64, timeout_ms: i32 },
+    /// The leader's answer to REVALIDATE.
+    RevalidateReply { session: i64, valid: bool },
+}
+
+/// A session a follower's client touched, as a PING carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionTouch {
+    pub session: i64,
+    pub timeout_ms: i32,
+}
+
+/// A client request as a follower forwards it: ZooKeeper's REQUEST packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardedRequest {
+    /// The client's session.
+    pub session: i64,
+    /// The request's xid, which the follower matches the committed txn by.
+    pub cxid: i32,
+    /// The opcode.
+    pub op_type: i32,
+    /// The request body as the client sent it (after the RequestHeader).
+    pub body: Bytes,
+    /// The connection's identities (scheme, id), checked against ACLs by the leader.
+    pub auth: Vec<(String, String)>,
 }
 
 /// A storage operation. The storage thread runs them strictly in order and

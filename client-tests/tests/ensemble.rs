@@ -1,0 +1,345 @@
+//! Real 3- and 5-member ensembles driven by the stock Rust client: writes on
+//! one member are read on another after sync, a killed leader is replaced
+//! with every acknowledged write kept, a minority may die, a majority's loss
+//! gives connection loss (never a wrong answer), restarted members rejoin
+//! (by DIFF, and by SNAP after a long absence), and sessions move between
+//! members with their ephemerals.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use zkd_client_tests::ensemble::Ensemble;
+use zkd_client_tests::{connect, ephemeral, persistent, within, ServerOptions};
+use zookeeper_client as zk;
+
+const SESSION: Duration = Duration::from_secs(6);
+
+/// Creates `/e` through `client`, ignoring NodeExists.
+async fn make_parent(client: &zk::Client) {
+    match within(client.create("/e", b"", &persistent())).await {
+        Ok(_) | Err(zk::Error::NodeExists) => {}
+        Err(e) => panic!("create /e: {e}"),
+    }
+}
+
+/// Retries `f` until it succeeds or `limit` passes (a client reconnecting
+/// after its member died needs a few attempts).
+async fn eventually<T, F, Fut>(limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, zk::Error>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), f()).await {
+            Ok(Ok(v)) => return v,
+            Ok(Err(e)) if Instant::now() > deadline => panic!("still failing: {e}"),
+            Err(_) if Instant::now() > deadline => panic!("still timing out"),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_on_one_member_is_read_on_every_other_after_sync() {
+    let ensemble = Ensemble::start(3);
+    let leader = ensemble.leader().expect("a leader");
+    let modes: Vec<String> = (0..3).map(|i| ensemble.mode(i).unwrap()).collect();
+    assert_eq!(
+        modes.iter().filter(|m| *m == "leader").count(),
+        1,
+        "exactly one leader: {modes:?}"
+    );
+    assert_eq!(modes.iter().filter(|m| *m == "follower").count(), 2);
+
+    // Write through a follower (forwarded to the leader), read everywhere.
+    let follower = (0..3).find(|i| *i != leader).unwrap();
+    let writer = connect(&ensemble.connect_string(&[follower]), SESSION).await;
+    make_parent(&writer).await;
+    for i in 0..50 {
+        let path = format!("/e/n{i}");
+        within(writer.create(&path, path.as_bytes(), &persistent()))
+            .await
+            .unwrap();
+    }
+    within(writer.set_data("/e/n7", b"changed", None))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let reader = connect(&ensemble.connect_string(&[i]), SESSION).await;
+        within(reader.sync("/e")).await.unwrap();
+        let children = within(reader.list_children("/e")).await.unwrap();
+        assert_eq!(children.len(), 50, "member {} after sync", i + 1);
+        let (data, _) = within(reader.get_data("/e/n7")).await.unwrap();
+        assert_eq!(data, b"changed", "member {} after sync", i + 1);
+    }
+
+    // mntr on the leader reports its followers.
+    let mntr = ensemble.members[leader].four_letter_word("mntr");
+    assert!(mntr.contains("zk_server_state\tleader"), "{mntr}");
+    assert!(mntr.contains("zk_followers\t2"), "{mntr}");
+    assert!(mntr.contains("zk_synced_followers\t2"), "{mntr}");
+    assert!(mntr.contains("zk_pending_syncs\t"), "{mntr}");
+    let mntr = ensemble.members[follower].four_letter_word("mntr");
+    assert!(mntr.contains("zk_server_state\tfollower"), "{mntr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_elects_another_and_keeps_every_acknowledged_write() {
+    let mut ensemble = Ensemble::start(3);
+    let leader = ensemble.leader().expect("a leader");
+    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    let setup = connect(&ensemble.all(), SESSION).await;
+    make_parent(&setup).await;
+
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut writers = Vec::new();
+    for w in 0..3 {
+        // Clients on every member, the leader's included.
+        let client = connect(&ensemble.all(), SESSION).await;
+        let acked = acked.clone();
+        writers.push(tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(12);
+            let mut i = 0;
+            while Instant::now() < deadline {
+                let path = format!("/e/w{w}-{i}");
+                if let Ok(Ok(_)) = tokio::time::timeout(
+                    Duration::from_secs(3),
+                    client.create(&path, b"", &persistent()),
+                )
+                .await
+                {
+                    acked.lock().unwrap().push(path);
+                    i += 1;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before_kill = acked.lock().unwrap().len();
+    ensemble.members[leader].kill9();
+    let new_leader = ensemble.wait_until_serving(&others);
+    assert_ne!(new_leader, leader);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        before_kill > 20 && acked.len() > before_kill,
+        "writers made progress before ({before_kill}) and after ({}) the kill",
+        acked.len()
+    );
+
+    // Every acknowledged write is on both survivors, and on the old leader once it is back.
+    ensemble.members[leader].restart();
+    ensemble.wait_until_serving(&[0, 1, 2]);
+    for i in 0..3 {
+        let reader = connect(&ensemble.connect_string(&[i]), SESSION).await;
+        within(reader.sync("/e")).await.unwrap();
+        let present: BTreeSet<String> = within(reader.list_children("/e"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| format!("/e/{n}"))
+            .collect();
+        let lost: Vec<&String> = acked.iter().filter(|p| !present.contains(*p)).collect();
+        assert!(
+            lost.is_empty(),
+            "member {}: {} acknowledged writes lost, e.g. {:?}",
+            i + 1,
+            lost.len(),
+            &lost[..lost.len().min(5)]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_may_die_and_a_majority_loss_gives_connection_loss_not_wrong_answers() {
+    let mut ensemble = Ensemble::start(3);
+    let leader = ensemble.leader().expect("a leader");
+    let follower = (0..3).find(|i| *i != leader).unwrap();
+    let client = connect(&ensemble.connect_string(&[leader]), SESSION).await;
+    make_parent(&client).await;
+
+    // One follower down: the other two still commit.
+    ensemble.members[follower].kill9();
+    within(client.create("/e/with-two", b"", &persistent()))
+        .await
+        .unwrap();
+
+    // The second one down too: the leader steps down within syncLimit and
+    // nothing more is acknowledged.
+    let last = (0..3).find(|i| *i != leader && *i != follower).unwrap();
+    ensemble.members[last].kill9();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.create("/e/alone", b"", &persistent()),
+    )
+    .await;
+    assert!(
+        !matches!(result, Ok(Ok(_))),
+        "a write was acknowledged by a leader without a quorum"
+    );
+    // It refuses clients while it has no quorum.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ensemble.mode(leader).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the lone member still serves: {:?}",
+            ensemble.mode(leader)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Back to a quorum: the write that was not acknowledged may or may not
+    // be there, the acknowledged one is.
+    ensemble.members[follower].restart();
+    ensemble.wait_until_serving(&[leader, follower]);
+    let reader = connect(&ensemble.connect_string(&[follower]), SESSION).await;
+    within(reader.sync("/e")).await.unwrap();
+    assert!(within(reader.check_stat("/e/with-two"))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moves_to_another_member_with_its_ephemerals() {
+    let mut ensemble = Ensemble::start(3);
+    let leader = ensemble.leader().expect("a leader");
+    let home = (0..3).find(|i| *i != leader).unwrap();
+    let other = (0..3).find(|i| *i != leader && *i != home).unwrap();
+    // Detached: dropping the client leaves its session open, as a client
+    // whose member died would.
+    let first = within(
+        zk::Client::connector()
+            .with_session_timeout(SESSION)
+            .with_detached()
+            .connect(&ensemble.members[home].addr()),
+    )
+    .await
+    .unwrap();
+    make_parent(&first).await;
+    within(first.create("/e/mine", b"", &ephemeral()))
+        .await
+        .unwrap();
+    let id = first.session_id();
+    let session = first.session().clone();
+    drop(first);
+    ensemble.members[home].kill9();
+
+    // The same session on another member, within its timeout: the
+    // ephemeral is still its own, and it outlives the session's old member
+    // for several session timeouts because the new member relays touches.
+    let moved = within(
+        zk::Client::connector()
+            .with_session(session)
+            .connect(&ensemble.members[other].addr()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved.session_id(), id);
+    let (_, stat) = within(moved.get_data("/e/mine")).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, id.0);
+    tokio::time::sleep(SESSION * 2).await;
+    let (_, stat) = within(moved.get_data("/e/mine")).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, id.0, "the session was kept alive");
+
+    // Dropping the client closes the session: the ephemeral goes everywhere.
+    drop(moved);
+    let reader = connect(&ensemble.connect_string(&[leader]), SESSION).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while within(reader.check_stat("/e/mine"))
+        .await
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the closed session's ephemeral stays"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_member_catches_up_by_diff_and_a_long_absent_one_by_snap() {
+    let mut ensemble = Ensemble::start_with(
+        3,
+        ServerOptions {
+            tick_time_ms: 500,
+            ..ServerOptions::default()
+        }
+        // Small snapshots, so a long absence outruns the leader's in-memory history.
+        .with("snapCount", "200"),
+    );
+    let leader = ensemble.leader().expect("a leader");
+    let away = (0..3).find(|i| *i != leader).unwrap();
+    let client = connect(&ensemble.connect_string(&[leader]), SESSION).await;
+    make_parent(&client).await;
+
+    // A short absence.
+    ensemble.members[away].kill9();
+    for i in 0..20 {
+        within(client.create(&format!("/e/a{i}"), b"", &persistent()))
+            .await
+            .unwrap();
+    }
+    ensemble.members[away].restart();
+    ensemble.wait_until_serving(&[away]);
+    let reader = connect(&ensemble.connect_string(&[away]), SESSION).await;
+    within(reader.sync("/e")).await.unwrap();
+    assert_eq!(within(reader.list_children("/e")).await.unwrap().len(), 20);
+    drop(reader);
+    let log = ensemble.members[leader].log();
+    assert!(log.contains("Diff"), "the leader synced by DIFF:\n{log}");
+    assert!(!log.contains("Snap"), "no SNAP for a short absence:\n{log}");
+
+    // A long one: more than the leader keeps in memory.
+    ensemble.members[away].kill9();
+    let _ = eventually(Duration::from_secs(10), || client.sync("/e")).await;
+    for i in 0..12_000 {
+        let path = format!("/e/b{i}");
+        let _ = eventually(Duration::from_secs(10), || {
+            client.create(&path, b"", &persistent())
+        })
+        .await;
+    }
+    ensemble.members[away].restart();
+    ensemble.wait_until_serving(&[away]);
+    let reader = connect(&ensemble.connect_string(&[away]), SESSION).await;
+    within(reader.sync("/e")).await.unwrap();
+    assert_eq!(
+        within(reader.list_children("/e")).await.unwrap().len(),
+        12_020
+    );
+    let log = ensemble.members[leader].log();
+    assert!(log.contains("Snap"), "the leader synced by SNAP:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_members_survive_two_failures() {
+    let mut ensemble = Ensemble::start(5);
+    let leader = ensemble.leader().expect("a leader");
+    let client = connect(&ensemble.all(), SESSION).await;
+    make_parent(&client).await;
+    let victims: Vec<usize> = (0..5).filter(|i| *i != leader).take(2).collect();
+    for v in &victims {
+        ensemble.members[*v].kill9();
+    }
+    for i in 0..20 {
+        let path = format!("/e/f{i}");
+        eventually(Duration::from_secs(15), || {
+            client.create(&path, b"", &persistent())
+        })
+        .await;
+    }
+    let survivors: Vec<usize> = (0..5).filter(|i| !victims.contains(i)).collect();
+    for i in survivors {
+        let reader = connect(&ensemble.connect_string(&[i]), SESSION).await;
+        within(reader.sync("/e")).await.unwrap();
+        assert_eq!(within(reader.list_children("/e")).await.unwrap().len(), 20);
+    }
+}

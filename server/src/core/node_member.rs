@@ -1,0 +1,208 @@
+//! The node as a member of an ensemble: its mode follows the Zab role, a
+//! follower forwards writes and session creation to the leader and relays
+//! its clients' touches, and the leader takes forwarded requests in.
+
+use super::acl::AuthIds;
+use super::node::{Node, Origin};
+use super::pipeline::pending::PendingChanges;
+use super::session::{SessionId, SessionTable};
+use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use zkd_protocol::records::{CreateSessionTxn, ErrorTxn, Id, RequestHeader};
+use zkd_protocol::request::ClientRequest;
+use zkd_protocol::{ErrorCode, OpCode, Record, Zxid};
+use zkd_storage::{DataTree, TxnBody};
+
+impl Node {
+    /// A member of an ensemble, serving nobody until its role says so.
+    pub fn new_member(config: super::CoreConfig, tree: DataTree, now: Now) -> Node {
+        let mut node = Node::new(config, tree, now);
+        node.mode = Mode::NotServing;
+        node
+    }
+
+    /// The role ended (or has not begun): every client connection is
+    /// closed, as ZooKeeper's members do when they stop serving, and
+    /// everything a leader had prepared is forgotten.
+    pub fn stop_serving(&mut self) {
+        if self.mode != Mode::NotServing {
+            tracing::info!(mode = self.mode.name(), "no longer serving clients");
+        }
+        self.mode = Mode::NotServing;
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in conns {
+            self.close(conn);
+        }
+        self.in_flight.clear();
+        self.pending = PendingChanges::default();
+        self.creating.clear();
+        self.touched.clear();
+        self.reattaching.clear();
+        // A snapshot in progress may not survive a truncation or a SNAP.
+        self.snapshot = None;
+        self.last_assigned = self.tree.last_zxid();
+    }
+
+    /// Replaces the tree (a SNAP, or a reload after TRUNC); only while not serving.
+    pub fn replace_tree(&mut self, tree: DataTree) {
+        debug_assert_eq!(self.mode, Mode::NotServing);
+        self.last_assigned = tree.last_zxid();
+        self.tree = tree;
+    }
+
+    /// The established leader of `epoch`: its zxids start at `epoch << 32`,
+    /// and it tracks every session with a fresh timeout, as ZooKeeper's
+    /// leader does on taking over.
+    pub fn start_leading(&mut self, now: Now, epoch: u32) {
+        self.last_assigned = Zxid::new(epoch, 0).max(self.tree.last_zxid());
+        self.rebuild_sessions(now);
+        self.next_container_check_ms = now.mono_ms + self.config.container_check_interval_ms;
+        self.mode = Mode::Leading;
+    }
+
+    /// An up-to-date follower.
+    pub fn start_following(&mut self, now: Now) {
+        self.rebuild_sessions(now);
+        self.mode = Mode::Following;
+    }
+
+    fn rebuild_sessions(&mut self, now: Now) {
+        let mut sessions = SessionTable::new(
+            self.config.tick_ms,
+            self.config.server_id,
+            now.wall_ms as u64,
+        );
+        for (id, timeout) in self.tree.sessions() {
+            sessions.add(SessionId(*id), *timeout, now.mono_ms);
+        }
+        self.sessions = sessions;
+    }
+
+    /// Follower: the sessions touched since the last call, for the next PING.
+    pub fn take_touches(&mut self) -> Vec<SessionTouch> {
+        std::mem::take(&mut self.touched)
+            .into_iter()
+            .map(|(session, timeout_ms)| SessionTouch {
+                session: session.0,
+                timeout_ms,
+            })
+            .collect()
+    }
+
+    /// Whether writes start here (standalone or leading): only then do
+    /// sessions expire and containers get swept.
+    pub(super) fn proposes(&self) -> bool {
+        matches!(self.mode, Mode::Standalone | Mode::Leading)
+    }
+
+    /// Follower: asks the leader to create `session` for `conn`.
+    pub(super) fn forward_create_session(
+        &mut self,
+        conn: ConnId,
+        session: SessionId,
+        timeout_ms: i32,
+    ) {
+        self.creating.insert(session, conn);
+        self.commands.push_back(Command::Forward(ForwardedRequest {
+            session: session.0,
+            cxid: 0,
+            op_type: OpCode::CreateSession as i32,
+            body: Bytes::copy_from_slice(&timeout_ms.to_be_bytes()),
+            auth: Vec::new(),
+        }));
+    }
+
+    /// Follower: sends a client's write (or sync) to the leader, with the
+    /// connection's identities in the order they were added.
+    pub(super) fn forward(
+        &mut self,
+        conn: ConnId,
+        session: SessionId,
+        xid: i32,
+        request: &ClientRequest,
+    ) {
+        let auth = self.conns.get(&conn).map_or_else(Vec::new, |c| {
+            c.auth
+                .added()
+                .iter()
+                .map(|id| (id.scheme.clone(), id.id.clone()))
+                .collect()
+        });
+        let mut body = BytesMut::new();
+        request.encode_body(&mut body);
+        self.commands.push_back(Command::Forward(ForwardedRequest {
+            session: session.0,
+            cxid: xid,
+            op_type: request.op_code() as i32,
+            body: body.freeze(),
+            auth,
+        }));
+    }
+
+    /// Leader: a request a follower forwarded becomes a txn like a local
+    /// one; the follower answers its client when it is committed.
+    pub(super) fn forwarded(&mut self, now: Now, request: ForwardedRequest) {
+        if self.mode != Mode::Leading {
+            return;
+        }
+        let session = SessionId(request.session);
+        if request.op_type == OpCode::CreateSession as i32 {
+            let mut body = request.body.clone();
+            if body.remaining() < 4 || self.sessions.contains(session) {
+                return;
+            }
+            let time_out = body.get_i32();
+            let txn = TxnBody::CreateSession(CreateSessionTxn { time_out });
+            return self.start_txn(now, session.0, 0, txn, Origin::Forwarded);
+        }
+        let body = match decode_forwarded(&request) {
+            None => TxnBody::Error(ErrorTxn {
+                err: ErrorCode::MarshallingError.code(),
+            }),
+            Some(_) if !self.sessions.is_live(session) => TxnBody::Error(ErrorTxn {
+                err: ErrorCode::SessionExpired.code(),
+            }),
+            Some(client_request) => {
+                if let ClientRequest::CloseSession = client_request {
+                    self.sessions.set_closing(session);
+                }
+                let auth = AuthIds::from_added(request.auth.iter().map(|(scheme, id)| Id {
+                    scheme: scheme.clone(),
+                    id: id.clone(),
+                }));
+                self.prepare_request(now, &auth, session, &client_request)
+            }
+        };
+        self.start_txn(now, session.0, request.cxid, body, Origin::Forwarded);
+    }
+
+    /// Leader: a follower's clients touched these sessions.
+    pub(super) fn touched_remotely(&mut self, now: Now, touches: &[SessionTouch]) {
+        if self.mode != Mode::Leading {
+            return;
+        }
+        for touch in touches {
+            let session = SessionId(touch.session);
+            if self.sessions.timeout_ms(session) != Some(touch.timeout_ms) {
+                self.sessions
+                    .renegotiate(session, touch.timeout_ms, now.mono_ms);
+            } else {
+                self.sessions.touch(session, now.mono_ms);
+            }
+        }
+    }
+}
+
+/// The client request inside a forwarded REQUEST, if it decodes.
+fn decode_forwarded(request: &ForwardedRequest) -> Option<ClientRequest> {
+    let mut frame = BytesMut::new();
+    RequestHeader {
+        xid: request.cxid,
+        r#type: request.op_type,
+    }
+    .encode(&mut frame);
+    frame.put_slice(&request.body);
+    ClientRequest::decode_frame(frame.freeze())
+        .ok()
+        .map(|(_, r)| r)
+}

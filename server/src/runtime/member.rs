@@ -1,0 +1,509 @@
+//! The ensemble side of the node loop: fast leader election, the member's
+//! Zab role, and the peer links, driven like the simulator's members drive
+//! the same pure cores. The client-facing `Node` follows the role: it serves
+//! clients only while the role says `Serving`.
+//!
+//! ```text
+//! PeerEvent ─▶ Election ─outcome─▶ Leader | Follower ─ZabCommand─▶ peers, storage jobs,
+//!                                                                  Node (Committed, mode)
+//! ```
+//!
+//! When a role ends, the storage queue is drained before the next election
+//! round, so the vote is made from what is durable, and nothing the old role
+//! queued can land under the new one.
+
+use super::peer::{PeerEvent, PeerNetwork};
+use super::recovery;
+use super::storage_worker::{StorageJob, StorageReport};
+use super::ServeError;
+use crate::core::election::{
+    Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
+};
+use crate::core::zab::{
+    DurableState, Follower, History, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
+};
+use crate::core::{Event, Node, Now};
+use std::collections::VecDeque;
+use std::sync::mpsc::Sender;
+use zkd_protocol::Zxid;
+use zkd_storage::{DataTree, StorageError, Store, Txn};
+
+/// Txns a member keeps in memory to bring a follower up to date by DIFF;
+/// one further behind gets a SNAP.
+const HISTORY_WINDOW: usize = 10_000;
+
+/// Barrier tokens of the member itself (the Zab roles use 1-2 and 11-12).
+const TOKEN_DRAINED: u64 = 1001;
+const TOKEN_TRUNCATED: u64 = 1002;
+
+/// ZooKeeper's finalize wait and notification backoff cap.
+const FINALIZE_WAIT_MS: u64 = 200;
+const MAX_NOTIFICATION_INTERVAL_MS: u64 = 1600;
+
+/// The member's Zab role.
+enum Role {
+    Looking,
+    Leading(Leader),
+    Following(Follower),
+}
+
+/// What the member waits for before it goes on.
+enum Waiting {
+    Nothing,
+    /// The role ended; the storage queue drains before the next round.
+    Drain,
+    /// A TRUNC: once the log is cut, the tree is rebuilt from storage; the
+    /// role's later commands and messages wait until then.
+    Truncation(VecDeque<Deferred>),
+}
+
+enum Deferred {
+    Command(ZabCommand),
+    Message { from: ServerId, message: ZabMessage },
+}
+
+/// What a member step needs from the node loop.
+pub(super) struct Ctx<'a> {
+    pub node: &'a mut Node,
+    pub jobs: &'a Sender<StorageJob>,
+    pub now: Now,
+}
+
+/// One member of an ensemble.
+pub(super) struct Member<S: Store> {
+    id: ServerId,
+    voters: Voters,
+    timing: Timing,
+    storage: S,
+    election: Election,
+    role: Role,
+    peers: PeerNetwork,
+    waiting: Waiting,
+}
+
+impl<S: Store> Member<S> {
+    /// A member that has not looked for a leader yet.
+    pub fn new(
+        id: ServerId,
+        voters: Voters,
+        timing: Timing,
+        storage: S,
+        peers: PeerNetwork,
+    ) -> Self {
+        let config = ElectionConfig {
+            my_id: id,
+            voters: voters.0.clone(),
+            finalize_wait_ms: FINALIZE_WAIT_MS,
+            max_notification_interval_ms: MAX_NOTIFICATION_INTERVAL_MS,
+        };
+        let own = Vote {
+            leader: id,
+            zxid: Zxid::ZERO,
+            peer_epoch: 0,
+        };
+        Member {
+            id,
+            voters,
+            timing,
+            storage,
+            election: Election::new(config, own),
+            role: Role::Looking,
+            peers,
+            waiting: Waiting::Nothing,
+        }
+    }
+
+    /// The role's name, for logs and `srvr`.
+    pub fn describe(&self) -> String {
+        match &self.role {
+            Role::Looking => "looking".into(),
+            Role::Leading(l) => format!("leading epoch {}", l.epoch()),
+            Role::Following(f) => format!("following {}", f.leader()),
+        }
+    }
+
+    /// Followers the leader has, and how many of them are synced (mntr).
+    pub fn followers(&self) -> Option<(usize, usize)> {
+        match &self.role {
+            Role::Leading(l) => Some((
+                l.learners().count(),
+                l.synced().iter().filter(|s| **s != self.id).count(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// Starts an election round from what is durable now.
+    pub fn look(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        self.role = Role::Looking;
+        self.waiting = Waiting::Nothing;
+        let state = durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
+        let own = Vote {
+            leader: self.id,
+            zxid: state.history.last_zxid(),
+            peer_epoch: state.current_epoch,
+        };
+        tracing::info!(vote = %own, "looking for a leader");
+        self.election.look(ctx.now.mono_ms, own);
+        self.after_election(ctx)
+    }
+
+    /// When `handle_timeout` next has work.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let role = match &self.role {
+            Role::Leading(l) => l.poll_timeout(),
+            Role::Following(f) => f.poll_timeout(),
+            Role::Looking => None,
+        };
+        [self.election.poll_timeout(), role]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Timers of the election and of the role.
+    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        self.election.handle_timeout(ctx.now.mono_ms);
+        self.after_election(ctx)?;
+        match &mut self.role {
+            Role::Leading(l) => l.handle_timeout(ctx.now.mono_ms),
+            Role::Following(f) => f.handle_timeout(ctx.now.mono_ms),
+            Role::Looking => {}
+        }
+        self.after_zab(ctx)
+    }
+
+    /// Something from a peer.
+    pub fn handle_peer(&mut self, ctx: &mut Ctx<'_>, event: PeerEvent) -> Result<(), ServeError> {
+        match event {
+            PeerEvent::Notification(n) => {
+                self.election.handle_notification(ctx.now.mono_ms, n);
+                self.after_election(ctx)
+            }
+            PeerEvent::Zab { from, message } => {
+                if let Waiting::Truncation(deferred) = &mut self.waiting {
+                    deferred.push_back(Deferred::Message { from, message });
+                    return Ok(());
+                }
+                self.zab_message(ctx, from, message)
+            }
+            PeerEvent::ZabClosed { peer } => {
+                match &mut self.role {
+                    Role::Leading(l) => l.peer_disconnected(peer),
+                    Role::Following(f) if f.leader() == peer => {
+                        f.leader_disconnected(ctx.now.mono_ms)
+                    }
+                    _ => {}
+                }
+                self.after_zab(ctx)
+            }
+        }
+    }
+
+    fn zab_message(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: ServerId,
+        message: ZabMessage,
+    ) -> Result<(), ServeError> {
+        match (&mut self.role, message) {
+            (Role::Looking, _) => self.peers.close_zab(from),
+            // Client traffic a follower relays goes to the node; the
+            // leader's role sees only the protocol.
+            (Role::Leading(_), ZabMessage::Request(request)) => {
+                ctx.node.handle_event(ctx.now, Event::Forwarded(request))
+            }
+            (Role::Leading(l), ZabMessage::Ping { zxid, touches }) => {
+                ctx.node.handle_event(ctx.now, Event::Touched(touches));
+                let touches = Vec::new();
+                l.handle_message(ctx.now.mono_ms, from, ZabMessage::Ping { zxid, touches });
+            }
+            (Role::Leading(_), ZabMessage::Revalidate { session, .. }) => {
+                let valid = ctx
+                    .node
+                    .sessions()
+                    .is_live(crate::core::session::SessionId(session));
+                self.peers
+                    .send_zab(from, ZabMessage::RevalidateReply { session, valid });
+            }
+            (Role::Leading(l), message) => l.handle_message(ctx.now.mono_ms, from, message),
+            (Role::Following(_), ZabMessage::RevalidateReply { .. }) => {}
+            (Role::Following(f), message) => f.handle_message(ctx.now.mono_ms, from, message),
+        }
+        self.after_zab(ctx)
+    }
+
+    /// A storage report.
+    pub fn handle_report(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        report: StorageReport,
+    ) -> Result<(), ServeError> {
+        match report {
+            StorageReport::Failed(e) => return Err(ServeError::Storage(e)),
+            StorageReport::Reached(TOKEN_DRAINED) if matches!(self.waiting, Waiting::Drain) => {
+                return self.look(ctx)
+            }
+            StorageReport::Reached(TOKEN_TRUNCATED) => return self.truncated(ctx),
+            _ if matches!(self.waiting, Waiting::Drain) => {}
+            StorageReport::Persisted(zxid) => match &mut self.role {
+                Role::Leading(l) => l.handle_persisted(zxid),
+                Role::Following(f) => f.handle_persisted(zxid),
+                Role::Looking => {}
+            },
+            StorageReport::Reached(token) => match &mut self.role {
+                Role::Leading(l) => l.handle_reached(token),
+                Role::Following(f) => f.handle_reached(token),
+                Role::Looking => {}
+            },
+        }
+        self.after_zab(ctx)
+    }
+
+    /// The leader's node started a txn: propose it.
+    pub fn propose(&mut self, ctx: &mut Ctx<'_>, txn: Txn) -> Result<(), ServeError> {
+        if let Role::Leading(l) = &mut self.role {
+            match l.next_zxid() {
+                Some(next) if next == txn.zxid() => l.propose(next, txn.to_bytes()),
+                Some(next) => {
+                    tracing::error!(node = %txn.zxid(), leader = %next, "zxids disagree; stepping down");
+                    return self.end_role(ctx, "zxid mismatch");
+                }
+                // The counter is about to wrap: the role ends with a new epoch to come.
+                None => {}
+            }
+        }
+        self.after_zab(ctx)
+    }
+
+    /// The follower's node forwards a request to the leader.
+    pub fn forward(&mut self, request: crate::core::types::ForwardedRequest) {
+        if let Role::Following(f) = &self.role {
+            self.peers
+                .send_zab(f.leader(), ZabMessage::Request(request));
+        }
+    }
+
+    fn after_election(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        for ElectionCommand::Send { to, notification } in
+            self.election.drain_commands().collect::<Vec<_>>()
+        {
+            if to != self.id {
+                self.peers.send_notification(to, notification);
+            }
+        }
+        let Some(outcome) = self.election.take_outcome() else {
+            return Ok(());
+        };
+        if !matches!(self.role, Role::Looking) || !matches!(self.waiting, Waiting::Nothing) {
+            return Ok(());
+        }
+        tracing::info!(
+            state = ?outcome.state,
+            leader = %outcome.vote.leader,
+            round = outcome.election_epoch,
+            "election decided"
+        );
+        self.catch_up_tree(ctx)?;
+        let state = durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
+        let tree_zxid = ctx.node.tree().last_zxid();
+        let now_ms = ctx.now.mono_ms;
+        self.role = match outcome.state {
+            ServerState::Leading => Role::Leading(Leader::new(
+                self.id,
+                self.voters.clone(),
+                self.timing,
+                state,
+                tree_zxid,
+                now_ms,
+            )),
+            _ => Role::Following(Follower::new(
+                outcome.vote.leader,
+                self.timing,
+                state,
+                tree_zxid,
+                now_ms,
+            )),
+        };
+        self.after_zab(ctx)
+    }
+
+    /// Applies what the log holds beyond the tree (logged in an earlier role
+    /// and never committed there), as ZooKeeper's loadData applies the whole
+    /// log: a role starts from a tree that holds the member's whole history.
+    fn catch_up_tree(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        let after = ctx.node.tree().last_zxid();
+        for item in self.storage.txns_after(after, 1024) {
+            let (_, bytes) = item.map_err(storage_error)?;
+            let txn = Txn::from_bytes(bytes).map_err(|e| ServeError::Storage(e.to_string()))?;
+            ctx.node.handle_event(ctx.now, Event::Committed { txn });
+        }
+        Ok(())
+    }
+
+    fn after_zab(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        loop {
+            let commands: Vec<ZabCommand> = match &mut self.role {
+                Role::Leading(l) => l.drain_commands().collect(),
+                Role::Following(f) => f.drain_commands().collect(),
+                Role::Looking => return Ok(()),
+            };
+            if commands.is_empty() {
+                return Ok(());
+            }
+            for command in commands {
+                if let Waiting::Truncation(deferred) = &mut self.waiting {
+                    deferred.push_back(Deferred::Command(command));
+                    continue;
+                }
+                self.run(ctx, command)?;
+                if matches!(self.role, Role::Looking) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Carries out one command of the role.
+    fn run(&mut self, ctx: &mut Ctx<'_>, command: ZabCommand) -> Result<(), ServeError> {
+        match command {
+            ZabCommand::Send { to, message } => {
+                if let ZabMessage::FollowerInfo { .. } = message {
+                    // Each (re)try of the follower's handshake gets a fresh link.
+                    self.peers.connect_zab(to);
+                }
+                let message = match message {
+                    ZabMessage::Ping { zxid, .. } if matches!(self.role, Role::Following(_)) => {
+                        ZabMessage::Ping {
+                            zxid,
+                            touches: ctx.node.take_touches(),
+                        }
+                    }
+                    other => other,
+                };
+                self.peers.send_zab(to, message);
+            }
+            ZabCommand::Storage(op) => self.storage_op(ctx, op)?,
+            ZabCommand::Deliver { zxid, txn } => {
+                let txn = Txn::from_bytes(txn)
+                    .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?;
+                ctx.node.handle_event(ctx.now, Event::Committed { txn });
+            }
+            ZabCommand::LoadSnapshot { zxid, image } => {
+                let tree = DataTree::from_image(image)
+                    .map_err(|e| ServeError::Storage(format!("leader's snapshot {zxid}: {e}")))?;
+                ctx.node.replace_tree(tree);
+            }
+            ZabCommand::SendSnapshot { to } => {
+                let tree = ctx.node.tree();
+                let (zxid, image) = (tree.last_zxid(), tree.to_image());
+                self.peers.send_zab(to, ZabMessage::Snap { zxid, image });
+            }
+            ZabCommand::Disconnect { peer } => self.peers.close_zab(peer),
+            ZabCommand::Serving => self.serving(ctx),
+            ZabCommand::Abandon { reason } => return self.end_role(ctx, &reason),
+        }
+        Ok(())
+    }
+
+    fn serving(&mut self, ctx: &mut Ctx<'_>) {
+        // Every member reports the new epoch to lookers from now on
+        // (ZooKeeper's updateElectionVote), so late joiners see agreement.
+        match &self.role {
+            Role::Leading(l) => {
+                let epoch = l.epoch();
+                self.election.update_peer_epoch(epoch);
+                ctx.node.start_leading(ctx.now, epoch);
+                tracing::info!(epoch, zxid = %ctx.node.tree().last_zxid(), "leading: serving clients");
+            }
+            Role::Following(f) => {
+                let epoch = f.current_epoch();
+                self.election.update_peer_epoch(epoch);
+                ctx.node.start_following(ctx.now);
+                tracing::info!(epoch, leader = %f.leader(), "following: serving clients");
+            }
+            Role::Looking => {}
+        }
+    }
+
+    fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), ServeError> {
+        tracing::info!(role = %self.describe(), reason, "role ended; back to election");
+        self.role = Role::Looking;
+        ctx.node.stop_serving();
+        self.peers.close_all_zab();
+        self.waiting = Waiting::Drain;
+        submit(ctx, StorageJob::Barrier(TOKEN_DRAINED))
+    }
+
+    fn storage_op(&mut self, ctx: &mut Ctx<'_>, op: StorageOp) -> Result<(), ServeError> {
+        let job = match op {
+            StorageOp::Append { zxid, txn } => StorageJob::Persist(
+                Txn::from_bytes(txn)
+                    .map_err(|e| ServeError::Storage(format!("txn {zxid}: {e}")))?,
+            ),
+            StorageOp::TruncateAndReload { after } => {
+                tracing::info!(%after, "truncating the log");
+                submit(ctx, StorageJob::Truncate(after))?;
+                self.waiting = Waiting::Truncation(VecDeque::new());
+                StorageJob::Barrier(TOKEN_TRUNCATED)
+            }
+            StorageOp::InstallSnapshot { zxid, image } => {
+                StorageJob::InstallSnapshot { zxid, image }
+            }
+            StorageOp::SetAcceptedEpoch(e) => StorageJob::SetAcceptedEpoch(e),
+            StorageOp::SetCurrentEpoch(e) => StorageJob::SetCurrentEpoch(e),
+            StorageOp::Barrier(token) => StorageJob::Barrier(token),
+        };
+        submit(ctx, job)
+    }
+
+    /// The log is cut: rebuild the tree from storage, then carry on with
+    /// what waited.
+    fn truncated(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        let Waiting::Truncation(deferred) = std::mem::replace(&mut self.waiting, Waiting::Nothing)
+        else {
+            return Ok(());
+        };
+        let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
+        ctx.node.replace_tree(tree);
+        for item in deferred {
+            match item {
+                Deferred::Command(command) => self.run(ctx, command)?,
+                Deferred::Message { from, message } => self.zab_message(ctx, from, message)?,
+            }
+            if !matches!(self.waiting, Waiting::Nothing) || matches!(self.role, Role::Looking) {
+                // Another wait began (or the role ended): later items are moot
+                // for a role that ended, and a second TRUNC cannot happen.
+                break;
+            }
+        }
+        self.after_zab(ctx)
+    }
+}
+
+fn submit(ctx: &Ctx<'_>, job: StorageJob) -> Result<(), ServeError> {
+    ctx.jobs
+        .send(job)
+        .map_err(|_| ServeError::Storage("storage worker stopped".into()))
+}
+
+fn storage_error(e: StorageError) -> ServeError {
+    ServeError::Storage(e.to_string())
+}
+
+/// What a member has durably, read back from storage: its epochs, and its
+/// log since the last snapshot (the last `window` txns kept for DIFF).
+pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState, StorageError> {
+    let base = storage.latest_snapshot()?.map_or(Zxid::ZERO, |(z, _)| z);
+    let mut history = History::new(base, window);
+    for item in storage.txns_after(base, 1024) {
+        let (zxid, txn) = item?;
+        history.push(zxid, txn);
+    }
+    Ok(DurableState {
+        accepted_epoch: storage.accepted_epoch()?,
+        current_epoch: storage.current_epoch()?,
+        history,
+        log_base: storage.purged_through()?.unwrap_or_default(),
+    })
+}

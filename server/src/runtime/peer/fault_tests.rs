@@ -1,0 +1,242 @@
+//! Faults on the peer ports: strangers and misbehaving peers lose their own
+//! link, and the member's real links keep delivering; link replacement, dead
+//! leaders, deaf followers and shutdown.
+
+use super::*;
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::codec::Encoder;
+use zkd_protocol::peer::election::PROTOCOL_VERSION_V1;
+use zkd_protocol::peer::zab::{self as wire, ZAB_PROTOCOL_VERSION};
+use zkd_protocol::peer::{ElectionHello, ElectionMessage, PeerCodec, PeerMessage, QuorumPacket};
+
+fn frame<M: PeerMessage>(message: &M) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    PeerCodec::<M>::new().encode(message, &mut buf).unwrap();
+    buf.to_vec()
+}
+
+fn hello(sid: u64) -> Vec<u8> {
+    frame(&ElectionMessage::from(ElectionHello {
+        protocol_version: PROTOCOL_VERSION_V1,
+        sid,
+        election_addr: "127.0.0.1:1".into(),
+    }))
+}
+
+fn follower_info(sid: u64) -> Vec<u8> {
+    frame(&QuorumPacket::from(wire::FollowerInfo {
+        accepted_epoch: 1,
+        sid,
+        protocol_version: ZAB_PROTOCOL_VERSION,
+        config_version: 0,
+    }))
+}
+
+/// A raw connection that writes `bytes` (the peer may already have closed).
+async fn stranger(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let _ = stream.write_all(bytes).await;
+    stream
+}
+
+/// The other side closes `stream` (EOF or reset) without sending anything we wait on.
+async fn assert_closed(stream: &mut TcpStream) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match timeout(EVENT_TIMEOUT, stream.read(&mut buf)).await {
+            Err(_) => panic!("the connection is still open"),
+            Ok(Ok(0)) | Ok(Err(_)) => return,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn strangers_are_closed_while_the_real_links_keep_delivering() {
+    timeout(TEST_TIMEOUT, async {
+        // Member 3 is configured but absent: a stranger impersonates it.
+        let mut m = ensemble(&[1, 2], &[3], settings()).await;
+        let (f, l) = m.split_at_mut(1);
+        let (f, l) = (&mut f[0], &mut l[0]);
+        link(f, l, 1, 2).await;
+        let election = l.net.election_addr();
+        let quorum = l.net.quorum_addr();
+        let mut oversized = vec![0x7f, 0xff, 0xff, 0xff];
+        oversized.extend([0; 16]);
+        let mut half = 100u32.to_be_bytes().to_vec();
+        half.extend([0x08; 10]);
+        let cases: Vec<(&str, SocketAddr, Vec<u8>)> = vec![
+            ("garbage", election, vec![0, 0, 0, 3, 0xff, 0xff, 0xff]),
+            ("unknown sid hello", election, hello(99)),
+            ("own sid hello", election, hello(2)),
+            ("oversized length", election, oversized.clone()),
+            ("half a frame, then silence", election, half.clone()),
+            ("garbage", quorum, vec![0, 0, 0, 2, 0x0f, 0x0f]),
+            (
+                "not FOLLOWERINFO first",
+                quorum,
+                frame(&QuorumPacket::from(wire::Ack { zxid: 1 })),
+            ),
+            (
+                "FOLLOWERINFO from an unknown sid",
+                quorum,
+                follower_info(99),
+            ),
+            ("FOLLOWERINFO from its own sid", quorum, follower_info(2)),
+            ("oversized length", quorum, oversized),
+            ("half a frame, then silence", quorum, half),
+        ];
+        for (round, (what, addr, bytes)) in cases.into_iter().enumerate() {
+            let mut s = stranger(addr, &bytes).await;
+            assert_closed(&mut s).await;
+            // The member's real links are unaffected.
+            let epoch = 1000 + round as u64;
+            f.net.send_notification(ServerId(2), notification(1, epoch));
+            loop {
+                let n = next_notification(l).await;
+                if n.election_epoch == epoch {
+                    break;
+                }
+            }
+            let ack = ZabMessage::Ack {
+                zxid: Zxid(round as i64),
+            };
+            f.net.send_zab(ServerId(2), ack.clone());
+            assert_eq!(next_zab(l).await, (ServerId(1), ack), "after {what}");
+        }
+        // An established election link whose notification names another sender.
+        let mut s = stranger(election, &hello(3)).await;
+        let wire_n = |sid| {
+            frame(&ElectionMessage::from(convert::notification_to_wire(
+                &notification(sid, 7),
+            )))
+        };
+        s.write_all(&wire_n(3)).await.unwrap();
+        assert_eq!(next_notification(l).await, notification(3, 7));
+        let _ = s.write_all(&wire_n(1)).await;
+        assert_closed(&mut s).await;
+        f.net.send_zab(ServerId(2), ZabMessage::UpToDate);
+        assert_eq!(next_zab(l).await, (ServerId(1), ZabMessage::UpToDate));
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_second_quorum_link_from_the_same_sid_replaces_the_first() {
+    timeout(TEST_TIMEOUT, async {
+        let mut m = ensemble(&[2], &[1], settings()).await;
+        let l = &mut m[0];
+        let quorum = l.net.quorum_addr();
+        let info = ZabMessage::FollowerInfo { accepted_epoch: 1 };
+        let mut first = stranger(quorum, &follower_info(1)).await;
+        assert_eq!(next_zab(l).await, (ServerId(1), info.clone()));
+        let mut second = stranger(quorum, &follower_info(1)).await;
+        assert_eq!(next_zab(l).await, (ServerId(1), info));
+        // The first is closed without a ZabClosed for it.
+        assert_closed(&mut first).await;
+        assert_silent(l).await;
+        // Messages go to the second, and its end is reported once.
+        l.net
+            .send_zab(ServerId(1), ZabMessage::LeaderInfo { epoch: 2 });
+        let expected = frame(&QuorumPacket::from(wire::LeaderInfo {
+            new_epoch: 2,
+            protocol_version: ZAB_PROTOCOL_VERSION,
+        }));
+        let mut got = vec![0; expected.len()];
+        second.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, expected);
+        drop(second);
+        assert_eq!(
+            next_event(l).await,
+            PeerEvent::ZabClosed { peer: ServerId(1) }
+        );
+        assert_silent(l).await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_dead_leader_is_reported_closed() {
+    timeout(TEST_TIMEOUT, async {
+        let settings = PeerSettings {
+            connect_timeout: Duration::from_millis(500),
+            ..settings()
+        };
+        let mut m = ensemble(&[1], &[2], settings).await;
+        let f = &mut m[0];
+        f.net.connect_zab(ServerId(2));
+        f.net
+            .send_zab(ServerId(2), ZabMessage::FollowerInfo { accepted_epoch: 1 });
+        assert_eq!(
+            next_event(f).await,
+            PeerEvent::ZabClosed { peer: ServerId(2) }
+        );
+        // Nothing to send to afterwards: dropped quietly.
+        f.net.send_zab(ServerId(2), ZabMessage::UpToDate);
+        assert_silent(f).await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_follower_that_does_not_read_is_dropped() {
+    timeout(TEST_TIMEOUT, async {
+        let settings = PeerSettings {
+            max_queued_bytes: 1 << 20,
+            ..settings()
+        };
+        let mut m = ensemble(&[2], &[1], settings).await;
+        let l = &mut m[0];
+        let _deaf = stranger(l.net.quorum_addr(), &follower_info(1)).await;
+        next_zab(l).await;
+        let txn = Bytes::from(vec![0; 256 << 10]);
+        for counter in 1.. {
+            let zxid = Zxid::new(1, counter);
+            l.net.send_zab(
+                ServerId(1),
+                ZabMessage::Proposal {
+                    zxid,
+                    txn: txn.clone(),
+                },
+            );
+            if let Ok(event) = timeout(Duration::from_millis(1), l.events.recv()).await {
+                assert_eq!(event, Some(PeerEvent::ZabClosed { peer: ServerId(1) }));
+                break;
+            }
+            assert!(counter < 10_000, "never closed");
+        }
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn dropping_the_network_closes_its_links_and_ports() {
+    timeout(TEST_TIMEOUT, async {
+        let mut m = ensemble(&[1, 2], &[], settings()).await;
+        let mut l = m.pop().unwrap();
+        let mut f = m.pop().unwrap();
+        link(&mut f, &mut l, 1, 2).await;
+        let (election, quorum) = (f.net.election_addr(), f.net.quorum_addr());
+        drop(f.net);
+        assert_eq!(
+            next_event(&mut l).await,
+            PeerEvent::ZabClosed { peer: ServerId(1) }
+        );
+        // Its listeners are gone with it.
+        for addr in [election, quorum] {
+            loop {
+                if TcpListener::bind(addr).await.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    })
+    .await
+    .expect("test timed out");
+}

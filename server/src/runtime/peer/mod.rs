@@ -1,0 +1,376 @@
+//! The peer transport of an ensemble member: its election and quorum ports
+//! (spec §8.1, §9.3), the only place member-to-member sockets exist.
+//!
+//! ```text
+//!            send_notification ─▶ per-peer slot (capacity 1) ─▶ election link ─┐
+//!  member    send_zab ──────────▶ per-link outbox (bounded) ──▶ quorum link ───┤ TCP, PeerCodec
+//!  loop  ◀── PeerEvent ◀── Notification / Zab{from} / ZabClosed ◀── read loops ┘
+//! ```
+//!
+//! * **Election port**: one connection per pair, kept only if the larger sid
+//!   initiated it. The initiator first sends an `ElectionHello`. A smaller sid
+//!   that has something to send connects, says hello and hangs up; the larger
+//!   one then connects back. Each peer has a send slot of capacity one (only
+//!   the newest notification matters) that outlives its connections, and the
+//!   last notification sent is sent again on a new connection.
+//! * **Quorum port**: a follower connects to its leader ([`PeerNetwork::connect_zab`])
+//!   and its first packet, FOLLOWERINFO, names it. Each link has a generation;
+//!   a link replaced or closed by the member emits nothing more, and a link
+//!   that ends on its own emits [`PeerEvent::ZabClosed`] after everything it
+//!   delivered.
+//!
+//! Faults are per link: a garbage, oversized or stalled frame, an unknown sid
+//! or a peer that does not read closes that link only, with one warning. The
+//! member loop never blocks here: sends only queue. Every task belongs to the
+//! [`PeerNetwork`] and is aborted when it is dropped.
+
+pub mod convert;
+mod election_link;
+mod link;
+mod quorum_link;
+#[cfg(test)]
+mod tests;
+
+use crate::config::ServerSpec;
+use crate::core::election::{Notification, ServerId};
+use crate::core::zab::ZabMessage;
+use link::Outbox;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::{AbortHandle, JoinSet};
+use zkd_protocol::peer::election::MAX_ELECTION_PAYLOAD;
+use zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME;
+use zkd_protocol::peer::zab::MAX_SNAP_CHUNK;
+
+/// Connections on one port still in their handshake; more are closed at once.
+const MAX_PENDING_HANDSHAKES: usize = 16;
+
+/// Pause after a failed `accept` (out of file descriptors, say).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Room for a snapshot chunk's framing around [`MAX_SNAP_CHUNK`] bytes of data.
+const SNAP_CHUNK_OVERHEAD: usize = 64;
+
+/// What the peers of this member tell it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// An election notification from a peer (sender checked against the link's sid).
+    Notification(Notification),
+    /// A Zab message on the quorum link with `from`.
+    Zab { from: ServerId, message: ZabMessage },
+    /// The quorum link with `peer` closed (after every message it delivered).
+    ZabClosed { peer: ServerId },
+}
+
+/// Limits and timeouts of the peer links.
+#[derive(Clone, Debug)]
+pub struct PeerSettings {
+    /// How long connecting (and a peer's first frame) may take: the election's
+    /// `cnxTimeout`, a follower's connect budget for its leader.
+    pub connect_timeout: Duration,
+    /// A link holding part of a frame with nothing more arriving for this long is closed.
+    pub stall_timeout: Duration,
+    /// The largest quorum frame read or written (election frames are also capped at
+    /// ZooKeeper's 512 KiB). Must hold a snapshot chunk.
+    pub max_frame: usize,
+    /// Bytes queued for one quorum link beyond which it is closed.
+    pub max_queued_bytes: usize,
+}
+
+impl Default for PeerSettings {
+    fn default() -> PeerSettings {
+        PeerSettings {
+            connect_timeout: Duration::from_secs(5),
+            stall_timeout: Duration::from_secs(10),
+            max_frame: DEFAULT_MAX_PEER_FRAME,
+            max_queued_bytes: 64 << 20,
+        }
+    }
+}
+
+impl PeerSettings {
+    fn validate(&self) -> io::Result<()> {
+        let invalid = |why: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        if self.max_frame < MAX_SNAP_CHUNK + SNAP_CHUNK_OVERHEAD {
+            return invalid("peer max_frame cannot carry a snapshot chunk");
+        }
+        if self.max_queued_bytes == 0 {
+            return invalid("peer max_queued_bytes is 0");
+        }
+        if self.connect_timeout.is_zero() || self.stall_timeout.is_zero() {
+            return invalid("peer timeouts must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// This member's links to the others. Dropping it closes every link and ends
+/// every task.
+pub struct PeerNetwork {
+    shared: Arc<Shared>,
+    election_addr: SocketAddr,
+    quorum_addr: SocketAddr,
+}
+
+impl PeerNetwork {
+    /// Binds this member's election and quorum listeners on its own server.N host
+    /// and ports and starts accepting. `events` receives everything from peers.
+    pub async fn start(
+        me: ServerId,
+        servers: &BTreeMap<u64, ServerSpec>,
+        events: mpsc::Sender<PeerEvent>,
+        settings: PeerSettings,
+    ) -> io::Result<PeerNetwork> {
+        let spec = servers.get(&me.0).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("no server.{me}"))
+        })?;
+        let election = TcpListener::bind((spec.host.as_str(), spec.election_port)).await?;
+        let quorum = TcpListener::bind((spec.host.as_str(), spec.quorum_port)).await?;
+        PeerNetwork::with_listeners(me, servers, election, quorum, events, settings)
+    }
+
+    /// As [`PeerNetwork::start`], on listeners the caller bound. Call it within a
+    /// tokio runtime: it spawns the accept tasks.
+    pub fn with_listeners(
+        me: ServerId,
+        servers: &BTreeMap<u64, ServerSpec>,
+        election: TcpListener,
+        quorum: TcpListener,
+        events: mpsc::Sender<PeerEvent>,
+        settings: PeerSettings,
+    ) -> io::Result<PeerNetwork> {
+        settings.validate()?;
+        if !servers.contains_key(&me.0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no server.{me}"),
+            ));
+        }
+        let election_addr = election.local_addr()?;
+        let quorum_addr = quorum.local_addr()?;
+        let peers = servers
+            .keys()
+            .map(|&id| ServerId(id))
+            .filter(|&id| id != me);
+        let state = State {
+            closed: false,
+            next_generation: 0,
+            tasks: JoinSet::new(),
+            election: peers.map(|id| (id, ElectionPeer::default())).collect(),
+            quorum: BTreeMap::new(),
+        };
+        let shared = Arc::new(Shared {
+            me,
+            servers: servers.clone(),
+            settings,
+            events,
+            state: Mutex::new(state),
+        });
+        shared.spawn(accept_loop(
+            shared.clone(),
+            election,
+            "election",
+            election_link::accept,
+        ));
+        shared.spawn(accept_loop(
+            shared.clone(),
+            quorum,
+            "quorum",
+            quorum_link::accept,
+        ));
+        Ok(PeerNetwork {
+            shared,
+            election_addr,
+            quorum_addr,
+        })
+    }
+
+    /// The address the election listener is bound to.
+    pub fn election_addr(&self) -> SocketAddr {
+        self.election_addr
+    }
+
+    /// The address the quorum listener is bound to.
+    pub fn quorum_addr(&self) -> SocketAddr {
+        self.quorum_addr
+    }
+
+    /// Queues a notification for `to`. Never blocks; only the newest unsent one
+    /// per peer is kept (ZooKeeper's send queue of capacity one). Notifications
+    /// to this member itself are dropped: the election loops its own back.
+    pub fn send_notification(&mut self, to: ServerId, n: Notification) {
+        election_link::send(&self.shared, to, &n);
+    }
+
+    /// Follower: opens the quorum link to `leader`'s quorum port (retrying a few
+    /// times within `connect_timeout`) and sends queued messages once connected;
+    /// failure emits `ZabClosed { peer: leader }`. Replaces any link with `leader`.
+    pub fn connect_zab(&mut self, leader: ServerId) {
+        quorum_link::connect(&self.shared, leader);
+    }
+
+    /// Queues a Zab message on the quorum link with `to` (leader: an accepted
+    /// link; follower: the link from `connect_zab`). Never blocks. No link: the
+    /// message is dropped (the Zab core learns through `ZabClosed` and timeouts).
+    pub fn send_zab(&mut self, to: ServerId, message: ZabMessage) {
+        quorum_link::send(&self.shared, to, message);
+    }
+
+    /// Closes the quorum link with `peer`, if any, without a `ZabClosed` event.
+    pub fn close_zab(&mut self, peer: ServerId) {
+        if let Some(link) = self.shared.lock().quorum.remove(&peer) {
+            link.task.abort.abort();
+        }
+    }
+
+    /// Closes every quorum link (role change), without `ZabClosed` events.
+    pub fn close_all_zab(&mut self) {
+        let links = std::mem::take(&mut self.shared.lock().quorum);
+        for link in links.into_values() {
+            link.task.abort.abort();
+        }
+    }
+}
+
+impl Drop for PeerNetwork {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.closed = true;
+        state.quorum.clear();
+        state.election.clear();
+        state.tasks.abort_all();
+    }
+}
+
+/// What every task of one network shares.
+struct Shared {
+    me: ServerId,
+    servers: BTreeMap<u64, ServerSpec>,
+    settings: PeerSettings,
+    events: mpsc::Sender<PeerEvent>,
+    state: Mutex<State>,
+}
+
+/// The links, under one short-held lock (never across an await).
+struct State {
+    /// The network was dropped: spawn nothing more.
+    closed: bool,
+    next_generation: u64,
+    tasks: JoinSet<()>,
+    /// Every other member, linked or not.
+    election: BTreeMap<ServerId, ElectionPeer>,
+    /// Quorum links that exist or are being dialed.
+    quorum: BTreeMap<ServerId, QuorumLink>,
+}
+
+/// One other member on the election port: its send slot, which outlives links,
+/// and the task (dialing or running a link) currently responsible for it.
+#[derive(Default)]
+struct ElectionPeer {
+    outbox: Arc<Outbox>,
+    task: Option<LinkTask>,
+    /// The pause before the next dial attempt; zero after a link that delivered.
+    retry: Duration,
+}
+
+/// One quorum link, from dialing to its end.
+struct QuorumLink {
+    task: LinkTask,
+    outbox: Arc<Outbox>,
+}
+
+/// A task working for one peer; only the current generation may speak for it.
+struct LinkTask {
+    generation: u64,
+    abort: AbortHandle,
+}
+
+impl State {
+    /// Spawns a task owned by the network, unless it was dropped.
+    fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) -> Option<AbortHandle> {
+        if self.closed {
+            return None;
+        }
+        while let Some(done) = self.tasks.try_join_next() {
+            if let Err(e) = done {
+                if e.is_panic() {
+                    tracing::error!("peer task panicked: {e}");
+                }
+            }
+        }
+        Some(self.tasks.spawn(task))
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.next_generation += 1;
+        self.next_generation
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.lock().spawn(task);
+    }
+
+    /// Whether `sid` is another member of the ensemble.
+    fn is_peer(&self, sid: ServerId) -> bool {
+        sid != self.me && self.servers.contains_key(&sid.0)
+    }
+
+    fn spec(&self, sid: ServerId) -> io::Result<&ServerSpec> {
+        self.servers
+            .get(&sid.0)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no server.{sid}")))
+    }
+
+    fn election_max_frame(&self) -> usize {
+        self.settings.max_frame.min(MAX_ELECTION_PAYLOAD)
+    }
+}
+
+/// Accepts connections on one port, handing each to `handshake` in a task of
+/// its own, at most [`MAX_PENDING_HANDSHAKES`] at a time.
+async fn accept_loop<F, Fut>(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    port: &'static str,
+    handshake: F,
+) where
+    F: Fn(Arc<Shared>, TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
+    loop {
+        let (stream, remote) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("{port} port: accept failed: {e}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            tracing::warn!("{port} port: too many handshakes in progress, closing {remote}");
+            continue;
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("{port} port: {remote}: {e}");
+            continue;
+        }
+        let handshake = handshake(shared.clone(), stream, remote);
+        shared.spawn(async move {
+            handshake.await;
+            drop(permit);
+        });
+    }
+}

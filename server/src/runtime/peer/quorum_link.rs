@@ -1,0 +1,276 @@
+//! The quorum port (spec §9.3): a follower dials its leader and opens with
+//! FOLLOWERINFO, which is how the leader learns who it is.
+//!
+//! ```text
+//!  follower: connect_zab(L) ── dial (≤ 5 tries within connect_timeout) ──▶ leader: accept
+//!            send_zab(L, FollowerInfo) ─────────── first packet ─────────▶ sid from it, register
+//!  ◀───────────────────────── Zab messages both ways ──────────────────────▶
+//!  either end: ZabClosed { peer }, after every message the link delivered
+//! ```
+//!
+//! A link speaks for its peer only while its generation is the registered one:
+//! each event is sent under the state lock after checking it, so once
+//! `close_zab`, `close_all_zab`, `connect_zab` or a newer link from the same
+//! sid has replaced it, nothing more comes from it, not even `ZabClosed`.
+
+use super::convert::{encode_zab, follower_info_sid, ZabDecoder};
+use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkEnd, Outbox, Push};
+use super::{LinkTask, PeerEvent, QuorumLink, Shared, State};
+use crate::core::election::ServerId;
+use crate::core::zab::ZabMessage;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use zkd_protocol::peer::{PeerCodec, QuorumPacket};
+
+/// A follower tries its leader at most this many times per `connect_zab`
+/// (ZooKeeper's learner: 5).
+const CONNECT_ATTEMPTS: u32 = 5;
+
+/// The first pause between those attempts; it doubles.
+const CONNECT_RETRY_MIN: Duration = Duration::from_millis(100);
+
+/// Dials `leader`'s quorum port as the link with it, replacing any other.
+pub(super) fn connect(shared: &Arc<Shared>, leader: ServerId) {
+    let mut state = shared.lock();
+    if let Some(old) = state.quorum.remove(&leader) {
+        old.task.abort.abort();
+    }
+    let generation = state.next_generation();
+    let outbox = Arc::new(Outbox::default());
+    let task = dial_and_run(shared.clone(), leader, generation, outbox.clone());
+    // The task cannot look itself up before this lock is released.
+    register(&mut state, leader, generation, outbox, task);
+}
+
+fn register(
+    state: &mut State,
+    peer: ServerId,
+    generation: u64,
+    outbox: Arc<Outbox>,
+    task: impl std::future::Future<Output = ()> + Send + 'static,
+) -> bool {
+    let Some(abort) = state.spawn(task) else {
+        return false;
+    };
+    let task = LinkTask { generation, abort };
+    state.quorum.insert(peer, QuorumLink { task, outbox });
+    true
+}
+
+/// Queues `message` on the link with `to`, if there is one.
+pub(super) fn send(shared: &Arc<Shared>, to: ServerId, message: ZabMessage) {
+    let outbox = shared.lock().quorum.get(&to).map(|l| l.outbox.clone());
+    let Some(outbox) = outbox else {
+        tracing::debug!("no quorum link with {to}; message dropped");
+        return;
+    };
+    let packets = encode_zab(shared.me, message);
+    let mut codec = PeerCodec::<QuorumPacket>::with_max_frame(shared.settings.max_frame);
+    let frames = match encode_frames(&mut codec, &packets) {
+        Ok(frames) => frames,
+        Err(e) => {
+            tracing::warn!("quorum link with {to}: cannot encode a message ({e}); closing");
+            outbox.close(Closed::Unencodable);
+            return;
+        }
+    };
+    let max = shared.settings.max_queued_bytes;
+    if outbox.push(frames, max) == Push::Overflow {
+        tracing::warn!("quorum link with {to}: more than {max} bytes queued; closing");
+    }
+}
+
+/// A connection on our quorum port: its first packet must be FOLLOWERINFO from
+/// another member.
+pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
+    let (read, write) = stream.into_split();
+    let mut reader = FrameReader::<QuorumPacket>::new(
+        read,
+        shared.settings.max_frame,
+        shared.settings.stall_timeout,
+    );
+    let first = match tokio::time::timeout(shared.settings.connect_timeout, reader.next()).await {
+        Err(_) => Err(LinkEnd::HandshakeTimeout),
+        Ok(Ok(None)) => Err(LinkEnd::Eof),
+        Ok(Ok(Some(packet))) => Ok(packet),
+        Ok(Err(end)) => Err(end),
+    };
+    let packet = match first {
+        Ok(packet) => packet,
+        Err(end) => return log_end(&format!("quorum link from {remote}"), &end),
+    };
+    let Some(sid) = follower_info_sid(&packet) else {
+        tracing::warn!("quorum link from {remote}: first packet is not FOLLOWERINFO; closing");
+        return;
+    };
+    if !shared.is_peer(sid) {
+        tracing::warn!(
+            "quorum link from {remote}: FOLLOWERINFO from sid {sid}, not a peer; closing"
+        );
+        return;
+    }
+    let mut decoder = ZabDecoder::new();
+    let message = match decoder.decode(packet) {
+        Ok(Some(message)) => message,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!("quorum link from {sid} ({remote}): {e}; closing");
+            return;
+        }
+    };
+    let Ok(permit) = shared.events.reserve().await else {
+        return;
+    };
+    let mut state = shared.lock();
+    if let Some(old) = state.quorum.remove(&sid) {
+        tracing::debug!("quorum link from {sid} ({remote}) replaces the previous one");
+        old.task.abort.abort();
+    }
+    let generation = state.next_generation();
+    let outbox = Arc::new(Outbox::default());
+    let task = run_link(
+        shared.clone(),
+        sid,
+        generation,
+        reader,
+        write,
+        outbox.clone(),
+        decoder,
+    );
+    if register(&mut state, sid, generation, outbox, task) {
+        permit.send(PeerEvent::Zab { from: sid, message });
+    }
+}
+
+fn is_current(state: &State, peer: ServerId, generation: u64) -> bool {
+    state
+        .quorum
+        .get(&peer)
+        .is_some_and(|link| link.task.generation == generation)
+}
+
+/// A follower's link: dial, then run it; a failed dial ends it at once.
+async fn dial_and_run(shared: Arc<Shared>, leader: ServerId, generation: u64, outbox: Arc<Outbox>) {
+    match dial(&shared, leader).await {
+        Ok(stream) => {
+            let (read, write) = stream.into_split();
+            let reader = FrameReader::new(
+                read,
+                shared.settings.max_frame,
+                shared.settings.stall_timeout,
+            );
+            let decoder = ZabDecoder::new();
+            run_link(shared, leader, generation, reader, write, outbox, decoder).await;
+        }
+        Err(e) => {
+            tracing::warn!("quorum link to {leader}: cannot connect: {e}");
+            link_ended(&shared, leader, generation).await;
+        }
+    }
+}
+
+/// Connects to `leader`'s quorum port, retrying within `connect_timeout`.
+async fn dial(shared: &Shared, leader: ServerId) -> io::Result<TcpStream> {
+    if leader == shared.me {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot follow oneself",
+        ));
+    }
+    let spec = shared.spec(leader)?;
+    let deadline = Instant::now() + shared.settings.connect_timeout;
+    let mut pause = CONNECT_RETRY_MIN;
+    for attempt in 1.. {
+        let connect = TcpStream::connect((spec.host.as_str(), spec.quorum_port));
+        let error = match tokio::time::timeout_at(deadline, connect).await {
+            Ok(Ok(stream)) => {
+                stream.set_nodelay(true)?;
+                return Ok(stream);
+            }
+            Ok(Err(e)) => e,
+            Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+        };
+        if attempt >= CONNECT_ATTEMPTS || Instant::now() + pause >= deadline {
+            return Err(error);
+        }
+        tracing::debug!("quorum link to {leader}: attempt {attempt} failed: {error}");
+        tokio::time::sleep(pause).await;
+        pause *= 2;
+    }
+    unreachable!("the loop returns")
+}
+
+/// One quorum link: packets in, the outbox out, until either side ends.
+async fn run_link(
+    shared: Arc<Shared>,
+    peer: ServerId,
+    generation: u64,
+    reader: FrameReader<QuorumPacket>,
+    write: OwnedWriteHalf,
+    outbox: Arc<Outbox>,
+    decoder: ZabDecoder,
+) {
+    // Each branch runs to the link's end; the others are dropped with the socket.
+    // A closed outbox wins even while the writer is blocked on a peer that does not read.
+    let end = tokio::select! {
+        biased;
+        end = outbox.closed() => end,
+        end = read_loop(&shared, peer, generation, reader, decoder) => end,
+        end = write_loop(write, &outbox) => end,
+    };
+    log_end(&format!("quorum link with {peer}"), &end);
+    if !matches!(end, LinkEnd::Superseded) {
+        link_ended(&shared, peer, generation).await;
+    }
+}
+
+/// Delivers `peer`'s Zab messages while this link is the registered one.
+async fn read_loop(
+    shared: &Shared,
+    peer: ServerId,
+    generation: u64,
+    mut reader: FrameReader<QuorumPacket>,
+    mut decoder: ZabDecoder,
+) -> LinkEnd {
+    loop {
+        let packet = match reader.next().await {
+            Ok(Some(packet)) => packet,
+            Ok(None) => return LinkEnd::Eof,
+            Err(end) => return end,
+        };
+        let message = match decoder.decode(packet) {
+            Ok(Some(message)) => message,
+            Ok(None) => continue,
+            Err(e) => return LinkEnd::Protocol(e.0),
+        };
+        let Ok(permit) = shared.events.reserve().await else {
+            return LinkEnd::EventsClosed;
+        };
+        let state = shared.lock();
+        if !is_current(&state, peer, generation) {
+            return LinkEnd::Superseded;
+        }
+        permit.send(PeerEvent::Zab {
+            from: peer,
+            message,
+        });
+    }
+}
+
+/// Unregisters the link and reports `ZabClosed`, unless it was replaced.
+async fn link_ended(shared: &Shared, peer: ServerId, generation: u64) {
+    let permit = shared.events.reserve().await.ok();
+    let mut state = shared.lock();
+    if !is_current(&state, peer, generation) {
+        return;
+    }
+    state.quorum.remove(&peer);
+    if let Some(permit) = permit {
+        permit.send(PeerEvent::ZabClosed { peer });
+    }
+}

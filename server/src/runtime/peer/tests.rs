@@ -1,0 +1,335 @@
+//! The peer transport over real loopback sockets: members exchanging
+//! notifications and Zab traffic, and strangers whose faults close their own
+//! link only.
+
+use super::*;
+use crate::core::election::{ServerState, Vote};
+use crate::core::zab::SessionTouch;
+use bytes::Bytes;
+use tokio::time::timeout;
+use zkd_protocol::Zxid;
+
+/// Every test ends within this.
+const TEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an expected event or close may take.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn settings() -> PeerSettings {
+    PeerSettings {
+        connect_timeout: Duration::from_secs(2),
+        stall_timeout: Duration::from_millis(300),
+        ..PeerSettings::default()
+    }
+}
+
+fn spec(election: SocketAddr, quorum: SocketAddr) -> ServerSpec {
+    ServerSpec {
+        host: "127.0.0.1".into(),
+        quorum_port: quorum.port(),
+        election_port: election.port(),
+        observer: false,
+        client_address: None,
+    }
+}
+
+struct Member {
+    net: PeerNetwork,
+    events: mpsc::Receiver<PeerEvent>,
+}
+
+/// `ids.len()` listener pairs on free loopback ports, and the `server.N` map of
+/// `ids` plus `absent` members (configured, never started).
+async fn listeners(
+    ids: &[u64],
+    absent: &[u64],
+) -> (BTreeMap<u64, ServerSpec>, Vec<(TcpListener, TcpListener)>) {
+    let mut servers = BTreeMap::new();
+    let mut bound = Vec::new();
+    for &id in ids.iter().chain(absent) {
+        let election = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let quorum = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        servers.insert(
+            id,
+            spec(election.local_addr().unwrap(), quorum.local_addr().unwrap()),
+        );
+        if ids.contains(&id) {
+            bound.push((election, quorum));
+        }
+    }
+    (servers, bound)
+}
+
+/// Members `ids` running, `absent` configured only.
+async fn ensemble(ids: &[u64], absent: &[u64], settings: PeerSettings) -> Vec<Member> {
+    let (servers, bound) = listeners(ids, absent).await;
+    ids.iter()
+        .zip(bound)
+        .map(|(&id, (election, quorum))| {
+            let (tx, events) = mpsc::channel(64);
+            let net = PeerNetwork::with_listeners(
+                ServerId(id),
+                &servers,
+                election,
+                quorum,
+                tx,
+                settings.clone(),
+            )
+            .unwrap();
+            Member { net, events }
+        })
+        .collect()
+}
+
+async fn next_event(member: &mut Member) -> PeerEvent {
+    timeout(EVENT_TIMEOUT, member.events.recv())
+        .await
+        .expect("an event in time")
+        .expect("the event channel is open")
+}
+
+async fn next_zab(member: &mut Member) -> (ServerId, ZabMessage) {
+    loop {
+        match next_event(member).await {
+            PeerEvent::Zab { from, message } => return (from, message),
+            PeerEvent::Notification(_) => continue,
+            other => panic!("expected a Zab message, got {other:?}"),
+        }
+    }
+}
+
+async fn next_notification(member: &mut Member) -> Notification {
+    loop {
+        if let PeerEvent::Notification(n) = next_event(member).await {
+            return n;
+        }
+    }
+}
+
+async fn assert_silent(member: &mut Member) {
+    let quiet = timeout(Duration::from_millis(300), member.events.recv()).await;
+    assert!(quiet.is_err(), "unexpected event {quiet:?}");
+}
+
+fn notification(sender: u64, epoch: u64) -> Notification {
+    Notification {
+        sender: ServerId(sender),
+        state: ServerState::Looking,
+        vote: Vote {
+            leader: ServerId(sender),
+            zxid: Zxid::new(1, sender as u32),
+            peer_epoch: 1,
+        },
+        election_epoch: epoch,
+    }
+}
+
+/// A follower `f` linked to leader `l`, FOLLOWERINFO delivered.
+async fn link(f: &mut Member, l: &mut Member, f_id: u64, l_id: u64) {
+    f.net.connect_zab(ServerId(l_id));
+    let info = ZabMessage::FollowerInfo { accepted_epoch: 3 };
+    f.net.send_zab(ServerId(l_id), info.clone());
+    assert_eq!(next_zab(l).await, (ServerId(f_id), info));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_exchange_notifications_both_ways() {
+    timeout(TEST_TIMEOUT, async {
+        // Free ports first, then `start` binds them itself.
+        let (servers, bound) = listeners(&[1, 2, 3], &[]).await;
+        drop(bound);
+        let mut members = Vec::new();
+        for id in 1..=3 {
+            let (tx, events) = mpsc::channel(64);
+            let net = PeerNetwork::start(ServerId(id), &servers, tx, settings())
+                .await
+                .unwrap();
+            members.push(Member { net, events });
+        }
+        for (i, member) in members.iter_mut().enumerate() {
+            let from = i as u64 + 1;
+            for to in (1..=3).filter(|&to| to != from) {
+                member
+                    .net
+                    .send_notification(ServerId(to), notification(from, 10 * from + to));
+            }
+            // To itself: dropped (the election loops its own back).
+            member
+                .net
+                .send_notification(ServerId(from), notification(from, 0));
+        }
+        for (i, member) in members.iter_mut().enumerate() {
+            let me = i as u64 + 1;
+            let mut expected: Vec<Notification> = (1..=3)
+                .filter(|&from| from != me)
+                .map(|from| notification(from, 10 * from + me))
+                .collect();
+            while !expected.is_empty() {
+                let n = next_notification(member).await;
+                // Re-sends on a new link may repeat one; anything else is wrong.
+                assert!(n.election_epoch != 0, "a notification to oneself went out");
+                assert_eq!(n.election_epoch, 10 * n.sender.0 + me, "{n:?}");
+                expected.retain(|e| *e != n);
+            }
+        }
+        // The links stay up: a newer notification replaces nothing queued and arrives.
+        members[0]
+            .net
+            .send_notification(ServerId(3), notification(1, 99));
+        loop {
+            let n = next_notification(&mut members[2]).await;
+            if n.election_epoch == 99 {
+                assert_eq!(n.sender, ServerId(1));
+                break;
+            }
+        }
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn follower_and_leader_see_each_others_messages_in_order() {
+    timeout(TEST_TIMEOUT, async {
+        let mut m = ensemble(&[1, 2], &[], settings()).await;
+        let (f, l) = m.split_at_mut(1);
+        let (f, l) = (&mut f[0], &mut l[0]);
+        link(f, l, 1, 2).await;
+        let leader = ServerId(2);
+        let follower = ServerId(1);
+        l.net
+            .send_zab(follower, ZabMessage::LeaderInfo { epoch: 4 });
+        for counter in 1..=100 {
+            let zxid = Zxid::new(4, counter);
+            l.net.send_zab(
+                follower,
+                ZabMessage::Proposal {
+                    zxid,
+                    txn: Bytes::from(format!("txn {counter}")),
+                },
+            );
+        }
+        l.net.send_zab(
+            follower,
+            ZabMessage::Commit {
+                zxid: Zxid::new(4, 100),
+            },
+        );
+        assert_eq!(
+            next_zab(f).await,
+            (leader, ZabMessage::LeaderInfo { epoch: 4 })
+        );
+        f.net.send_zab(
+            leader,
+            ZabMessage::AckEpoch {
+                current_epoch: None,
+                last_zxid: Zxid::new(3, 9),
+                log_base: Zxid::new(3, 1),
+            },
+        );
+        for counter in 1..=100 {
+            let (from, message) = next_zab(f).await;
+            assert_eq!(from, leader);
+            assert_eq!(
+                message,
+                ZabMessage::Proposal {
+                    zxid: Zxid::new(4, counter),
+                    txn: Bytes::from(format!("txn {counter}")),
+                }
+            );
+            f.net.send_zab(
+                leader,
+                ZabMessage::Ack {
+                    zxid: Zxid::new(4, counter),
+                },
+            );
+        }
+        assert_eq!(
+            next_zab(f).await.1,
+            ZabMessage::Commit {
+                zxid: Zxid::new(4, 100)
+            }
+        );
+        let touches = vec![SessionTouch {
+            session: 7,
+            timeout_ms: 4000,
+        }];
+        f.net.send_zab(
+            leader,
+            ZabMessage::Ping {
+                zxid: Zxid::new(4, 100),
+                touches: touches.clone(),
+            },
+        );
+        assert_eq!(
+            next_zab(l).await,
+            (
+                follower,
+                ZabMessage::AckEpoch {
+                    current_epoch: None,
+                    last_zxid: Zxid::new(3, 9),
+                    log_base: Zxid::new(3, 1),
+                }
+            )
+        );
+        for counter in 1..=100 {
+            assert_eq!(
+                next_zab(l).await,
+                (
+                    follower,
+                    ZabMessage::Ack {
+                        zxid: Zxid::new(4, counter)
+                    }
+                )
+            );
+        }
+        assert_eq!(
+            next_zab(l).await.1,
+            ZabMessage::Ping {
+                zxid: Zxid::new(4, 100),
+                touches
+            }
+        );
+        // The leader drops the follower: the follower hears ZabClosed, the leader nothing.
+        l.net.close_zab(follower);
+        assert_eq!(next_event(f).await, PeerEvent::ZabClosed { peer: leader });
+        assert_silent(l).await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_three_mib_snapshot_reassembles() {
+    timeout(TEST_TIMEOUT, async {
+        let mut m = ensemble(&[1, 2], &[], settings()).await;
+        let (f, l) = m.split_at_mut(1);
+        let (f, l) = (&mut f[0], &mut l[0]);
+        link(f, l, 1, 2).await;
+        let image = Bytes::from((0..3 << 20).map(|i| (i % 253) as u8).collect::<Vec<u8>>());
+        let snap = ZabMessage::Snap {
+            zxid: Zxid::new(2, 40),
+            image,
+        };
+        l.net.send_zab(ServerId(1), snap.clone());
+        l.net
+            .send_zab(ServerId(1), ZabMessage::NewLeader { epoch: 3 });
+        assert_eq!(next_zab(f).await, (ServerId(2), snap));
+        assert_eq!(next_zab(f).await.1, ZabMessage::NewLeader { epoch: 3 });
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[test]
+fn settings_that_cannot_carry_a_snapshot_chunk_are_refused() {
+    let too_small = PeerSettings {
+        max_frame: MAX_SNAP_CHUNK,
+        ..PeerSettings::default()
+    };
+    assert!(too_small.validate().is_err());
+    assert!(PeerSettings::default().validate().is_ok());
+}
+
+#[path = "fault_tests.rs"]
+mod faults;
