@@ -343,3 +343,71 @@ async fn five_members_survive_two_failures() {
         assert_eq!(within(reader.list_children("/e")).await.unwrap().len(), 20);
     }
 }
+
+/// A create of `path` as the raw client sends it.
+fn raw_create(path: &str) -> zkd_protocol::request::ClientRequest {
+    zkd_protocol::request::ClientRequest::Create(
+        zkd_protocol::OpCode::Create,
+        zkd_protocol::records::CreateRequest {
+            path: path.into(),
+            data: None,
+            acl: vec![zkd_protocol::records::Acl::world(31)],
+            flags: 0,
+        },
+    )
+}
+
+#[test]
+fn a_session_that_moved_is_refused_on_the_member_it_left() {
+    use zkd_client_tests::raw::RawClient;
+    use zkd_protocol::records::ConnectRequest;
+    let ensemble = Ensemble::start(3);
+    for (from, to) in [(0, 1), (1, 2), (2, 0)] {
+        let (mut old, created) = RawClient::new_session(ensemble.members[from].port, 6000);
+        assert_ne!(created.session_id, 0);
+        let (h, _) = old.call(1, &raw_create(&format!("/before-{from}")));
+        assert_eq!(h.err, 0);
+        // The same session reattaches on another member (ZooKeeper's REVALIDATE).
+        let mut new = RawClient::connect(ensemble.members[to].port);
+        let moved = new
+            .handshake(&ConnectRequest {
+                last_zxid_seen: h.zxid,
+                time_out: 6000,
+                session_id: created.session_id,
+                passwd: created.passwd.clone(),
+                read_only: Some(false),
+                ..ConnectRequest::default()
+            })
+            .expect("reattach answered");
+        assert_eq!(moved.session_id, created.session_id, "{from} -> {to}");
+        assert!(moved.time_out > 0);
+        let (h, _) = new.call(1, &raw_create(&format!("/after-{to}")));
+        assert_eq!(h.err, 0, "the session works where it moved");
+        // A write through the member it left: SESSIONMOVED closes that
+        // connection with no answer, as ZooKeeper does (ZOOKEEPER-710).
+        old.send_request(2, &raw_create(&format!("/stale-{from}")));
+        assert!(
+            old.closed_by_server(),
+            "{from} -> {to}: the old connection is closed"
+        );
+        let (h, _) = new.call(2, &raw_create(&format!("/still-{to}")));
+        assert_eq!(h.err, 0);
+    }
+    // A session id nobody has is refused on a follower too (the leader decides).
+    let leader = ensemble.leader().unwrap();
+    let follower = (0..3).find(|i| *i != leader).unwrap();
+    let mut stranger = RawClient::connect(ensemble.members[follower].port);
+    let answer = stranger.handshake(&ConnectRequest {
+        time_out: 6000,
+        session_id: 0x0100_0000_0000_0999,
+        passwd: bytes::Bytes::from_static(&[0; 16]),
+        read_only: Some(false),
+        ..ConnectRequest::default()
+    });
+    assert!(
+        answer
+            .as_ref()
+            .is_none_or(|a| a.session_id == 0 && a.time_out == 0),
+        "an unknown session is expired: {answer:?}"
+    );
+}

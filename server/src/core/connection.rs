@@ -23,6 +23,8 @@ pub enum ConnState {
         after: Zxid,
         timeout_ms: i32,
     },
+    /// A follower asked the leader whether this session may attach here.
+    Revalidating { session: SessionId, timeout_ms: i32 },
     /// Serving requests for this session.
     Established(SessionId),
 }

@@ -69,6 +69,10 @@ pub struct Node {
     pub(super) creating: BTreeMap<SessionId, ConnId>,
     /// Follower: sessions touched since the last PING, with their timeouts.
     pub(super) touched: BTreeMap<SessionId, i32>,
+    /// Leader: the member each session is attached to (by its id), so a
+    /// write from a member the session left answers SESSIONMOVED. A session
+    /// with no entry (a new leader's) belongs to the first to use it.
+    pub(super) owners: BTreeMap<SessionId, u64>,
 }
 
 impl Node {
@@ -100,6 +104,7 @@ impl Node {
             mode: Mode::Standalone,
             creating: BTreeMap::new(),
             touched: BTreeMap::new(),
+            owners: BTreeMap::new(),
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node
@@ -163,7 +168,15 @@ impl Node {
             Event::Disconnected { conn } => self.forget_connection(conn),
             Event::Persisted { zxid } => self.persisted(now, zxid),
             Event::Committed { txn } => self.committed(now, txn),
-            Event::Forwarded(request) => self.forwarded(now, request),
+            Event::Forwarded { from, request } => self.forwarded(now, from, request),
+            Event::Revalidate {
+                from,
+                session,
+                timeout_ms,
+            } => self.revalidate(now, from, SessionId(session), timeout_ms),
+            Event::Revalidated { session, valid } => {
+                self.revalidated(now, SessionId(session), valid)
+            }
             Event::Touched(touches) => self.touched_remotely(now, &touches),
         }
     }
@@ -316,6 +329,21 @@ impl Node {
         for old in others {
             self.close(old);
         }
+        if self.mode == Mode::Following && request.passwd.as_ref() == session_password(session.0) {
+            // The leader owns sessions: it says whether this one lives, and
+            // from now on it belongs here.
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.state = ConnState::Revalidating {
+                    session,
+                    timeout_ms,
+                };
+            }
+            self.commands.push_back(Command::Revalidate {
+                session: session.0,
+                timeout_ms,
+            });
+            return;
+        }
         let valid = request.passwd.as_ref() == session_password(session.0)
             && self.sessions.is_live(session);
         if !valid {
@@ -324,6 +352,10 @@ impl Node {
             return self.close(conn);
         }
         self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
+        if self.mode == Mode::Leading {
+            self.owners
+                .insert(session, u64::from(self.config.server_id));
+        }
         let in_flight = self
             .in_flight
             .iter()

@@ -9,7 +9,7 @@ use super::reply;
 use super::session::SessionId;
 use super::types::{ConnId, Now};
 use zkd_protocol::records::SyncResponse;
-use zkd_protocol::{OpCode, Perms, Zxid};
+use zkd_protocol::{ErrorCode, OpCode, Perms, Zxid};
 use zkd_storage::{Txn, TxnBody, TxnOutcome, WatchTrigger};
 
 impl Node {
@@ -142,7 +142,13 @@ impl Node {
     }
 
     /// Fills the connection's reply slot for `xid` and sends what is ready.
+    /// SESSIONMOVED is no answer: ZooKeeper closes the connection, which the
+    /// session has left (ZOOKEEPER-710).
     fn answer_write(&mut self, now: Now, conn: ConnId, xid: i32, txn: &Txn, outcome: &TxnOutcome) {
+        if matches!(&txn.body, TxnBody::Error(e) if e.err == ErrorCode::SessionMoved.code()) {
+            tracing::info!(conn = conn.0, "closing a connection whose session moved");
+            return self.close(conn);
+        }
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };

@@ -3,6 +3,7 @@
 //! its clients' touches, and the leader takes forwarded requests in.
 
 use super::acl::AuthIds;
+use super::connection::ConnState;
 use super::node::{Node, Origin};
 use super::pipeline::pending::PendingChanges;
 use super::session::{SessionId, SessionTable};
@@ -40,6 +41,7 @@ impl Node {
         self.reattaching.clear();
         // A snapshot in progress may not survive a truncation or a SNAP.
         self.snapshot = None;
+        self.owners.clear();
         self.last_assigned = self.tree.last_zxid();
     }
 
@@ -139,9 +141,9 @@ impl Node {
         }));
     }
 
-    /// Leader: a request a follower forwarded becomes a txn like a local
-    /// one; the follower answers its client when it is committed.
-    pub(super) fn forwarded(&mut self, now: Now, request: ForwardedRequest) {
+    /// Leader: a request the follower `from` forwarded becomes a txn like a
+    /// local one; the follower answers its client when it is committed.
+    pub(super) fn forwarded(&mut self, now: Now, from: u64, request: ForwardedRequest) {
         if self.mode != Mode::Leading {
             return;
         }
@@ -151,17 +153,16 @@ impl Node {
             if body.remaining() < 4 || self.sessions.contains(session) {
                 return;
             }
+            self.owners.insert(session, from);
             let time_out = body.get_i32();
             let txn = TxnBody::CreateSession(CreateSessionTxn { time_out });
             return self.start_txn(now, session.0, 0, txn, Origin::Forwarded);
         }
+        let error = |code: ErrorCode| TxnBody::Error(ErrorTxn { err: code.code() });
         let body = match decode_forwarded(&request) {
-            None => TxnBody::Error(ErrorTxn {
-                err: ErrorCode::MarshallingError.code(),
-            }),
-            Some(_) if !self.sessions.is_live(session) => TxnBody::Error(ErrorTxn {
-                err: ErrorCode::SessionExpired.code(),
-            }),
+            None => error(ErrorCode::MarshallingError),
+            Some(_) if !self.sessions.is_live(session) => error(ErrorCode::SessionExpired),
+            Some(_) if !self.claim(session, from) => error(ErrorCode::SessionMoved),
             Some(client_request) => {
                 if let ClientRequest::CloseSession = client_request {
                     self.sessions.set_closing(session);
@@ -174,6 +175,60 @@ impl Node {
             }
         };
         self.start_txn(now, session.0, request.cxid, body, Origin::Forwarded);
+    }
+
+    /// Leader: whether `member` may act for `session`. A session nobody has
+    /// claimed since this leader took over becomes `member`'s.
+    pub(super) fn claim(&mut self, session: SessionId, member: u64) -> bool {
+        *self.owners.entry(session).or_insert(member) == member
+    }
+
+    /// Leader: the follower `from` asks whether `session` may attach there.
+    /// A live session moves to it (ZooKeeper's REVALIDATE).
+    pub(super) fn revalidate(&mut self, now: Now, from: u64, session: SessionId, timeout_ms: i32) {
+        let valid = self.mode == Mode::Leading && self.sessions.is_live(session);
+        if valid {
+            self.owners.insert(session, from);
+            self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
+            if let Some(conn) = self.session_conn.remove(&session) {
+                // Attached here before: that connection is the session's no more.
+                self.close(conn);
+            }
+        }
+        self.commands.push_back(Command::Revalidated {
+            to: from,
+            session: session.0,
+            valid,
+        });
+    }
+
+    /// Follower: the leader answered whether `session` may attach here.
+    pub(super) fn revalidated(&mut self, now: Now, session: SessionId, valid: bool) {
+        let waiting: Vec<(ConnId, i32)> = self
+            .conns
+            .iter()
+            .filter_map(|(id, c)| match c.state {
+                ConnState::Revalidating {
+                    session: s,
+                    timeout_ms,
+                } if s == session => Some((*id, timeout_ms)),
+                _ => None,
+            })
+            .collect();
+        for (conn, timeout_ms) in waiting {
+            if valid {
+                if !self.sessions.contains(session) {
+                    self.sessions.add(session, timeout_ms, now.mono_ms);
+                }
+                self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
+                self.send_connect_response(conn, timeout_ms, session);
+                self.establish(now, conn, session);
+            } else {
+                tracing::info!(%session, "refusing reattach: the leader says the session is gone");
+                self.send_connect_response(conn, 0, SessionId(0));
+                self.close(conn);
+            }
+        }
     }
 
     /// Leader: a follower's clients touched these sessions.

@@ -27,7 +27,9 @@ impl Node {
             // After an answer that closes the connection, ZooKeeper reads nothing more.
             ConnState::Established(_) if c.close_when_drained => return,
             ConnState::Established(s) => s,
-            ConnState::CreatingSession(_) | ConnState::Reattaching { .. }
+            ConnState::CreatingSession(_)
+            | ConnState::Reattaching { .. }
+            | ConnState::Revalidating { .. }
                 if c.backlog.len() < MAX_BACKLOG =>
             {
                 // ZooKeeper stops reading until the session exists; the runtime
@@ -167,7 +169,15 @@ impl Node {
             .get_mut(&conn)
             .map(|c| std::mem::take(&mut c.auth))
             .unwrap_or_default();
-        let body = self.prepare_request(now, &auth, session, &request);
+        let me = u64::from(self.config.server_id);
+        let body = if self.mode == Mode::Leading && !self.claim(session, me) {
+            // The session reattached to another member since.
+            TxnBody::Error(ErrorTxn {
+                err: zkd_protocol::ErrorCode::SessionMoved.code(),
+            })
+        } else {
+            self.prepare_request(now, &auth, session, &request)
+        };
         if let Some(c) = self.conns.get_mut(&conn) {
             c.auth = auth;
         }

@@ -41,8 +41,19 @@ pub enum Event {
     Persisted { zxid: Zxid },
     /// Ensemble: the next committed txn, in zxid order, whoever proposed it.
     Committed { txn: Txn },
-    /// Leader: a client request a follower forwarded.
-    Forwarded(ForwardedRequest),
+    /// Leader: a client request the follower `from` forwarded.
+    Forwarded {
+        from: u64,
+        request: ForwardedRequest,
+    },
+    /// Leader: the follower `from` asks whether `session` may attach there.
+    Revalidate {
+        from: u64,
+        session: i64,
+        timeout_ms: i32,
+    },
+    /// Follower: the leader's answer to our revalidation of `session`.
+    Revalidated { session: i64, valid: bool },
     /// Leader: sessions a follower's clients touched (from its PING).
     Touched(Vec<SessionTouch>),
 }
@@ -61,6 +72,10 @@ pub enum Command {
     Persist { txn: Txn },
     /// Follower: forward a client's write (or sync) to the leader.
     Forward(ForwardedRequest),
+    /// Follower: ask the leader whether a session may attach here.
+    Revalidate { session: i64, timeout_ms: i32 },
+    /// Leader: answer a follower's revalidation.
+    Revalidated { to: u64, session: i64, valid: bool },
     /// Store a snapshot of the tree as of `zxid`, then purge old snapshots and logs.
     Snapshot { zxid: Zxid, image: Bytes },
 }

@@ -210,24 +210,36 @@ impl<S: Store> Member<S> {
             (Role::Looking, _) => self.peers.close_zab(from),
             // Client traffic a follower relays goes to the node; the
             // leader's role sees only the protocol.
-            (Role::Leading(_), ZabMessage::Request(request)) => {
-                ctx.node.handle_event(ctx.now, Event::Forwarded(request))
-            }
+            (Role::Leading(_), ZabMessage::Request(request)) => ctx.node.handle_event(
+                ctx.now,
+                Event::Forwarded {
+                    from: from.0,
+                    request,
+                },
+            ),
             (Role::Leading(l), ZabMessage::Ping { zxid, touches }) => {
                 ctx.node.handle_event(ctx.now, Event::Touched(touches));
                 let touches = Vec::new();
                 l.handle_message(ctx.now.mono_ms, from, ZabMessage::Ping { zxid, touches });
             }
-            (Role::Leading(_), ZabMessage::Revalidate { session, .. }) => {
-                let valid = ctx
-                    .node
-                    .sessions()
-                    .is_live(crate::core::session::SessionId(session));
-                self.peers
-                    .send_zab(from, ZabMessage::RevalidateReply { session, valid });
-            }
+            (
+                Role::Leading(_),
+                ZabMessage::Revalidate {
+                    session,
+                    timeout_ms,
+                },
+            ) => ctx.node.handle_event(
+                ctx.now,
+                Event::Revalidate {
+                    from: from.0,
+                    session,
+                    timeout_ms,
+                },
+            ),
             (Role::Leading(l), message) => l.handle_message(ctx.now.mono_ms, from, message),
-            (Role::Following(_), ZabMessage::RevalidateReply { .. }) => {}
+            (Role::Following(_), ZabMessage::RevalidateReply { session, valid }) => ctx
+                .node
+                .handle_event(ctx.now, Event::Revalidated { session, valid }),
             (Role::Following(f), message) => f.handle_message(ctx.now.mono_ms, from, message),
         }
         self.after_zab(ctx)
@@ -276,11 +288,17 @@ impl<S: Store> Member<S> {
         self.after_zab(ctx)
     }
 
-    /// The follower's node forwards a request to the leader.
-    pub fn forward(&mut self, request: crate::core::types::ForwardedRequest) {
+    /// The follower's node sends the leader a request or a revalidation.
+    pub fn send_to_leader(&mut self, message: ZabMessage) {
         if let Role::Following(f) = &self.role {
-            self.peers
-                .send_zab(f.leader(), ZabMessage::Request(request));
+            self.peers.send_zab(f.leader(), message);
+        }
+    }
+
+    /// The leader's node answers a follower's revalidation.
+    pub fn send_to_follower(&mut self, to: ServerId, message: ZabMessage) {
+        if let Role::Leading(_) = &self.role {
+            self.peers.send_zab(to, message);
         }
     }
 

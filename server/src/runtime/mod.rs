@@ -20,6 +20,8 @@ pub mod recovery;
 pub mod storage_worker;
 
 use crate::config::Config;
+use crate::core::election::ServerId;
+use crate::core::zab::ZabMessage;
 use crate::core::{Command, ConnId, CoreConfig, Event, Node};
 use bytes::Bytes;
 use clock::Clock;
@@ -216,7 +218,6 @@ async fn start_member<S: Store>(
     storage: S,
     events: mpsc::Sender<peer::PeerEvent>,
 ) -> Result<member::Member<S>, ServeError> {
-    use crate::core::election::ServerId;
     use crate::core::zab::{Timing, Voters};
     let me = ServerId(config.my_id.unwrap_or(1));
     let timing = Timing {
@@ -440,7 +441,24 @@ impl<S: Store> NodeLoop<S> {
                 },
                 Command::Forward(request) => {
                     if let Some(member) = self.member.as_mut() {
-                        member.forward(request);
+                        member.send_to_leader(ZabMessage::Request(request));
+                    }
+                }
+                Command::Revalidate {
+                    session,
+                    timeout_ms,
+                } => {
+                    if let Some(member) = self.member.as_mut() {
+                        member.send_to_leader(ZabMessage::Revalidate {
+                            session,
+                            timeout_ms,
+                        });
+                    }
+                }
+                Command::Revalidated { to, session, valid } => {
+                    if let Some(member) = self.member.as_mut() {
+                        let reply = ZabMessage::RevalidateReply { session, valid };
+                        member.send_to_follower(ServerId(to), reply);
                     }
                 }
                 Command::Snapshot { zxid, image } => {
