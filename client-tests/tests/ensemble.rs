@@ -411,3 +411,26 @@ fn a_session_that_moved_is_refused_on_the_member_it_left() {
         "an unknown session is expired: {answer:?}"
     );
 }
+
+#[test]
+fn a_member_refuses_a_client_that_has_seen_a_later_zxid() {
+    use zkd_client_tests::raw::RawClient;
+    use zkd_protocol::records::ConnectRequest;
+    let ensemble = Ensemble::start(3);
+    for i in 0..3 {
+        let (mut c, _) = RawClient::new_session(ensemble.members[i].port, 6000);
+        let (h, _) = c.call(1, &raw_create(&format!("/seen-{i}")));
+        assert_eq!(h.err, 0);
+        // A client from the future (its last zxid beyond anything committed).
+        let mut ahead = RawClient::connect(ensemble.members[i].port);
+        let answer = ahead.handshake(&ConnectRequest {
+            last_zxid_seen: h.zxid + 1_000,
+            time_out: 6000,
+            passwd: bytes::Bytes::from_static(&[0; 16]),
+            read_only: Some(false),
+            ..ConnectRequest::default()
+        });
+        assert!(answer.is_none(), "member {}: {answer:?}", i + 1);
+        assert!(ahead.closed_by_server());
+    }
+}

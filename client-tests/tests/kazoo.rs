@@ -1,9 +1,11 @@
 //! kazoo, the stock Python client, against zkd: CRUD, transactions, watches
-//! and kazoo's lock, queue, barrier and election recipes (`kazoo/smoke.py`).
+//! and kazoo's lock, queue, barrier and election recipes (`kazoo/smoke.py`),
+//! on a standalone zkd and on a 3-member ensemble.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use zkd_client_tests::ensemble::Ensemble;
 use zkd_client_tests::ZkdProcess;
 
 /// Fails the test when kazoo is missing: a test that could not run must not pass.
@@ -23,10 +25,23 @@ fn require_kazoo() {
 fn kazoo_client_and_recipes_work() {
     require_kazoo();
     let server = ZkdProcess::start();
+    run_smoke(&server.addr());
+}
+
+#[test]
+fn kazoo_client_and_recipes_work_on_a_three_member_ensemble() {
+    require_kazoo();
+    let ensemble = Ensemble::start(3);
+    // Every member's address: kazoo picks one at random, a follower as often as not.
+    run_smoke(&ensemble.all());
+}
+
+/// Runs `kazoo/smoke.py` against `hosts` (a connect string).
+fn run_smoke(hosts: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kazoo/smoke.py");
     let mut child = Command::new("python3")
         .arg(script)
-        .arg(server.addr())
+        .arg(hosts)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
