@@ -42,6 +42,11 @@ impl Node {
             return;
         }
         let (outcome, triggers) = self.tree.apply(&txn);
+        if let Some(code) = failed_op(&txn.body, &outcome) {
+            // A committed txn was validated against this very state; failing
+            // here means this member's tree diverged from the leader's.
+            tracing::error!(zxid = %txn.zxid(), code, "a committed txn failed to apply: this member's tree diverged");
+        }
         self.pending.applied(txn.zxid());
         self.fire(txn.zxid(), &triggers);
         self.track_session(now, &txn);
@@ -175,5 +180,18 @@ impl Node {
             c.close_when_drained = true;
         }
         self.flush(now, conn);
+    }
+}
+
+/// The error of an operation that failed to apply although its txn is not
+/// an ErrorTxn (replay over a fuzzy snapshot tolerates these; live apply must not see them).
+fn failed_op(body: &TxnBody, outcome: &TxnOutcome) -> Option<i32> {
+    match (body, outcome) {
+        (TxnBody::Error(_), _) => None,
+        (_, TxnOutcome::Error(code)) => Some(*code),
+        (TxnBody::Multi(subs), TxnOutcome::Multi(outcomes)) => {
+            subs.iter().zip(outcomes).find_map(|(b, o)| failed_op(b, o))
+        }
+        _ => None,
     }
 }
