@@ -1,0 +1,67 @@
+//! Unit tests of the ensemble layout and its checks.
+
+use super::*;
+
+fn args(nodes: usize, base_port: u16) -> EnsembleArgs {
+    EnsembleArgs {
+        nodes,
+        dir: PathBuf::from("unused"),
+        base_port,
+        host: "127.0.0.1".into(),
+        tick_time: 2000,
+    }
+}
+
+#[test]
+fn ports_follow_zookeepers_single_host_layout() {
+    let m = members(&args(3, 2181)).unwrap();
+    assert_eq!(
+        connect_string(&m),
+        "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183"
+    );
+    assert_eq!(m[0].server_line(), "server.1=127.0.0.1:2888:3888");
+    assert_eq!(m[2].server_line(), "server.3=127.0.0.1:2890:3890");
+}
+
+#[test]
+fn even_or_oversized_ensembles_and_overflowing_ports_are_refused() {
+    for n in [0, 2, 4, 8, 9] {
+        assert!(matches!(
+            members(&args(n, 2181)),
+            Err(EnsembleError::Invalid(_))
+        ));
+    }
+    for n in [1, 3, 5, 7] {
+        assert_eq!(members(&args(n, 2181)).unwrap().len(), n);
+    }
+    assert!(members(&args(7, 65535 - 1713)).is_ok());
+    assert!(members(&args(7, 65535 - 1712)).is_err());
+    assert!(members(&args(3, 0)).is_err());
+}
+
+#[test]
+fn zoo_cfg_is_accepted_by_the_config_parser() {
+    let m = members(&args(5, 2181)).unwrap();
+    let text = zoo_cfg(&m, &m[1], "/tmp/x/node2/data", 2000);
+    let mut props = crate::config::parse_properties(&text);
+    props.insert("myid".into(), "2".into());
+    let c = crate::config::Config::from_properties(&props).unwrap();
+    assert_eq!(c.client_port, 2182);
+    assert_eq!(c.servers.len(), 5);
+    assert_eq!(c.servers[&5].election_port, 3892);
+    assert_eq!(c.init_limit, Some(10));
+    assert!(c.is_quorum());
+}
+
+#[test]
+fn mode_and_leader_lines() {
+    let reply = "Zookeeper version: 3.9.5\nZxid: 0x0\nMode: follower\nNode count: 4\n";
+    assert_eq!(parse_mode(reply), Some("follower"));
+    assert_eq!(parse_mode("imok"), None);
+    let m = members(&args(3, 2181)).unwrap();
+    assert_eq!(describe_leaders(&m, &[]), "no leader");
+    assert_eq!(
+        describe_leaders(&m, &[2]),
+        "leader is node2 (127.0.0.1:2182)"
+    );
+}
