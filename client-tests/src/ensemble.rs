@@ -1,15 +1,56 @@
-//! A 3- or 5-member zkd ensemble of real processes on loopback, each with
-//! its own zoo.cfg (`server.N` lines), myid and data directory.
+//! A 3- or 5-member zkd ensemble of real processes, each with its own zoo.cfg
+//! (`server.N` lines), myid and data directory: on loopback
+//! ([`Ensemble::start`]), or each member in a network namespace of its own
+//! ([`Ensemble::start_in_namespaces`]), where a member can be cut off from the
+//! others while the test still reaches its client port.
 
-use crate::process::{free_port, ServerOptions, ZkdProcess};
+use crate::netns::Topology;
+use crate::process::{four_letter_word_at, free_port, ServerOptions, ZkdProcess};
 use std::time::{Duration, Instant};
 
 /// How long an ensemble may take to elect a leader and sync.
 pub const ELECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Client, quorum and election ports of members in namespaces (each member has
+/// addresses of its own there, so the ports can be the usual ones).
+const NETNS_PORTS: (u16, u16, u16) = (2181, 2888, 3888);
+
 /// Running members, indexed from 0 (member `i` has myid `i + 1`).
 pub struct Ensemble {
     pub members: Vec<ZkdProcess>,
+    /// Member `i`'s peer addresses, as in its `server.N` line.
+    pub peers: Vec<PeerAddr>,
+    /// The namespaces of [`Ensemble::start_in_namespaces`]; dropped after the
+    /// members (fields drop in declaration order).
+    pub net: Option<Topology>,
+}
+
+/// The peer endpoints of one member (`server.N=host:quorum_port:election_port`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerAddr {
+    pub host: String,
+    pub quorum_port: u16,
+    pub election_port: u16,
+}
+
+impl PeerAddr {
+    fn server_line(&self, id: usize) -> String {
+        format!(
+            "server.{id}={}:{}:{}\n",
+            self.host, self.quorum_port, self.election_port
+        )
+    }
+}
+
+/// initLimit and syncLimit lines, unless `options` sets them itself.
+fn limits(options: &ServerOptions) -> String {
+    let mut out = String::new();
+    for (key, default) in [("initLimit", "10"), ("syncLimit", "4")] {
+        if !options.extra.iter().any(|(k, _)| k == key) {
+            out.push_str(&format!("{key}={default}\n"));
+        }
+    }
+    out
 }
 
 impl Ensemble {
@@ -27,13 +68,16 @@ impl Ensemble {
 
     /// Starts `n` members with `options` and waits until every one serves.
     pub fn start_with(n: usize, options: ServerOptions) -> Ensemble {
-        let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
-        for id in 1..=n {
-            servers.push_str(&format!(
-                "server.{id}=127.0.0.1:{}:{}\n",
-                free_port(),
-                free_port()
-            ));
+        let peers: Vec<PeerAddr> = (0..n)
+            .map(|_| PeerAddr {
+                host: "127.0.0.1".into(),
+                quorum_port: free_port(),
+                election_port: free_port(),
+            })
+            .collect();
+        let mut servers = limits(&options);
+        for (i, peer) in peers.iter().enumerate() {
+            servers.push_str(&peer.server_line(i + 1));
         }
         let members = (1..=n)
             .map(|id| {
@@ -45,9 +89,78 @@ impl Ensemble {
                 )
             })
             .collect();
-        let ensemble = Ensemble { members };
+        let ensemble = Ensemble {
+            members,
+            peers,
+            net: None,
+        };
         ensemble.wait_until_serving(&(0..n).collect::<Vec<_>>());
         ensemble
+    }
+
+    /// Starts one member per entry of `options`, each in a network namespace
+    /// of its own (see [`crate::netns`]), in `start_order` (every index once;
+    /// with equal logs, fast leader election picks the largest myid among the
+    /// first quorum up), and waits until every one serves. The members' peer
+    /// ports are on the namespaces' peer network; their client ports are
+    /// reachable from the test process at [`ZkdProcess::addr`].
+    pub fn start_in_namespaces(options: Vec<ServerOptions>, start_order: &[usize]) -> Ensemble {
+        let n = options.len();
+        let mut order = start_order.to_vec();
+        order.sort_unstable();
+        assert_eq!(order, (0..n).collect::<Vec<_>>(), "start_order");
+        let net = Topology::new(n);
+        let (client_port, quorum_port, election_port) = NETNS_PORTS;
+        let peers: Vec<PeerAddr> = (0..n)
+            .map(|i| PeerAddr {
+                host: net.peer_ip(i).to_string(),
+                quorum_port,
+                election_port,
+            })
+            .collect();
+        let servers: String = peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.server_line(i + 1))
+            .collect();
+        // Declared after `net`: dropped (members killed) before it on a panic.
+        let mut started: Vec<Option<ZkdProcess>> = (0..n).map(|_| None).collect();
+        for &i in start_order {
+            let mut member = options[i].clone();
+            member.wrapper = net.wrapper(i).into_iter().chain(member.wrapper).collect();
+            let more = format!("{}{servers}", limits(&member));
+            started[i] = Some(ZkdProcess::start_at(
+                member,
+                &net.client_ip(i).to_string(),
+                client_port,
+                &more,
+                Some(i as u64 + 1),
+            ));
+        }
+        let ensemble = Ensemble {
+            members: started.into_iter().map(Option::unwrap).collect(),
+            peers,
+            net: Some(net),
+        };
+        ensemble.wait_until_serving(&(0..n).collect::<Vec<_>>());
+        ensemble
+    }
+
+    /// The namespaces, for an ensemble started in them.
+    pub fn net(&self) -> &Topology {
+        self.net
+            .as_ref()
+            .expect("an ensemble started with Ensemble::start_in_namespaces")
+    }
+
+    /// Cuts member `i` off the other members (its client port stays reachable).
+    pub fn isolate(&self, i: usize) {
+        self.net().isolate(i);
+    }
+
+    /// Puts member `i` back in touch with the others.
+    pub fn heal(&self, i: usize) {
+        self.net().heal(i);
     }
 
     /// The connect string of the members listed.
@@ -66,7 +179,8 @@ impl Ensemble {
 
     /// Member `i`'s `Mode:` as `srvr` reports it, or None if it does not serve.
     pub fn mode(&self, i: usize) -> Option<String> {
-        let reply = crate::process::four_letter_word(self.members[i].port, "srvr").ok()?;
+        let member = &self.members[i];
+        let reply = four_letter_word_at(&member.host, member.port, "srvr").ok()?;
         reply
             .lines()
             .find_map(|l| l.strip_prefix("Mode: "))

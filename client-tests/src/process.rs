@@ -1,7 +1,7 @@
 //! Spawning and controlling `zkd` processes.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -83,7 +83,19 @@ pub fn free_port() -> u16 {
 
 /// Sends a four-letter word and returns the reply.
 pub fn four_letter_word(port: u16, word: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    four_letter_word_at("127.0.0.1", port, word)
+}
+
+/// Sends a four-letter word to `host:port` (an IPv4 address or a name) and
+/// returns the reply; connecting and reading are bounded by 5 s each.
+pub fn four_letter_word_at(host: &str, port: u16, word: &str) -> std::io::Result<String> {
+    let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no address for {host}"),
+        )
+    })?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(word.as_bytes())?;
     let mut out = String::new();
@@ -95,6 +107,8 @@ pub fn four_letter_word(port: u16, word: &str) -> std::io::Result<String> {
 pub struct ZkdProcess {
     child: Option<Child>,
     pub port: u16,
+    /// The address the client port listens on (`clientPortAddress`).
+    pub host: String,
     dir: tempfile::TempDir,
     config: PathBuf,
     wrapper: Vec<String>,
@@ -119,11 +133,23 @@ impl ZkdProcess {
         more: &str,
         myid: Option<u64>,
     ) -> ZkdProcess {
+        ZkdProcess::start_at(options, "127.0.0.1", port, more, myid)
+    }
+
+    /// As [`ZkdProcess::start_configured`], with the client port on `host`
+    /// (`clientPortAddress`), e.g. an address inside a network namespace.
+    pub fn start_at(
+        options: ServerOptions,
+        host: &str,
+        port: u16,
+        more: &str,
+        myid: Option<u64>,
+    ) -> ZkdProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("zoo.cfg");
         let data = dir.path().join("data");
         let mut text = format!(
-            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n{more}",
+            "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress={host}\n4lw.commands.whitelist=*\n{more}",
             options.tick_time_ms,
             data.display()
         );
@@ -138,6 +164,7 @@ impl ZkdProcess {
         let mut p = ZkdProcess {
             child: None,
             port,
+            host: host.to_owned(),
             dir,
             config,
             wrapper: options.wrapper,
@@ -179,7 +206,7 @@ impl ZkdProcess {
         let deadline = Instant::now() + START_TIMEOUT;
         while Instant::now() < deadline {
             // Any answer to a 4lw proves the listener is up, whitelisted or not.
-            if four_letter_word(self.port, "srvr").is_ok_and(|r| !r.is_empty()) {
+            if four_letter_word_at(&self.host, self.port, "srvr").is_ok_and(|r| !r.is_empty()) {
                 return;
             }
             if let Some(status) = self
@@ -197,9 +224,15 @@ impl ZkdProcess {
         );
     }
 
-    /// `127.0.0.1:port`.
+    /// `host:port` of the client port (`127.0.0.1:port` unless started with
+    /// [`ZkdProcess::start_at`]).
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// The server's zoo.cfg.
+    pub fn config_path(&self) -> &Path {
+        &self.config
     }
 
     /// The server's log so far.
@@ -257,7 +290,7 @@ impl ZkdProcess {
 
     /// Sends a four-letter word.
     pub fn four_letter_word(&self, word: &str) -> String {
-        four_letter_word(self.port, word).expect("4lw")
+        four_letter_word_at(&self.host, self.port, word).expect("4lw")
     }
 }
 

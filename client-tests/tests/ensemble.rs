@@ -434,3 +434,47 @@ fn a_member_refuses_a_client_that_has_seen_a_later_zxid() {
         assert!(ahead.closed_by_server());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_on_distinct_loopback_addresses_use_the_same_ports() {
+    use zkd_client_tests::ensemble::PeerAddr;
+    use zkd_client_tests::process::{free_port, ZkdProcess};
+    // ZooKeeper's usual layout, one host per member: every member's client,
+    // quorum and election ports are the same numbers, on its own address.
+    let (client, quorum, election) = (free_port(), free_port(), free_port());
+    let peers: Vec<PeerAddr> = (1..=3)
+        .map(|id| PeerAddr {
+            host: format!("127.0.0.1{id}"),
+            quorum_port: quorum,
+            election_port: election,
+        })
+        .collect();
+    let servers: String = (1..=3)
+        .map(|id| format!("server.{id}=127.0.0.1{id}:{quorum}:{election}\n"))
+        .collect::<String>()
+        + "initLimit=10\nsyncLimit=4\n";
+    let options = ServerOptions {
+        tick_time_ms: 500,
+        ..ServerOptions::default()
+    };
+    let members: Vec<ZkdProcess> = (1..=3)
+        .map(|id| {
+            let host = format!("127.0.0.1{id}");
+            ZkdProcess::start_at(options.clone(), &host, client, &servers, Some(id))
+        })
+        .collect();
+    let ensemble = Ensemble {
+        members,
+        peers,
+        net: None,
+    };
+    ensemble.wait_until_serving(&[0, 1, 2]);
+    let writer = connect(&ensemble.connect_string(&[0]), SESSION).await;
+    make_parent(&writer).await;
+    within(writer.create("/e/x", b"1", &persistent()))
+        .await
+        .unwrap();
+    let reader = connect(&ensemble.connect_string(&[2]), SESSION).await;
+    within(reader.sync("/e")).await.unwrap();
+    assert_eq!(within(reader.get_data("/e/x")).await.unwrap().0, b"1");
+}
