@@ -9,6 +9,7 @@ pub mod in_process;
 pub mod lazyfs;
 pub mod netns;
 pub mod oracle;
+pub mod oracle_ensemble;
 pub mod process;
 pub mod raw;
 

@@ -1,13 +1,31 @@
 //! Apache ZooKeeper 3.8 (Debian's `zookeeper` package) as the oracle: started
 //! standalone on loopback with its own data directory, killed on drop.
+//!
+//! [`launch`] is the one place that knows how to run Debian's ZooKeeper (the
+//! java command, classpath and flags); [`ZooKeeperProcess`] here and the
+//! ensemble members of [`crate::oracle_ensemble`] both start through it.
 
 use crate::process::{four_letter_word, free_port};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Debian's ZooKeeper jar; its manifest names every dependency.
 pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// slf4j's stderr logger (Debian's `libslf4j-java`, which ZooKeeper depends
+/// on). Without a binding on the classpath ZooKeeper logs nothing at all, and
+/// a failing ensemble test would have no server side to show.
+const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
+
+/// How long a ZooKeeper JVM may take to start (and, in an ensemble, to elect).
+pub const ZOOKEEPER_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The JVM's main class for a standalone server.
+pub const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+
+/// The JVM's main class for an ensemble member (reads `server.N` and `myid`).
+pub const QUORUM_PEER_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 
 /// Fails the test if `path` is missing. A test that could not run must not
 /// report success, so a missing tool is a failure, never a skip.
@@ -18,10 +36,61 @@ pub fn require_tool(path: &str) {
     );
 }
 
+/// The zoo.cfg lines every oracle server has: tick, data directory, client
+/// port on loopback, every 4lw allowed, no admin server. Callers append the
+/// rest (an ensemble's `initLimit`, `syncLimit` and `server.N` lines).
+pub fn base_config(tick_time_ms: u64, data_dir: &Path, client_port: u16) -> String {
+    format!(
+        "tickTime={tick_time_ms}\ndataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+        data_dir.display()
+    )
+}
+
+/// Starts one ZooKeeper JVM running `main_class` on the zoo.cfg `config`,
+/// with TTL nodes enabled, no admin server and the extra system properties
+/// `properties` (each passed as `-Dkey=value`). Its log (stderr) is appended
+/// to `log`, so a restarted server keeps its earlier log. Fails the test when
+/// ZooKeeper is not installed; does not wait for the server to answer.
+pub fn launch(
+    main_class: &str,
+    config: &Path,
+    properties: &[(String, String)],
+    log: &Path,
+) -> Child {
+    require_tool(ZOOKEEPER_JAR);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("ZooKeeper log file");
+    let mut classpath = ZOOKEEPER_JAR.to_owned();
+    if Path::new(SLF4J_SIMPLE_JAR).exists() {
+        classpath.push(':');
+        classpath.push_str(SLF4J_SIMPLE_JAR);
+    }
+    Command::new("java")
+        .args([
+            "-Xmx256m",
+            "-Dzookeeper.extendedTypesEnabled=true",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+        ])
+        .args(properties.iter().map(|(k, v)| format!("-D{k}={v}")))
+        .args(["-cp", &classpath])
+        .arg(main_class)
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn java")
+}
+
 /// A running Apache ZooKeeper server.
 pub struct ZooKeeperProcess {
     child: Child,
     pub port: u16,
+    log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -38,30 +107,19 @@ impl ZooKeeperProcess {
         require_tool(ZOOKEEPER_JAR);
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
-        let cfg = dir.path().join("zoo.cfg");
-        let text = format!(
-            "tickTime={tick_time_ms}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
-            dir.path().join("data").display()
-        );
-        std::fs::write(&cfg, text).expect("write zoo.cfg");
-        let log = std::fs::File::create(dir.path().join("zookeeper.log")).expect("log");
-        let child = Command::new("java")
-            .args([
-                "-Xmx256m",
-                "-Dzookeeper.extendedTypesEnabled=true",
-                "-Dzookeeper.admin.enableServer=false",
-            ])
-            .args(properties.iter().map(|(k, v)| format!("-D{k}={v}")))
-            .args(["-cp", ZOOKEEPER_JAR])
-            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn java");
+        let config = dir.path().join("zoo.cfg");
+        let text = base_config(tick_time_ms, &dir.path().join("data"), port);
+        std::fs::write(&config, text).expect("write zoo.cfg");
+        let properties: Vec<(String, String)> = properties
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let log = dir.path().join("zookeeper.log");
+        let child = launch(STANDALONE_MAIN, &config, &properties, &log);
         let mut zk = ZooKeeperProcess {
             child,
             port,
+            log,
             _dir: dir,
         };
         zk.wait_ready();
@@ -69,17 +127,20 @@ impl ZooKeeperProcess {
     }
 
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + ZOOKEEPER_START_TIMEOUT;
         while Instant::now() < deadline {
             if four_letter_word(self.port, "srvr").is_ok_and(|r| r.contains("Mode:")) {
                 return;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("ZooKeeper exited early with {status}");
+                panic!("ZooKeeper exited early with {status}; log:\n{}", self.log());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("ZooKeeper did not start within 60 s");
+        panic!(
+            "ZooKeeper did not start within {ZOOKEEPER_START_TIMEOUT:?}; log:\n{}",
+            self.log()
+        );
     }
 
     /// The JVM's process id.
@@ -90,6 +151,11 @@ impl ZooKeeperProcess {
     /// `127.0.0.1:port`.
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 

@@ -209,6 +209,33 @@ impl Config {
         Ok(())
     }
 
+    /// The membership as ZooKeeper's `QuorumVerifier` prints it into
+    /// `/zookeeper/config`: `server.N=host:quorum:election:participant`
+    /// (`;client` when the line gave one) per member, then `version=0`.
+    pub fn quorum_config_text(&self) -> String {
+        let mut out = String::new();
+        for (id, s) in &self.servers {
+            let role = if s.observer {
+                "observer"
+            } else {
+                "participant"
+            };
+            out.push_str(&format!(
+                "server.{id}={}:{}:{}:{role}",
+                s.host, s.quorum_port, s.election_port
+            ));
+            match s.client_address.as_deref() {
+                // `;port` alone means every address, which ZooKeeper prints.
+                Some(port) if !port.contains(':') => out.push_str(&format!(";0.0.0.0:{port}")),
+                Some(address) => out.push_str(&format!(";{address}")),
+                None => {}
+            }
+            out.push('\n');
+        }
+        out.push_str("version=0");
+        out
+    }
+
     /// Whether the config describes a replicated ensemble (more than one participant,
     /// or standaloneEnabled=false), as ZooKeeper decides it.
     pub fn is_quorum(&self) -> bool {
@@ -418,6 +445,11 @@ mod tests {
             Some("127.0.0.1:2182")
         );
         assert!(c.is_quorum());
+        assert_eq!(
+            c.quorum_config_text(),
+            "server.1=127.0.0.1:2888:3888:participant\n\
+             server.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\nversion=0"
+        );
         let e = Config::from_properties(&props("dataDir=/d\nclientPort=1\nserver.1=h:1:1"))
             .unwrap_err();
         assert_eq!(e.key, "server.1");

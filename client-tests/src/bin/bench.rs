@@ -1,7 +1,12 @@
-//! `zkd-bench`: zkd and Apache ZooKeeper standalone, side by side, in one run,
-//! driven by the stock Rust client: many sessions, each pipelining requests.
-//! Prints write and read throughput, latency percentiles and server memory,
-//! with zkd/ZooKeeper ratios (absolute numbers are noisy; ratios less so).
+//! `zkd-bench`: zkd and Apache ZooKeeper side by side, in one run, driven by
+//! the stock Rust client: many sessions, each pipelining requests. Prints
+//! write and read throughput, latency percentiles and server memory, with
+//! zkd/ZooKeeper ratios (absolute numbers are noisy; ratios less so).
+//!
+//! `--members 1` (the default) runs each server standalone; `--members 3` runs
+//! a zkd ensemble and then a ZooKeeper ensemble (`bench/ensemble.rs`): the
+//! same phases with sessions spread over the members, then the failover stall
+//! when the leader is killed under a steady write load.
 
 #![allow(clippy::print_stdout)]
 
@@ -12,9 +17,18 @@ use std::time::{Duration, Instant};
 use zkd_client_tests::oracle::ZooKeeperProcess;
 use zkd_client_tests::{connect, persistent, ZkdProcess};
 
+#[path = "bench/ensemble.rs"]
+mod ensemble;
+
 #[derive(Parser, Debug, Clone)]
-#[command(about = "Benchmark zkd against Apache ZooKeeper (standalone)")]
+#[command(
+    about = "Benchmark zkd against Apache ZooKeeper (standalone, or ensembles with --members 3)"
+)]
 struct Args {
+    /// Members per server: 1 runs each standalone; 3 or 5 run an ensemble of
+    /// each (and measure the failover stall).
+    #[arg(long, default_value_t = 1, value_parser = parse_members)]
+    members: usize,
     /// Seconds per phase (write, read) per server.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
@@ -27,9 +41,20 @@ struct Args {
     /// Bytes of data per setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Znodes created after the timed phases, before server memory is read.
+    /// Znodes created after the timed phases, before server memory is read
+    /// (standalone only).
     #[arg(long, default_value_t = 100_000)]
     nodes: usize,
+    /// Seconds of steady writes before the leader is killed (ensembles only).
+    #[arg(long, default_value_t = 3)]
+    warmup: u64,
+}
+
+fn parse_members(s: &str) -> Result<usize, String> {
+    match s.parse() {
+        Ok(n @ (1 | 3 | 5)) => Ok(n),
+        _ => Err(format!("{s}: members must be 1 (standalone), 3 or 5")),
+    }
 }
 
 /// One phase's outcome.
@@ -54,12 +79,13 @@ enum Phase {
     Read,
 }
 
-async fn run_phase(addr: &str, args: &Args, phase: Phase) -> PhaseResult {
-    let setup = connect(addr, Duration::from_secs(30)).await;
+/// One timed phase; session `s` connects to `addrs[s % addrs.len()]` only.
+async fn run_phase(addrs: &[String], args: &Args, phase: Phase) -> PhaseResult {
+    let setup = connect(&addrs[0], Duration::from_secs(30)).await;
     let _ = setup.create("/bench", b"", &persistent()).await;
     let mut clients = Vec::new();
     for s in 0..args.sessions {
-        let c = connect(addr, Duration::from_secs(30)).await;
+        let c = connect(&addrs[s % addrs.len()], Duration::from_secs(30)).await;
         for w in 0..args.window {
             let _ = c
                 .create(
@@ -156,14 +182,20 @@ async fn populate(addr: &str, args: &Args) {
 }
 
 async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
-    let write = run_phase(addr, args, Phase::Write).await;
-    let read = run_phase(addr, args, Phase::Read).await;
+    let addrs = [addr.to_owned()];
+    let write = run_phase(&addrs, args, Phase::Write).await;
+    let read = run_phase(&addrs, args, Phase::Read).await;
     populate(addr, args).await;
     ServerRun {
         write,
         read,
         rss_kib: rss_kib(pid),
     }
+}
+
+fn header() {
+    println!("| server    | op    |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms |");
+    println!("|-----------|-------|-----------:|---------:|---------:|---------:|---------:|");
 }
 
 fn row(name: &str, op: &str, r: &PhaseResult) {
@@ -181,9 +213,13 @@ fn row(name: &str, op: &str, r: &PhaseResult) {
 async fn main() {
     let args = Args::parse();
     println!(
-        "zkd-bench: {} sessions x {} in flight, {} B payload, {} s per phase (stock zookeeper-client)",
-        args.sessions, args.window, args.payload, args.seconds
+        "zkd-bench: {} member(s), {} sessions x {} in flight, {} B payload, {} s per phase (stock zookeeper-client)",
+        args.members, args.sessions, args.window, args.payload, args.seconds
     );
+    if args.members > 1 {
+        ensemble::run(&args).await;
+        return;
+    }
     let zkd = ZkdProcess::start();
     let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
     drop(zkd);
@@ -191,8 +227,7 @@ async fn main() {
         let zk = ZooKeeperProcess::start(2000);
         Some(bench(&zk.addr(), zk.pid(), &args).await)
     };
-    println!("| server    | op    |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms |");
-    println!("|-----------|-------|-----------:|---------:|---------:|---------:|---------:|");
+    header();
     row("zkd", "write", &ours.write);
     row("zkd", "read", &ours.read);
     if let Some(t) = &theirs {

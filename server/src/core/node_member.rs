@@ -19,7 +19,14 @@ impl Node {
     pub fn new_member(config: super::CoreConfig, tree: DataTree, now: Now) -> Node {
         let mut node = Node::new(config, tree, now);
         node.mode = Mode::NotServing;
+        node.show_ensemble_config();
         node
+    }
+
+    fn show_ensemble_config(&mut self) {
+        if let Some(config) = &self.config.ensemble_config {
+            self.tree.set_ensemble_config(config.clone());
+        }
     }
 
     /// The role ended (or has not begun): every client connection is
@@ -50,6 +57,7 @@ impl Node {
         debug_assert_eq!(self.mode, Mode::NotServing);
         self.last_assigned = tree.last_zxid();
         self.tree = tree;
+        self.show_ensemble_config();
     }
 
     /// The established leader of `epoch`: its zxids start at `epoch << 32`,

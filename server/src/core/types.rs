@@ -128,6 +128,8 @@ pub struct CoreConfig {
     pub seed: u64,
     /// jute.maxbuffer: bounds replies the server builds.
     pub max_frame_bytes: usize,
+    /// An ensemble's membership as `/zookeeper/config` shows it.
+    pub ensemble_config: Option<Bytes>,
 }
 
 impl Default for CoreConfig {
@@ -143,6 +145,7 @@ impl Default for CoreConfig {
             container_check_interval_ms: 60_000,
             seed: 1,
             max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,
+            ensemble_config: None,
         }
     }
 }

@@ -130,6 +130,9 @@ pub fn core_config(config: &Config) -> CoreConfig {
         container_check_interval_ms: config.container_check_interval_ms,
         seed: config.my_id.unwrap_or(1),
         max_frame_bytes: config.jute_max_buffer,
+        ensemble_config: config
+            .is_quorum()
+            .then(|| Bytes::from(config.quorum_config_text())),
     }
 }
 

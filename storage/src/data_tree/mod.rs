@@ -106,6 +106,25 @@ impl DataTree {
         tree
     }
 
+    /// Puts an ensemble's membership into `/zookeeper/config`, as ZooKeeper
+    /// does whenever it loads its database: the data is the quorum config
+    /// (`server.N=...` lines and `version=`), the data version -1. Not a
+    /// txn: every member sets the same text, so digests still agree.
+    pub fn set_ensemble_config(&mut self, config: Bytes) {
+        const CONFIG: &str = "/zookeeper/config";
+        let Some(node) = self.nodes.get_mut(CONFIG) else {
+            return;
+        };
+        let before = node.digest_term();
+        node.data = Some(config);
+        node.rehash_content(CONFIG);
+        node.stat.version = -1;
+        self.digest = self
+            .digest
+            .wrapping_sub(before)
+            .wrapping_add(node.digest_term());
+    }
+
     fn insert_system(&mut self, p: &str, acl: Arc<Vec<Acl>>, stat: StatPersisted) {
         self.link(p, DataNode::new(p, Some(Bytes::new()), acl, stat));
     }

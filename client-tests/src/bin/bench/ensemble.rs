@@ -1,0 +1,412 @@
+//! `zkd-bench --members 3`: a zkd ensemble, then an Apache ZooKeeper
+//! ensemble of the same size and tick, each measured alone on this machine:
+//!
+//! ```text
+//!   write phase ─> read phase ─> failover: steady writes ─ kill -9 leader ─> writes resume
+//!   (session s on member s % n only)     (every session's connect string names every member)
+//! ```
+//!
+//! The failover stall is measured from the writers' side: (i) the longest
+//! gap between two successful writes, and (ii) the time from the kill to the
+//! first success of a write *sent* after the kill (a write sent before it may
+//! have been committed already and says nothing about the new leader). Every
+//! wait is bounded; a stall longer than [`RECOVERY_LIMIT`] is reported as such.
+
+use crate::{header, row, run_phase, Args, Phase, PhaseResult};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use zkd_client_tests::ensemble::Ensemble;
+use zkd_client_tests::oracle_ensemble::ZooKeeperEnsemble;
+use zkd_client_tests::persistent;
+use zkd_client_tests::process::four_letter_word;
+use zookeeper_client as zk;
+
+/// Bound on the stall: past it the run reports "none within" and moves on.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(60);
+/// Steady writes measured after the first post-kill success.
+const AFTER_RECOVERY: Duration = Duration::from_secs(2);
+/// Bound on one write (a request to a dead member may never be answered).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Session timeout of the failover writers: ZooKeeper's maximum for a 500 ms
+/// tick (20 ticks), so no session expires during an ordinary failover.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Tries at landing a failover session on the member it is meant for.
+const PLACEMENT_TRIES: usize = 30;
+
+/// What the benchmark needs from either ensemble.
+trait Cluster {
+    fn ports(&self) -> Vec<u16>;
+    fn leader(&self) -> Option<usize>;
+    fn kill9(&mut self, i: usize);
+}
+
+impl Cluster for Ensemble {
+    fn ports(&self) -> Vec<u16> {
+        self.members.iter().map(|m| m.port).collect()
+    }
+    fn leader(&self) -> Option<usize> {
+        Ensemble::leader(self)
+    }
+    fn kill9(&mut self, i: usize) {
+        self.members[i].kill9();
+    }
+}
+
+impl Cluster for ZooKeeperEnsemble {
+    fn ports(&self) -> Vec<u16> {
+        self.members.iter().map(|m| m.port).collect()
+    }
+    fn leader(&self) -> Option<usize> {
+        ZooKeeperEnsemble::leader(self)
+    }
+    fn kill9(&mut self, i: usize) {
+        ZooKeeperEnsemble::kill9(self, i);
+    }
+}
+
+/// The failover stall as the writers saw it.
+struct Failover {
+    /// Successful writes per second in the second before the kill.
+    rate_before: f64,
+    /// Longest time between two successful writes, from a second before the
+    /// kill to the end of the run.
+    longest_gap: Duration,
+    /// Kill to the first success of a write sent after the kill.
+    first_write: Option<Duration>,
+    /// Kill to a surviving member's `srvr` saying `Mode: leader`.
+    new_leader: Option<Duration>,
+    /// Sessions that expired and were replaced during the run.
+    expired: usize,
+    /// Writer sessions per member at the start (the leader's included).
+    placement: Vec<usize>,
+}
+
+/// One ensemble's results.
+struct EnsembleRun {
+    write: PhaseResult,
+    read: PhaseResult,
+    failover: Failover,
+}
+
+/// Runs every phase on a zkd ensemble, then on a ZooKeeper ensemble, and
+/// prints both with zkd/ZooKeeper ratios.
+pub async fn run(args: &Args) {
+    let ours = {
+        let mut zkd = tokio::task::block_in_place(|| Ensemble::start(args.members));
+        measure(&mut zkd, args).await
+    };
+    let theirs = {
+        let mut zk = tokio::task::block_in_place(|| ZooKeeperEnsemble::start(args.members));
+        measure(&mut zk, args).await
+    };
+    print(&ours, &theirs, args);
+}
+
+async fn measure(cluster: &mut impl Cluster, args: &Args) -> EnsembleRun {
+    let addrs: Vec<String> = cluster
+        .ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let write = run_phase(&addrs, args, Phase::Write).await;
+    let read = run_phase(&addrs, args, Phase::Read).await;
+    let failover = failover(cluster, args).await;
+    EnsembleRun {
+        write,
+        read,
+        failover,
+    }
+}
+
+/// The connect string of every member.
+fn connect_string(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+async fn try_connect(connect: &str) -> Option<zk::Client> {
+    let fut = zk::Client::connector()
+        .with_session_timeout(SESSION_TIMEOUT)
+        .connect(connect);
+    tokio::time::timeout(SESSION_TIMEOUT, fut).await.ok()?.ok()
+}
+
+/// The member whose `cons` lists `session`, if any.
+fn member_of(ports: &[u16], session: zk::SessionId) -> Option<usize> {
+    let needle = format!("sid=0x{:x}", session.0);
+    ports
+        .iter()
+        .position(|p| four_letter_word(*p, "cons").is_ok_and(|c| c.contains(&needle)))
+}
+
+/// A session on every member's connect string that the client placed on
+/// member `want` (the client picks a random member; this retries, bounded,
+/// so the load is spread evenly whatever the dice say), and the member it
+/// is on.
+async fn placed_client(ports: &[u16], want: usize) -> (zk::Client, Option<usize>) {
+    let connect = connect_string(ports);
+    let mut last = None;
+    for _ in 0..PLACEMENT_TRIES {
+        let Some(client) = try_connect(&connect).await else {
+            continue;
+        };
+        let id = client.session_id();
+        let on = tokio::task::block_in_place(|| member_of(ports, id));
+        if on == Some(want) {
+            return (client, on);
+        }
+        last = Some((client, on));
+    }
+    last.expect("no session could be opened for the failover phase")
+}
+
+/// Successful writes: (sent, answered).
+type Acks = Arc<Mutex<Vec<(Instant, Instant)>>>;
+
+/// One writer: setData on its own node, one request in flight, until `stop`.
+/// A session that expires is replaced by a new one on the same connect string.
+async fn writer(
+    mut client: zk::Client,
+    connect: String,
+    path: String,
+    acks: Acks,
+    stop: Arc<AtomicBool>,
+    expired: Arc<AtomicUsize>,
+) {
+    let data = vec![7u8; 100];
+    while !stop.load(Ordering::Relaxed) {
+        let sent = Instant::now();
+        match tokio::time::timeout(WRITE_TIMEOUT, client.set_data(&path, &data, None)).await {
+            Ok(Ok(_)) => acks.lock().expect("acks lock").push((sent, Instant::now())),
+            Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed)) => {
+                expired.fetch_add(1, Ordering::Relaxed);
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(c) = try_connect(&connect).await {
+                        client = c;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            // Connection loss while the client finds a member that serves.
+            _ => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+/// The steady write load: one task per session.
+struct Writers {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    acks: Acks,
+    stop: Arc<AtomicBool>,
+    expired: Arc<AtomicUsize>,
+    placement: Vec<usize>,
+}
+
+/// Opens `args.sessions` sessions spread over the members and starts writing.
+async fn start_writers(ports: &[u16], args: &Args) -> Writers {
+    let connect = connect_string(ports);
+    let setup = try_connect(&connect).await.expect("connect for failover");
+    let _ = setup.create("/failover", b"", &persistent()).await;
+    let mut w = Writers {
+        tasks: Vec::new(),
+        acks: Arc::default(),
+        stop: Arc::default(),
+        expired: Arc::default(),
+        placement: vec![0; ports.len()],
+    };
+    for s in 0..args.sessions {
+        let (client, on) = placed_client(ports, s % ports.len()).await;
+        if let Some(m) = on {
+            w.placement[m] += 1;
+        }
+        let path = format!("/failover/w{s}");
+        let _ = client.create(&path, b"", &persistent()).await;
+        w.tasks.push(tokio::spawn(writer(
+            client,
+            connect.clone(),
+            path,
+            w.acks.clone(),
+            w.stop.clone(),
+            w.expired.clone(),
+        )));
+    }
+    w
+}
+
+/// Kills the leader; returns when it was killed and how long until another
+/// member led, once that happened and a write sent after the kill succeeded
+/// (or [`RECOVERY_LIMIT`] passed).
+async fn kill_leader(cluster: &mut impl Cluster, acks: &Acks) -> (Instant, Option<Duration>) {
+    let leader =
+        tokio::task::block_in_place(|| cluster.leader()).expect("a leader before the kill");
+    let killed_at = Instant::now();
+    tokio::task::block_in_place(|| cluster.kill9(leader));
+    let mut new_leader = None;
+    let mut written = false;
+    while killed_at.elapsed() < RECOVERY_LIMIT && (new_leader.is_none() || !written) {
+        if new_leader.is_none() && tokio::task::block_in_place(|| cluster.leader()).is_some() {
+            new_leader = Some(killed_at.elapsed());
+        }
+        written = first_after(&acks.lock().expect("acks lock"), killed_at).is_some();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (killed_at, new_leader)
+}
+
+async fn failover(cluster: &mut impl Cluster, args: &Args) -> Failover {
+    let writers = start_writers(&cluster.ports(), args).await;
+    tokio::time::sleep(Duration::from_secs(args.warmup)).await;
+    let (killed_at, new_leader) = kill_leader(cluster, &writers.acks).await;
+    tokio::time::sleep(AFTER_RECOVERY).await;
+    let end = Instant::now();
+    writers.stop.store(true, Ordering::Relaxed);
+    for task in writers.tasks {
+        // Each writer ends within WRITE_TIMEOUT (or one connect) of `stop`.
+        let _ = task.await;
+    }
+    let acks = writers.acks.lock().expect("acks lock").clone();
+    let second_before = killed_at - Duration::from_secs(1);
+    Failover {
+        rate_before: acks
+            .iter()
+            .filter(|(_, done)| (second_before..killed_at).contains(done))
+            .count() as f64,
+        longest_gap: longest_gap(&acks, second_before, end),
+        first_write: first_after(&acks, killed_at),
+        new_leader,
+        expired: writers.expired.load(Ordering::Relaxed),
+        placement: writers.placement,
+    }
+}
+
+/// Kill to the first success of a write sent at or after the kill.
+fn first_after(acks: &[(Instant, Instant)], killed_at: Instant) -> Option<Duration> {
+    acks.iter()
+        .filter(|(sent, _)| *sent >= killed_at)
+        .map(|(_, done)| done.duration_since(killed_at))
+        .min()
+}
+
+/// The longest time between consecutive write successes in `from..end`
+/// (`from` and `end` count as successes, so writes that never resume show as
+/// one long gap).
+fn longest_gap(acks: &[(Instant, Instant)], from: Instant, end: Instant) -> Duration {
+    let mut done: Vec<Instant> = acks
+        .iter()
+        .map(|(_, d)| *d)
+        .filter(|d| (from..end).contains(d))
+        .collect();
+    done.push(from);
+    done.push(end);
+    done.sort();
+    done.windows(2)
+        .map(|w| w[1].duration_since(w[0]))
+        .max()
+        .unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ratio_row(what: &str, ours: f64, theirs: f64) {
+    println!(
+        "| {what:<50} | {ours:>9.1} | {theirs:>9.1} | {:>6.2}x |",
+        ours / theirs
+    );
+}
+
+/// A stall row; `None` means no recovery within [`RECOVERY_LIMIT`].
+fn stall_row(what: &str, ours: Option<Duration>, theirs: Option<Duration>) {
+    let show = |d: Option<Duration>| {
+        d.map_or(format!(">{}", ms(RECOVERY_LIMIT)), |d| {
+            format!("{:.1}", ms(d))
+        })
+    };
+    let ratio = match (ours, theirs) {
+        (Some(o), Some(t)) => format!("{:.2}x", ms(o) / ms(t)),
+        _ => "-".into(),
+    };
+    println!(
+        "| {what:<50} | {:>9} | {:>9} | {ratio:>7} |",
+        show(ours),
+        show(theirs)
+    );
+}
+
+fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
+    header();
+    row("zkd", "write", &ours.write);
+    row("zkd", "read", &ours.read);
+    row("zookeeper", "write", &theirs.write);
+    row("zookeeper", "read", &theirs.read);
+    println!();
+    println!(
+        "| {} members: zkd vs ZooKeeper                         |       zkd | zookeeper |   ratio |",
+        args.members
+    );
+    println!(
+        "|----------------------------------------------------|----------:|----------:|--------:|"
+    );
+    ratio_row(
+        "write throughput (ops/s)",
+        ours.write.throughput(),
+        theirs.write.throughput(),
+    );
+    ratio_row(
+        "write p50 latency (ms)",
+        ours.write.pct_ms(0.5),
+        theirs.write.pct_ms(0.5),
+    );
+    ratio_row(
+        "write p99 latency (ms)",
+        ours.write.pct_ms(0.99),
+        theirs.write.pct_ms(0.99),
+    );
+    ratio_row(
+        "read throughput (ops/s)",
+        ours.read.throughput(),
+        theirs.read.throughput(),
+    );
+    ratio_row(
+        "read p50 latency (ms)",
+        ours.read.pct_ms(0.5),
+        theirs.read.pct_ms(0.5),
+    );
+    ratio_row(
+        "read p99 latency (ms)",
+        ours.read.pct_ms(0.99),
+        theirs.read.pct_ms(0.99),
+    );
+    let (o, t) = (&ours.failover, &theirs.failover);
+    ratio_row(
+        "failover: writes/s before the kill",
+        o.rate_before,
+        t.rate_before,
+    );
+    stall_row(
+        "failover: longest gap between writes (ms)",
+        Some(o.longest_gap),
+        Some(t.longest_gap),
+    );
+    stall_row(
+        "failover: kill -> first new write acked (ms)",
+        o.first_write,
+        t.first_write,
+    );
+    stall_row(
+        "failover: kill -> new leader serving (ms)",
+        o.new_leader,
+        t.new_leader,
+    );
+    println!();
+    println!(
+        "failover: {} sessions, 1 write in flight each, every member in each connect string; sessions per member (leader's included) zkd {:?}, zookeeper {:?}; sessions expired: zkd {}, zookeeper {}",
+        args.sessions, o.placement, t.placement, o.expired, t.expired
+    );
+}

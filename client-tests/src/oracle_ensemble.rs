@@ -1,0 +1,354 @@
+//! A replicated Apache ZooKeeper 3.8 ensemble as the oracle: N members on
+//! loopback, each a JVM with its own temp directory, zoo.cfg (`server.N`
+//! lines), `myid` and log, started through [`crate::oracle::launch`]. The
+//! surface mirrors [`crate::ensemble::Ensemble`] (zkd's), so a test or the
+//! benchmark can drive either the same way.
+//!
+//! ```text
+//!   start(n) ──> n JVMs (QuorumPeerMain) ──> wait_until_serving: every member's
+//!                                            `srvr` says Mode: leader|follower
+//! ```
+//!
+//! Every JVM is killed when its member drops, and every wait is bounded by
+//! [`ZOOKEEPER_START_TIMEOUT`] (ZooKeeper's elections take seconds).
+
+use crate::oracle::{
+    base_config, launch, require_tool, QUORUM_PEER_MAIN, ZOOKEEPER_JAR, ZOOKEEPER_START_TIMEOUT,
+};
+use crate::process::{four_letter_word, free_port};
+use rand::Rng;
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// How long a restarted member may take to open its client port.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Starts of a whole ensemble, when a member lost a port before binding it.
+const START_ATTEMPTS: usize = 3;
+
+/// The lowest port the harness hands out below the kernel's ephemeral range.
+const LOWEST_PORT: u16 = 10_000;
+
+/// A port that is free now and lies below the kernel's ephemeral range, so no
+/// outbound connection (a peer's, a client's, a 4lw's) can take it in the
+/// second or so before a JVM binds it; `taken` are this ensemble's so far.
+/// Falls back to [`free_port`] where that range leaves no room.
+fn unused_port(taken: &mut BTreeSet<u16>) -> u16 {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let mut rng = rand::thread_rng();
+    for _ in 0..1000 {
+        if ephemeral_low <= LOWEST_PORT + 1000 {
+            break;
+        }
+        let port = rng.gen_range(LOWEST_PORT..ephemeral_low);
+        if !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            taken.insert(port);
+            return port;
+        }
+    }
+    let port = free_port();
+    taken.insert(port);
+    port
+}
+
+/// One ZooKeeper ensemble member: a JVM that can be killed and restarted on
+/// the same ports and data directory.
+pub struct ZooKeeperMember {
+    child: Option<Child>,
+    /// The client port, on 127.0.0.1.
+    pub port: u16,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    properties: Vec<(String, String)>,
+}
+
+impl ZooKeeperMember {
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("zookeeper.log")
+    }
+
+    fn spawn(&mut self) {
+        let child = launch(
+            QUORUM_PEER_MAIN,
+            &self.config,
+            &self.properties,
+            &self.log_path(),
+        );
+        self.child = Some(child);
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The JVM's process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The member's log so far (every run of it, restarts appended).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Sends a four-letter word to the client port.
+    pub fn four_letter_word(&self, word: &str) -> String {
+        four_letter_word(self.port, word).expect("4lw")
+    }
+
+    /// kill -9: the JVM gets no chance to flush or to say goodbye to peers.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the member again on the same ports and data directory, and
+    /// waits (bounded) until its client port answers a four-letter word;
+    /// whether it has rejoined is [`ZooKeeperEnsemble::wait_until_serving`]'s
+    /// question.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+        let deadline = Instant::now() + LISTEN_TIMEOUT;
+        while !four_letter_word(self.port, "srvr").is_ok_and(|r| !r.is_empty()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("ZooKeeper exited early with {status}; log:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "restarted ZooKeeper member did not listen within {LISTEN_TIMEOUT:?}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for ZooKeeperMember {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Running ZooKeeper members, indexed from 0 (member `i` has myid `i + 1`).
+pub struct ZooKeeperEnsemble {
+    pub members: Vec<ZooKeeperMember>,
+}
+
+impl ZooKeeperEnsemble {
+    /// Starts `n` members with a 500 ms tick (as zkd's [`crate::ensemble::Ensemble::start`])
+    /// and waits until every one of them serves.
+    pub fn start(n: usize) -> ZooKeeperEnsemble {
+        ZooKeeperEnsemble::start_with(n, 500, &[])
+    }
+
+    /// Starts `n` members with `tickTime=tick_time_ms`, `initLimit=10`,
+    /// `syncLimit=4` and the extra JVM system properties `properties`, and
+    /// waits until every one serves. Fails the test (naming
+    /// client-tests/run-all.sh) when ZooKeeper is not installed.
+    pub fn start_with(
+        n: usize,
+        tick_time_ms: u64,
+        properties: &[(&str, &str)],
+    ) -> ZooKeeperEnsemble {
+        require_tool(ZOOKEEPER_JAR);
+        assert!(n >= 2, "an ensemble needs two or more members, not {n}");
+        let properties: Vec<(String, String)> = properties
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for attempt in 1..=START_ATTEMPTS {
+            let mut ensemble = ZooKeeperEnsemble::spawn_all(n, tick_time_ms, &properties);
+            match ensemble.wait_serving(&(0..n).collect::<Vec<_>>()) {
+                Ok(_) => return ensemble,
+                // Another process bound one of the ports first: new ports.
+                Err(e)
+                    if attempt < START_ATTEMPTS
+                        && ensemble.logs().contains("Address already in use") =>
+                {
+                    eprintln!("ZooKeeper ensemble start {attempt} lost a port, retrying: {e}");
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    /// Writes every member's directory and config and starts its JVM, without waiting.
+    fn spawn_all(
+        n: usize,
+        tick_time_ms: u64,
+        properties: &[(String, String)],
+    ) -> ZooKeeperEnsemble {
+        let mut taken = BTreeSet::new();
+        let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
+        for id in 1..=n {
+            servers.push_str(&format!(
+                "server.{id}=127.0.0.1:{}:{}\n",
+                unused_port(&mut taken),
+                unused_port(&mut taken)
+            ));
+        }
+        let members = (1..=n)
+            .map(|id| {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let data = dir.path().join("data");
+                std::fs::create_dir_all(&data).expect("data dir");
+                std::fs::write(data.join("myid"), format!("{id}\n")).expect("write myid");
+                let port = unused_port(&mut taken);
+                let config = dir.path().join("zoo.cfg");
+                let text = base_config(tick_time_ms, &data, port) + &servers;
+                std::fs::write(&config, text).expect("write zoo.cfg");
+                let mut member = ZooKeeperMember {
+                    child: None,
+                    port,
+                    dir,
+                    config,
+                    properties: properties.to_vec(),
+                };
+                member.spawn();
+                member
+            })
+            .collect();
+        ZooKeeperEnsemble { members }
+    }
+
+    /// The connect string of the members listed.
+    pub fn connect_string(&self, which: &[usize]) -> String {
+        which
+            .iter()
+            .map(|i| self.members[*i].addr())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The connect string of every member.
+    pub fn all(&self) -> String {
+        self.connect_string(&(0..self.members.len()).collect::<Vec<_>>())
+    }
+
+    /// Member `i`'s `Mode:` as `srvr` reports it, or None if it does not
+    /// serve (a LOOKING member answers "not currently serving requests").
+    pub fn mode(&self, i: usize) -> Option<String> {
+        let reply = four_letter_word(self.members[i].port, "srvr").ok()?;
+        reply
+            .lines()
+            .find_map(|l| l.strip_prefix("Mode: "))
+            .map(str::to_owned)
+    }
+
+    /// The index of the member that reports `Mode: leader`, if one does.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.members.len()).find(|i| self.mode(*i).as_deref() == Some("leader"))
+    }
+
+    /// Waits (bounded) until there is a leader and the listed members all
+    /// serve as leader or follower; returns the leader's index. Fails with
+    /// every member's log if that does not happen in time or a listed
+    /// member's JVM exits.
+    pub fn wait_until_serving(&mut self, which: &[usize]) -> usize {
+        self.wait_serving(which).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`ZooKeeperEnsemble::wait_until_serving`], with the failure as an error.
+    fn wait_serving(&mut self, which: &[usize]) -> Result<usize, String> {
+        let deadline = Instant::now() + ZOOKEEPER_START_TIMEOUT;
+        loop {
+            let modes: Vec<Option<String>> = which.iter().map(|i| self.mode(*i)).collect();
+            let serving = modes
+                .iter()
+                .all(|m| matches!(m.as_deref(), Some("leader" | "follower")));
+            if let Some(leader) = self.leader().filter(|_| serving) {
+                return Ok(leader);
+            }
+            for i in which {
+                if let Some(status) = self.members[*i].exit_status() {
+                    return Err(format!(
+                        "ZooKeeper member {} exited with {status}; logs:\n{}",
+                        i + 1,
+                        self.logs()
+                    ));
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "ZooKeeper members {which:?} not all serving after {ZOOKEEPER_START_TIMEOUT:?} (modes {modes:?}); logs:\n{}",
+                    self.logs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// kill -9 member `i`.
+    pub fn kill9(&mut self, i: usize) {
+        self.members[i].kill9();
+    }
+
+    /// Restarts member `i` on its ports and data; see [`ZooKeeperMember::restart`].
+    pub fn restart(&mut self, i: usize) {
+        self.members[i].restart();
+    }
+
+    /// Every member's log, labelled, for failure messages.
+    pub fn logs(&self) -> String {
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| format!("---- ZooKeeper member {} ----\n{}", i + 1, m.log()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_leader_is_replaced_and_a_restarted_member_rejoins() {
+        let mut zk = ZooKeeperEnsemble::start(3);
+        let leader = zk.leader().expect("a leader");
+        let modes: Vec<Option<String>> = (0..3).map(|i| zk.mode(i)).collect();
+        assert_eq!(
+            modes
+                .iter()
+                .filter(|m| m.as_deref() == Some("follower"))
+                .count(),
+            2,
+            "{modes:?}"
+        );
+        assert_eq!(zk.all().split(',').count(), 3);
+
+        zk.kill9(leader);
+        assert_eq!(zk.mode(leader), None, "a killed member does not answer");
+        let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+        let new_leader = zk.wait_until_serving(&others);
+        assert_ne!(new_leader, leader);
+
+        zk.restart(leader);
+        assert_eq!(zk.wait_until_serving(&[0, 1, 2]), new_leader);
+        assert_eq!(zk.mode(leader).as_deref(), Some("follower"));
+        assert!(
+            zk.members[leader].log().contains("FOLLOWING"),
+            "the restarted member's log says it follows:\n{}",
+            zk.logs()
+        );
+    }
+}
