@@ -16,9 +16,6 @@ use crate::oracle::{
     base_config, launch, require_tool, QUORUM_PEER_MAIN, ZOOKEEPER_JAR, ZOOKEEPER_START_TIMEOUT,
 };
 use crate::process::{four_letter_word, free_port};
-use rand::Rng;
-use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -28,34 +25,6 @@ const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts of a whole ensemble, when a member lost a port before binding it.
 const START_ATTEMPTS: usize = 3;
-
-/// The lowest port the harness hands out below the kernel's ephemeral range.
-const LOWEST_PORT: u16 = 10_000;
-
-/// A port that is free now and lies below the kernel's ephemeral range, so no
-/// outbound connection (a peer's, a client's, a 4lw's) can take it in the
-/// second or so before a JVM binds it; `taken` are this ensemble's so far.
-/// Falls back to [`free_port`] where that range leaves no room.
-fn unused_port(taken: &mut BTreeSet<u16>) -> u16 {
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    let mut rng = rand::thread_rng();
-    for _ in 0..1000 {
-        if ephemeral_low <= LOWEST_PORT + 1000 {
-            break;
-        }
-        let port = rng.gen_range(LOWEST_PORT..ephemeral_low);
-        if !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            taken.insert(port);
-            return port;
-        }
-    }
-    let port = free_port();
-    taken.insert(port);
-    port
-}
 
 /// One ZooKeeper ensemble member: a JVM that can be killed and restarted on
 /// the same ports and data directory.
@@ -197,13 +166,12 @@ impl ZooKeeperEnsemble {
         tick_time_ms: u64,
         properties: &[(String, String)],
     ) -> ZooKeeperEnsemble {
-        let mut taken = BTreeSet::new();
         let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
         for id in 1..=n {
             servers.push_str(&format!(
                 "server.{id}=127.0.0.1:{}:{}\n",
-                unused_port(&mut taken),
-                unused_port(&mut taken)
+                free_port(),
+                free_port()
             ));
         }
         let members = (1..=n)
@@ -212,7 +180,7 @@ impl ZooKeeperEnsemble {
                 let data = dir.path().join("data");
                 std::fs::create_dir_all(&data).expect("data dir");
                 std::fs::write(data.join("myid"), format!("{id}\n")).expect("write myid");
-                let port = unused_port(&mut taken);
+                let port = free_port();
                 let config = dir.path().join("zoo.cfg");
                 let text = base_config(tick_time_ms, &data, port) + &servers;
                 std::fs::write(&config, text).expect("write zoo.cfg");

@@ -72,13 +72,38 @@ pub fn zkd_binary() -> &'static Path {
     })
 }
 
-/// A free loopback port (bound then released; good enough on a test machine).
+/// A free loopback port, below the kernel's ephemeral range (so no outbound
+/// connection can take it between now and the moment a server binds it)
+/// and never the same one twice in this process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+    static TAKEN: OnceLock<std::sync::Mutex<std::collections::BTreeSet<u16>>> = OnceLock::new();
+    const LOWEST: u16 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let mut taken = TAKEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let mut rng = rand::thread_rng();
+    for _ in 0..1000 {
+        if ephemeral_low <= LOWEST + 1000 {
+            break;
+        }
+        let port = rand::Rng::gen_range(&mut rng, LOWEST..ephemeral_low);
+        if !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            taken.insert(port);
+            return port;
+        }
+    }
+    // A machine whose ephemeral range starts low: let the kernel choose.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
         .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+        .port();
+    taken.insert(port);
+    port
 }
 
 /// Sends a four-letter word and returns the reply.
