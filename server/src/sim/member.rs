@@ -78,7 +78,10 @@ pub struct Member {
 }
 
 /// The in-memory window the simulated members keep for DIFF.
-const HISTORY_WINDOW: usize = 64;
+pub const HISTORY_WINDOW: usize = 64;
+
+/// Snapshots a member keeps (the runtime's autopurge.snapRetainCount default).
+const SNAP_RETAIN: usize = 3;
 
 impl Member {
     /// Starts (or restarts) a member on `storage`: recover, then look for a leader.
@@ -254,6 +257,29 @@ impl Member {
             }
         }
         self.after_zab();
+    }
+
+    /// A local snapshot, for scripts (ZooKeeper's takeSnapshot, the
+    /// runtime's `StorageJob::Snapshot`): saves the tree as it is now, keeps
+    /// the newest [`SNAP_RETAIN`] snapshots and purges the log through the
+    /// oldest kept, as the runtime's storage worker does. Durable at once;
+    /// the caller runs the member's queued storage operations first (the
+    /// runtime saves a snapshot after the appends submitted before it). The
+    /// tree holds what was delivered, plus, after a restart, every txn the
+    /// log held (recovery replays the whole log): a snapshot taken before
+    /// the next sync may hold txns no quorum has (a dirty snapshot,
+    /// ZOOKEEPER-1549). Returns the snapshot's zxid.
+    pub fn snapshot(&mut self) -> Zxid {
+        use zkd_storage::SnapshotStore;
+        let zxid = self.tree.last_zxid();
+        let storage = &mut self.storage;
+        storage
+            .save_snapshot(zxid, self.tree.to_image())
+            .expect("snapshot");
+        if let Some(oldest) = storage.purge_snapshots(SNAP_RETAIN).expect("retention") {
+            storage.purge_through(oldest).expect("purge");
+        }
+        zxid
     }
 
     fn persisted(&mut self, zxid: Zxid) {

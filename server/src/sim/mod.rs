@@ -17,7 +17,7 @@ pub mod rng;
 pub mod scenario;
 
 use crate::core::election::ServerId;
-use crate::core::zab::{StorageOp, Timing, Voters};
+use crate::core::zab::{StorageOp, Timing, Voters, ZabMessage};
 use checker::{Checker, Violation};
 use member::{Effect, Member, Wire};
 use rng::Rng;
@@ -40,6 +40,59 @@ pub struct Schedule {
 
 /// No client writes during the last stretch of a run.
 const QUIESCE_MS: u64 = 2_000;
+
+/// A moment a script's trap sees (see `scenario::Scenario::at`): each
+/// storage operation a member runs, just before and just after it, and each
+/// message a member received and handled (its replies already on their way).
+#[derive(Debug)]
+enum Moment<'a> {
+    BeforeStorage {
+        member: ServerId,
+        op: &'a StorageOp,
+    },
+    AfterStorage {
+        member: ServerId,
+        op: &'a StorageOp,
+    },
+    Received {
+        from: ServerId,
+        to: ServerId,
+        wire: &'a Wire,
+    },
+}
+
+/// What a sprung trap does, at once, inside the step.
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    /// Power loss on the member; only the script restarts it.
+    Crash(ServerId),
+    /// Breaks the link between two members, as a partition does.
+    Cut(ServerId, ServerId),
+    /// Breaks every link of the member.
+    Isolate(ServerId),
+}
+
+/// A script's trap: asked at every [`Moment`] until it returns an action,
+/// which is carried out at once; then it is gone.
+type Trap = Box<dyn FnMut(&Sim, &Moment<'_>) -> Option<Action>>;
+
+/// The way a leader began a follower's sync, as the follower received it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncKind {
+    Diff,
+    Trunc,
+    Snap,
+}
+
+/// A DIFF, TRUNC or SNAP a member received, for scripts to check that the
+/// sync they aimed at happened.
+#[derive(Clone, Copy, Debug)]
+struct SyncSeen {
+    at_ms: u64,
+    follower: ServerId,
+    kind: SyncKind,
+    zxid: Zxid,
+}
 
 /// A message on its way.
 #[derive(Debug)]
@@ -75,6 +128,14 @@ struct Sim {
     checker: Checker,
     /// ZKD_SIM_TRACE=1 prints every effect.
     trace: bool,
+    /// Scripted traps (none in random schedules).
+    traps: Vec<Trap>,
+    /// What the traps did: when, at which moment, what.
+    sprung: Vec<String>,
+    /// Every DIFF, TRUNC and SNAP received.
+    syncs: Vec<SyncSeen>,
+    /// A script stopped the client writes for a while.
+    writes_paused: bool,
 }
 
 /// Runs one schedule to its end; the first broken invariant is an error
@@ -118,6 +179,10 @@ impl Sim {
             last_ack_ms: 0,
             checker: Checker::default(),
             trace: std::env::var_os("ZKD_SIM_TRACE").is_some(),
+            traps: Vec::new(),
+            sprung: Vec::new(),
+            syncs: Vec::new(),
+            writes_paused: false,
         };
         for id in ids {
             sim.boot(id);
@@ -209,12 +274,78 @@ impl Sim {
                 continue;
             };
             match packet {
-                Packet::Wire(wire) => m.receive(self.now, from, wire),
-                Packet::Closed => m.disconnected(self.now, from),
+                Packet::Wire(wire) => {
+                    let seen = (!self.traps.is_empty() || sync_kind(&wire).is_some())
+                        .then(|| wire.clone());
+                    m.receive(self.now, from, wire);
+                    self.collect_checked(to)?;
+                    if let Some(wire) = seen {
+                        self.note_sync(to, &wire);
+                        self.spring(&Moment::Received {
+                            from,
+                            to,
+                            wire: &wire,
+                        });
+                    }
+                }
+                Packet::Closed => {
+                    m.disconnected(self.now, from);
+                    self.collect_checked(to)?;
+                }
             }
-            self.collect_checked(to)?;
         }
         Ok(())
+    }
+
+    fn note_sync(&mut self, follower: ServerId, wire: &Wire) {
+        if let Some((kind, zxid)) = sync_kind(wire) {
+            self.syncs.push(SyncSeen {
+                at_ms: self.now,
+                follower,
+                kind,
+                zxid,
+            });
+        }
+    }
+
+    /// Shows `moment` to the armed traps and carries out what they ask.
+    fn spring(&mut self, moment: &Moment<'_>) {
+        if self.traps.is_empty() {
+            return;
+        }
+        let mut traps = std::mem::take(&mut self.traps);
+        let mut actions = Vec::new();
+        traps.retain_mut(|trap| match trap(self, moment) {
+            Some(action) => {
+                actions.push(action);
+                false
+            }
+            None => true,
+        });
+        self.traps = traps;
+        for action in actions {
+            let line = format!("{} ms: {} -> {action:?}", self.now, describe(moment));
+            if self.trace {
+                eprintln!("{:>6} ms  trap: {line}", self.now);
+            }
+            self.sprung.push(line);
+            match action {
+                Action::Crash(id) => {
+                    if matches!(self.members.get(&id), Some(Some(_))) {
+                        self.crash(id);
+                        self.restarts.remove(&id);
+                    }
+                }
+                Action::Cut(a, b) => self.cut_link(a, b),
+                Action::Isolate(a) => {
+                    let others: Vec<ServerId> =
+                        self.members.keys().copied().filter(|o| *o != a).collect();
+                    for b in others {
+                        self.cut_link(a, b);
+                    }
+                }
+            }
+        }
     }
 
     fn execute_due_storage(&mut self) -> Result<(), Violation> {
@@ -225,8 +356,16 @@ impl Sim {
                     break;
                 }
                 let Some((_, op)) = q.pop_front() else { break };
+                self.spring(&Moment::BeforeStorage {
+                    member: id,
+                    op: &op,
+                });
                 if let Some(Some(m)) = self.members.get_mut(&id) {
-                    m.execute(op);
+                    m.execute(op.clone());
+                    self.spring(&Moment::AfterStorage {
+                        member: id,
+                        op: &op,
+                    });
                 }
                 self.collect_checked(id)?;
             }
@@ -278,10 +417,21 @@ impl Sim {
                             .get_mut(&id)
                             .map(|q| q.drain(..).map(|(_, op)| op).collect())
                             .unwrap_or_default();
+                        for op in queued {
+                            self.spring(&Moment::BeforeStorage {
+                                member: id,
+                                op: &op,
+                            });
+                            let Some(Some(m)) = self.members.get_mut(&id) else {
+                                break;
+                            };
+                            m.execute(op.clone());
+                            self.spring(&Moment::AfterStorage {
+                                member: id,
+                                op: &op,
+                            });
+                        }
                         if let Some(Some(m)) = self.members.get_mut(&id) {
-                            for op in queued {
-                                m.execute(op);
-                            }
                             m.drain();
                             m.look(self.now);
                         }
@@ -432,6 +582,10 @@ impl Sim {
             self.next_write_ms = self.schedule.end_ms;
             return Ok(());
         }
+        if self.writes_paused {
+            self.next_write_ms = u64::MAX;
+            return Ok(());
+        }
         if self.now < self.next_write_ms {
             return Ok(());
         }
@@ -495,6 +649,46 @@ impl Sim {
             )));
         }
         Ok(())
+    }
+}
+
+/// The sync a message begins, if it begins one.
+fn sync_kind(wire: &Wire) -> Option<(SyncKind, Zxid)> {
+    match wire {
+        Wire::Zab(ZabMessage::Diff { zxid }) => Some((SyncKind::Diff, *zxid)),
+        Wire::Zab(ZabMessage::Trunc { zxid }) => Some((SyncKind::Trunc, *zxid)),
+        Wire::Zab(ZabMessage::Snap { zxid, .. }) => Some((SyncKind::Snap, *zxid)),
+        _ => None,
+    }
+}
+
+/// A storage operation, briefly (without txns and images).
+fn op_line(op: &StorageOp) -> String {
+    match op {
+        StorageOp::Append { zxid, .. } => format!("Append {zxid}"),
+        StorageOp::InstallSnapshot { zxid, .. } => format!("InstallSnapshot {zxid}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// A trap's moment, briefly.
+fn describe(moment: &Moment<'_>) -> String {
+    match moment {
+        Moment::BeforeStorage { member, op } => format!("member {member} about to {}", op_line(op)),
+        Moment::AfterStorage { member, op } => format!("member {member} did {}", op_line(op)),
+        Moment::Received { from, to, wire } => {
+            let text = match wire {
+                Wire::Zab(ZabMessage::Snap { zxid, image }) => {
+                    format!("Snap {zxid} ({} bytes)", image.len())
+                }
+                Wire::Zab(m) => format!("{m:?}"),
+                Wire::Election(n) => format!("{n:?}"),
+            };
+            format!(
+                "member {to} got from {from}: {}",
+                &text[..text.len().min(90)]
+            )
+        }
     }
 }
 

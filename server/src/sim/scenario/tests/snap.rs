@@ -1,0 +1,182 @@
+//! A SNAP interrupted: a follower further behind than the leader's history
+//! window gets a snapshot of a newer epoch, and the follower or the leader
+//! loses power part-way (ZOOKEEPER-2872, 1653/2354, 3104, 3642).
+
+use super::{behind_in_new_epoch, each_seed, until_sprung, Behind};
+use crate::core::zab::{StorageOp, ZabMessage};
+use crate::sim::member::{Wire, HISTORY_WINDOW};
+use crate::sim::{Action, Moment, SyncKind};
+
+/// Writes the others commit in the new epoch: more than the history window.
+const NEW_WRITES: usize = HISTORY_WINDOW + 16;
+
+/// Where the SNAP is cut short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Point {
+    /// The follower loaded the image in memory; its disk has not stored it.
+    BeforeInstall,
+    /// The image is durable, currentEpoch is still the old one.
+    AfterInstall,
+    /// The leader took the follower's ACK of NEWLEADER; UPTODATE is on its way.
+    NewLeaderAcked,
+}
+
+fn crash_during_snap(seed: u64, point: Point) -> Result<(), String> {
+    let Behind {
+        mut s,
+        behind: f,
+        end,
+        old_epoch,
+        new_epoch,
+        leader,
+    } = behind_in_new_epoch(seed, 3, NEW_WRITES)?;
+    let acked = s.acknowledged_zxids();
+    let since = s.now();
+    s.at(move |sim, moment| {
+        let crash = match (point, moment) {
+            (
+                Point::BeforeInstall,
+                Moment::BeforeStorage {
+                    member,
+                    op: StorageOp::InstallSnapshot { .. },
+                },
+            )
+            | (
+                Point::AfterInstall,
+                Moment::AfterStorage {
+                    member,
+                    op: StorageOp::InstallSnapshot { .. },
+                },
+            ) => *member == f,
+            (
+                Point::NewLeaderAcked,
+                Moment::Received {
+                    from,
+                    to,
+                    wire: Wire::Zab(ZabMessage::Ack { zxid }),
+                },
+            ) => {
+                *from == f
+                    && *to == leader
+                    && zxid.counter() == 0
+                    && zxid.epoch() == new_epoch
+                    && !sim.serving(f)
+            }
+            _ => false,
+        };
+        crash.then_some(Action::Crash(f))
+    });
+    s.restart(f);
+    until_sprung(&mut s, "the crash point", 10_000)?;
+    let syncs = s.syncs_to(f, since);
+    let Some(&(SyncKind::Snap, image_zxid)) = syncs.first() else {
+        return Err(format!(
+            "member {f} was to be synced by SNAP, got {syncs:?}"
+        ));
+    };
+    let (accepted, current) = s.epochs_on_disk(f);
+    match point {
+        Point::BeforeInstall => {
+            // Power lost before the image was stored: the old state, whole.
+            if s.disk_end(f) != end || current != old_epoch {
+                return Err(format!(
+                    "{point:?}: the disk moved to {} (epoch {current})",
+                    s.disk_end(f)
+                ));
+            }
+        }
+        Point::AfterInstall => {
+            // ZOOKEEPER-1653/2354's state: the history is of an epoch later
+            // than currentEpoch. ZooKeeper refused to start from it.
+            if s.disk_end(f) != image_zxid
+                || image_zxid.epoch() != new_epoch
+                || current != old_epoch
+                || accepted != new_epoch
+            {
+                return Err(format!(
+                    "{point:?}: expected the image {image_zxid} of epoch {new_epoch} over \
+                     currentEpoch {old_epoch}, got disk at {} with epochs {accepted}/{current}",
+                    s.disk_end(f)
+                ));
+            }
+            s.disk_holds(f, &acked)?;
+        }
+        Point::NewLeaderAcked => {
+            if current != new_epoch {
+                return Err(format!("{point:?}: currentEpoch is {current}"));
+            }
+            s.disk_holds(f, &acked)?;
+        }
+    }
+    s.restart(f);
+    let acked = s.acknowledged_zxids();
+    s.run_until("it rejoins and serves", 15_000, |s| s.serving(f))?;
+    s.tree_holds(f, &acked)?;
+    s.finish()
+}
+
+/// ZOOKEEPER-2872: power lost while the SNAP was being installed, before
+/// it was durable (the image was already loaded in memory).
+#[test]
+fn zk_2872_follower_crash_before_the_snap_is_durable_rejoins() {
+    each_seed(|seed| crash_during_snap(seed, Point::BeforeInstall));
+}
+
+/// ZOOKEEPER-1653/2354: power lost after the SNAP was stored but before
+/// currentEpoch: the member still starts and rejoins.
+#[test]
+fn zk_1653_follower_crash_between_snap_and_current_epoch_rejoins() {
+    each_seed(|seed| crash_during_snap(seed, Point::AfterInstall));
+}
+
+/// ZOOKEEPER-3104: power lost after the follower acknowledged NEWLEADER of
+/// a SNAP sync: the image and the epoch were durable before the ACK.
+#[test]
+fn zk_3104_follower_crash_after_acking_newleader_of_a_snap_keeps_it() {
+    each_seed(|seed| crash_during_snap(seed, Point::NewLeaderAcked));
+}
+
+/// ZOOKEEPER-3642: the leader loses power right after the follower took
+/// its SNAP, before NEWLEADER. The follower and the third member elect a
+/// new leader, which syncs it from what it holds; every acknowledged write
+/// is then on its disk (the two of them are the quorum), and after a
+/// restart it still holds them all.
+#[test]
+fn zk_3642_leader_crash_between_snap_and_newleader_loses_nothing() {
+    each_seed(|seed| {
+        let Behind {
+            mut s,
+            behind: f,
+            new_epoch,
+            leader,
+            ..
+        } = behind_in_new_epoch(seed, 3, NEW_WRITES)?;
+        let since = s.now();
+        s.at(move |_, moment| match moment {
+            Moment::Received {
+                from,
+                to,
+                wire: Wire::Zab(ZabMessage::Snap { .. }),
+            } if *from == leader && *to == f => Some(Action::Crash(leader)),
+            _ => None,
+        });
+        s.restart(f);
+        until_sprung(&mut s, "the leader's crash after SNAP", 10_000)?;
+        s.run_until("a newer leader serving with it", 20_000, |s| {
+            s.epoch().is_some_and(|e| e > new_epoch) && s.serving(f)
+        })?;
+        let syncs = s.syncs_to(f, since);
+        if syncs.len() < 2 || syncs[0].0 != SyncKind::Snap {
+            return Err(format!("expected a SNAP, then another sync: {syncs:?}"));
+        }
+        s.run_for(500)?;
+        // Only two members are up: each acknowledged write is on both disks.
+        let acked = s.acknowledged_zxids();
+        s.crash(f);
+        s.disk_holds(f, &acked)?;
+        s.restart(f);
+        s.run_until("it serves again", 15_000, |s| s.serving(f))?;
+        s.tree_holds(f, &acked)?;
+        s.finish()
+    });
+}
