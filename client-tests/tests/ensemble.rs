@@ -22,6 +22,15 @@ async fn make_parent(client: &zk::Client) {
     }
 }
 
+/// Creates `path`; NodeExists counts as done, since an earlier attempt
+/// whose answer was lost to a connection loss may have created it.
+async fn create_once(client: &zk::Client, path: &str) -> Result<(), zk::Error> {
+    match client.create(path, b"", &persistent()).await {
+        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Retries `f` until it succeeds or `limit` passes (a client reconnecting
 /// after its member died needs a few attempts).
 async fn eventually<T, F, Fut>(limit: Duration, mut f: F) -> T
@@ -103,6 +112,9 @@ async fn killing_the_leader_elects_another_and_keeps_every_acknowledged_write() 
             let mut i = 0;
             while Instant::now() < deadline {
                 let path = format!("/e/w{w}-{i}");
+                // A fresh path per attempt: a write whose answer was lost
+                // may have happened, and retrying it would only say NodeExists.
+                i += 1;
                 if let Ok(Ok(_)) = tokio::time::timeout(
                     Duration::from_secs(3),
                     client.create(&path, b"", &persistent()),
@@ -110,7 +122,6 @@ async fn killing_the_leader_elects_another_and_keeps_every_acknowledged_write() 
                 .await
                 {
                     acked.lock().unwrap().push(path);
-                    i += 1;
                 } else {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -128,8 +139,9 @@ async fn killing_the_leader_elects_another_and_keeps_every_acknowledged_write() 
     let acked = acked.lock().unwrap().clone();
     assert!(
         before_kill > 20 && acked.len() > before_kill,
-        "writers made progress before ({before_kill}) and after ({}) the kill",
-        acked.len()
+        "writers made progress before ({before_kill}) and after ({}) the kill; logs:\n{}",
+        acked.len(),
+        ensemble.logs()
     );
 
     // Every acknowledged write is on both survivors, and on the old leader once it is back.
@@ -302,10 +314,7 @@ async fn a_restarted_member_catches_up_by_diff_and_a_long_absent_one_by_snap() {
     let _ = eventually(Duration::from_secs(10), || client.sync("/e")).await;
     for i in 0..12_000 {
         let path = format!("/e/b{i}");
-        let _ = eventually(Duration::from_secs(10), || {
-            client.create(&path, b"", &persistent())
-        })
-        .await;
+        eventually(Duration::from_secs(10), || create_once(&client, &path)).await;
     }
     ensemble.members[away].restart();
     ensemble.wait_until_serving(&[away]);
@@ -331,10 +340,7 @@ async fn five_members_survive_two_failures() {
     }
     for i in 0..20 {
         let path = format!("/e/f{i}");
-        eventually(Duration::from_secs(15), || {
-            client.create(&path, b"", &persistent())
-        })
-        .await;
+        eventually(Duration::from_secs(15), || create_once(&client, &path)).await;
     }
     let survivors: Vec<usize> = (0..5).filter(|i| !victims.contains(i)).collect();
     for i in survivors {
