@@ -51,9 +51,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zkd_client_tests::ensemble::Ensemble;
 use zkd_client_tests::oracle::ZooKeeperProcess;
-use zkd_client_tests::oracle_ensemble::ZooKeeperEnsemble;
 use zkd_client_tests::process::four_letter_word;
 use zkd_client_tests::raw::RawClient;
 use zkd_client_tests::{within, ServerOptions, ZkdProcess};
@@ -65,235 +63,13 @@ use zkd_protocol::request::ClientRequest;
 use zkd_protocol::{OpCode, Record};
 use zookeeper_client as zk;
 
+use comparison::{compare, masked_ports};
+use ops::{acl_list, create_options, Op};
+
 const SESSIONS: usize = 3;
 const OPS_PER_SEED: usize = 400;
-const PATHS: [&str; 9] = [
-    "/a",
-    "/b",
-    "/c",
-    "/a/x",
-    "/a/y",
-    "/b/x",
-    "/a/x/y",
-    "/c/q",
-    "/zookeeper/u",
-];
-// digest of user:pass; session 0 authenticates as it.
-const USER_DIGEST: &str = "user:smGaoVKd/cQkjm7b88GyorAUz20=";
 /// Identities that session 1 and the raw session take on, in a seeded order.
 const USERS: [&str; 6] = ["u1:p1", "u2:p2", "u3:p3", "alice:a", "bob:b", "carol:c"];
-/// Create flags that are no CreateMode.
-const BAD_FLAGS: [i32; 6] = [7, 8, 9, 42, -1, 100];
-
-#[derive(Clone, Debug)]
-enum Op {
-    Create {
-        s: usize,
-        path: String,
-        data: Vec<u8>,
-        mode: u8,
-        acl: u8,
-    },
-    Delete {
-        s: usize,
-        path: String,
-        version: Option<i32>,
-    },
-    SetData {
-        s: usize,
-        path: String,
-        data: Vec<u8>,
-        version: Option<i32>,
-    },
-    GetData {
-        s: usize,
-        path: String,
-        watch: bool,
-    },
-    Exists {
-        s: usize,
-        path: String,
-        watch: bool,
-    },
-    Children {
-        s: usize,
-        path: String,
-        watch: bool,
-    },
-    GetAcl {
-        s: usize,
-        path: String,
-    },
-    SetAcl {
-        s: usize,
-        path: String,
-        acl: u8,
-        version: Option<i32>,
-    },
-    Multi {
-        s: usize,
-        ops: Vec<Op>,
-    },
-    MultiRead {
-        s: usize,
-        reads: Vec<(bool, String)>,
-    },
-    Count {
-        s: usize,
-        path: String,
-    },
-    Ephemerals {
-        s: usize,
-    },
-    /// A multi from the raw session whose op `bad` has invalid create flags.
-    BadMulti {
-        ops: Vec<Op>,
-        bad: usize,
-        flags: i32,
-    },
-    /// whoAmI from the raw session.
-    WhoAmI,
-}
-
-impl Op {
-    /// The session that sends the op; the raw session is number [`SESSIONS`].
-    fn session(&self) -> usize {
-        match self {
-            Op::Create { s, .. }
-            | Op::Delete { s, .. }
-            | Op::SetData { s, .. }
-            | Op::GetData { s, .. }
-            | Op::Exists { s, .. }
-            | Op::Children { s, .. }
-            | Op::GetAcl { s, .. }
-            | Op::SetAcl { s, .. }
-            | Op::Multi { s, .. }
-            | Op::MultiRead { s, .. }
-            | Op::Count { s, .. }
-            | Op::Ephemerals { s } => *s,
-            Op::BadMulti { .. } | Op::WhoAmI => SESSIONS,
-        }
-    }
-
-    /// Whether the op may write (and so consume a zxid, even when it fails).
-    fn writes(&self) -> bool {
-        matches!(
-            self,
-            Op::Create { .. }
-                | Op::Delete { .. }
-                | Op::SetData { .. }
-                | Op::SetAcl { .. }
-                | Op::Multi { .. }
-                | Op::BadMulti { .. }
-        )
-    }
-}
-
-fn path(rng: &mut StdRng) -> String {
-    PATHS[rng.gen_range(0..PATHS.len())].to_owned()
-}
-
-fn version(rng: &mut StdRng) -> Option<i32> {
-    if rng.gen_bool(0.6) {
-        None
-    } else {
-        Some(rng.gen_range(0..3))
-    }
-}
-
-fn write_op(rng: &mut StdRng, s: usize) -> Op {
-    match rng.gen_range(0..10) {
-        0..=4 => Op::Create {
-            s,
-            path: path(rng),
-            data: vec![rng.gen(); rng.gen_range(0..4)],
-            mode: rng.gen_range(0..6),
-            acl: rng.gen_range(0..4),
-        },
-        5..=6 => Op::Delete {
-            s,
-            path: path(rng),
-            version: version(rng),
-        },
-        _ => Op::SetData {
-            s,
-            path: path(rng),
-            data: vec![rng.gen(); rng.gen_range(0..4)],
-            version: version(rng),
-        },
-    }
-}
-
-fn random_op(rng: &mut StdRng) -> Op {
-    let s = rng.gen_range(0..SESSIONS);
-    match rng.gen_range(0..20) {
-        0..=7 => write_op(rng, s),
-        8 => Op::GetData {
-            s,
-            path: path(rng),
-            watch: rng.gen(),
-        },
-        9 => Op::Exists {
-            s,
-            path: path(rng),
-            watch: rng.gen(),
-        },
-        10 => Op::Children {
-            s,
-            path: path(rng),
-            watch: rng.gen(),
-        },
-        11 => Op::GetAcl { s, path: path(rng) },
-        12 => Op::SetAcl {
-            s,
-            path: path(rng),
-            acl: rng.gen_range(0..4),
-            version: version(rng),
-        },
-        13..=15 => Op::Multi {
-            s,
-            ops: (0..rng.gen_range(1..5)).map(|_| write_op(rng, s)).collect(),
-        },
-        16 => Op::MultiRead {
-            s,
-            reads: (0..rng.gen_range(1..4))
-                .map(|_| (rng.gen(), path(rng)))
-                .collect(),
-        },
-        17 => Op::Count { s, path: path(rng) },
-        18 if rng.gen_bool(0.5) => Op::Ephemerals { s },
-        18 if rng.gen_bool(0.3) => Op::WhoAmI,
-        18 => {
-            let ops: Vec<Op> = (0..rng.gen_range(1..4)).map(|_| write_op(rng, s)).collect();
-            Op::BadMulti {
-                bad: rng.gen_range(0..ops.len()),
-                flags: BAD_FLAGS[rng.gen_range(0..BAD_FLAGS.len())],
-                ops,
-            }
-        }
-        _ => Op::GetData {
-            s,
-            path: path(rng),
-            watch: true,
-        },
-    }
-}
-
-fn acl_list(choice: u8) -> Vec<zk::Acl> {
-    let read = zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone());
-    match choice {
-        0 => vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
-        1 => vec![read],
-        2 => vec![
-            zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", USER_DIGEST)),
-            read,
-        ],
-        _ => vec![
-            zk::Acl::new(zk::Permission::ALL, zk::AuthId::authed()),
-            read,
-        ],
-    }
-}
 
 type Events = Arc<Mutex<Vec<String>>>;
 
@@ -750,29 +526,6 @@ impl Target {
     }
 }
 
-/// `/zookeeper/config`'s data as text with the port numbers masked: an
-/// ensemble's `server.N=127.0.0.1:quorumPort:electionPort:role` lines name
-/// free ports picked per run, which differ between the two ensembles by
-/// construction. Everything else in the node is compared.
-fn masked_ports(data: &[u8]) -> String {
-    let masked: Vec<String> = String::from_utf8_lossy(data)
-        .split('\n')
-        .map(|line| {
-            line.split(':')
-                .map(|part| {
-                    if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
-                        "PORT"
-                    } else {
-                        part
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(":")
-        })
-        .collect();
-    format!("{:?}", masked.join("\n"))
-}
-
 /// The `Zxid:` line of `srvr` on 127.0.0.1:`port`: the last txn it applied.
 fn last_zxid(port: u16) -> Option<String> {
     let reply = four_letter_word(port, "srvr").ok()?;
@@ -780,106 +533,6 @@ fn last_zxid(port: u16) -> Option<String> {
         .lines()
         .find_map(|l| l.strip_prefix("Zxid: "))
         .map(str::to_owned)
-}
-
-/// Strips the parts of a multi result that 3.8 and 3.9 legitimately differ on.
-fn comparable(result: &str) -> String {
-    result
-        .split("; ")
-        .map(|r| match r.find(" [") {
-            Some(i) if r.starts_with("created ") => r[..i].to_owned(),
-            _ => r.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-fn create_options(mode: u8, acls: &[zk::Acl]) -> zk::CreateOptions<'_> {
-    let acls = zk::Acls::new(acls);
-    match mode {
-        0 => zk::CreateMode::Persistent.with_acls(acls),
-        1 => zk::CreateMode::Ephemeral.with_acls(acls),
-        2 => zk::CreateMode::PersistentSequential.with_acls(acls),
-        3 => zk::CreateMode::EphemeralSequential.with_acls(acls),
-        4 => zk::CreateMode::Container.with_acls(acls),
-        _ => zk::CreateMode::Persistent
-            .with_acls(acls)
-            .with_ttl(Duration::from_secs(3600)),
-    }
-}
-
-/// Applies seed `seed`'s op sequence to both targets and compares every
-/// result, then what every session heard and the final trees. The first
-/// divergence ends the seed (the states differ from there on) and is returned.
-async fn compare(theirs: &Target, ours: &Target, seed: u64, replay: &str) -> Result<usize, String> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut compared = 0;
-    let members = theirs.ports.len();
-    // The member whose writes the others may not have applied yet.
-    let mut unsettled: Option<usize> = None;
-    for i in 0..OPS_PER_SEED {
-        let op = random_op(&mut rng);
-        let member = op.session() % members;
-        if unsettled.is_some_and(|u| u != member) {
-            theirs.settle().await;
-            ours.settle().await;
-            unsettled = None;
-        }
-        let expected = theirs.exec(&op).await;
-        let actual = ours.exec(&op).await;
-        if op.writes() {
-            unsettled = Some(member);
-        }
-        let (e, a) = if matches!(op, Op::Multi { .. }) {
-            (comparable(&expected), comparable(&actual))
-        } else {
-            (expected.clone(), actual.clone())
-        };
-        if a != e {
-            return Err(format!(
-                "seed {seed}, op {i}: {op:?}\n  zookeeper: {expected}\n  zkd:       {actual}\nreplay: {replay}"
-            ));
-        }
-        compared += 1;
-    }
-    // Let in-flight notifications land, then compare what every session heard.
-    theirs.settle().await;
-    ours.settle().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    for s in 0..SESSIONS {
-        let mut e = theirs.events[s].lock().unwrap().clone();
-        let mut a = ours.events[s].lock().unwrap().clone();
-        e.sort();
-        a.sort();
-        if a != e {
-            return Err(format!(
-                "seed {seed}: one-shot events of session {s} differ\n  zookeeper: {e:?}\n  zkd:       {a:?}\nreplay: {replay}"
-            ));
-        }
-    }
-    let e = theirs.recursive.lock().unwrap().clone();
-    let a = ours.recursive.lock().unwrap().clone();
-    assert!(
-        !e.is_empty(),
-        "the recursive watch saw nothing: the test is not exercising watches"
-    );
-    if a != e {
-        return Err(format!(
-            "seed {seed}: persistent-recursive events differ (order included)\n  zookeeper: {e:?}\n  zkd:       {a:?}\nreplay: {replay}"
-        ));
-    }
-    let (e, a) = (theirs.dump().await, ours.dump().await);
-    if a != e {
-        let only = |x: &[String], y: &[String]| -> Vec<String> {
-            x.iter().filter(|n| !y.contains(n)).cloned().collect()
-        };
-        return Err(format!(
-            "seed {seed}: final trees differ\n  only on zookeeper: {:#?}\n  only on zkd:       {:#?}\nreplay: {replay}",
-            only(&e, &a),
-            only(&a, &e)
-        ));
-    }
-    Ok(compared)
 }
 
 /// Seeds 1..=`$var` (default `default`), or only seed `$var_ONLY` if set.
@@ -927,48 +580,9 @@ async fn random_operations_match_apache_zookeeper() {
     report(&divergences, compared, "Apache ZooKeeper");
 }
 
-/// Members per ensemble in [`random_operations_on_ensembles_match_an_apache_zookeeper_ensemble`].
-const MEMBERS: usize = 3;
-
-async fn run_ensemble_seed(seed: u64) -> Result<usize, String> {
-    // One after the other: members connecting to each other take ephemeral
-    // ports, which the other ensemble's members may have picked but not bound yet.
-    let (oracle, zkd) = tokio::task::block_in_place(|| {
-        let oracle = ZooKeeperEnsemble::start_with(MEMBERS, 2000, &[]);
-        let zkd = Ensemble::start_with(
-            MEMBERS,
-            ServerOptions::default().with("extendedTypesEnabled", "true"),
-        );
-        (oracle, zkd)
-    });
-    let theirs = Target::connect(
-        &oracle.members.iter().map(|m| m.port).collect::<Vec<_>>(),
-        seed,
-    )
-    .await;
-    let ours = Target::connect(
-        &zkd.members.iter().map(|m| m.port).collect::<Vec<_>>(),
-        seed,
-    )
-    .await;
-    theirs.settle().await;
-    ours.settle().await;
-    let replay = format!(
-        "ZKD_DIFFERENTIAL_ENSEMBLE_SEEDS_ONLY={seed} cargo test -p zkd-client-tests --test differential random_operations_on_ensembles"
-    );
-    compare(&theirs, &ours, seed, &replay).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_operations_on_ensembles_match_an_apache_zookeeper_ensemble() {
-    // More seeds on demand: ZKD_DIFFERENTIAL_ENSEMBLE_SEEDS=50 (each starts two ensembles).
-    let mut compared = 0;
-    let mut divergences = Vec::new();
-    for seed in seeds("ZKD_DIFFERENTIAL_ENSEMBLE_SEEDS", 3) {
-        match run_ensemble_seed(seed).await {
-            Ok(n) => compared += n,
-            Err(d) => divergences.push(d),
-        }
-    }
-    report(&divergences, compared, "an Apache ZooKeeper ensemble");
-}
+#[path = "differential/comparison.rs"]
+mod comparison;
+#[path = "differential/ensemble.rs"]
+mod ensemble;
+#[path = "differential/ops.rs"]
+mod ops;

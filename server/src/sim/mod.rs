@@ -10,18 +10,24 @@
 //! equal tree digests at equal zxid, per-member total order, and no
 //! acknowledged write missing from a newly established leader. After the
 //! faults stop, a connected ensemble must elect, commit and converge.
+//!
+//! The random faults are in `faults`; the traps that scripts arm (see
+//! `scenario`) are in `trap`.
 
 pub mod checker;
+mod faults;
 pub mod member;
 pub mod rng;
 pub mod scenario;
+mod trap;
 
 use crate::core::election::ServerId;
-use crate::core::zab::{StorageOp, Timing, Voters, ZabMessage};
+use crate::core::zab::{StorageOp, Timing, Voters};
 use checker::{Checker, Violation};
 use member::{Effect, Member, Wire};
 use rng::Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use trap::{sync_kind, Action, Moment, SyncKind, SyncSeen, Trap};
 use zkd_protocol::Zxid;
 use zkd_storage::MemStorage;
 
@@ -40,59 +46,6 @@ pub struct Schedule {
 
 /// No client writes during the last stretch of a run.
 const QUIESCE_MS: u64 = 2_000;
-
-/// A moment a script's trap sees (see `scenario::Scenario::at`): each
-/// storage operation a member runs, just before and just after it, and each
-/// message a member received and handled (its replies already on their way).
-#[derive(Debug)]
-enum Moment<'a> {
-    BeforeStorage {
-        member: ServerId,
-        op: &'a StorageOp,
-    },
-    AfterStorage {
-        member: ServerId,
-        op: &'a StorageOp,
-    },
-    Received {
-        from: ServerId,
-        to: ServerId,
-        wire: &'a Wire,
-    },
-}
-
-/// What a sprung trap does, at once, inside the step.
-#[derive(Clone, Copy, Debug)]
-enum Action {
-    /// Power loss on the member; only the script restarts it.
-    Crash(ServerId),
-    /// Breaks the link between two members, as a partition does.
-    Cut(ServerId, ServerId),
-    /// Breaks every link of the member.
-    Isolate(ServerId),
-}
-
-/// A script's trap: asked at every [`Moment`] until it returns an action,
-/// which is carried out at once; then it is gone.
-type Trap = Box<dyn FnMut(&Sim, &Moment<'_>) -> Option<Action>>;
-
-/// The way a leader began a follower's sync, as the follower received it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SyncKind {
-    Diff,
-    Trunc,
-    Snap,
-}
-
-/// A DIFF, TRUNC or SNAP a member received, for scripts to check that the
-/// sync they aimed at happened.
-#[derive(Clone, Copy, Debug)]
-struct SyncSeen {
-    at_ms: u64,
-    follower: ServerId,
-    kind: SyncKind,
-    zxid: Zxid,
-}
 
 /// A message on its way.
 #[derive(Debug)]
@@ -297,57 +250,6 @@ impl Sim {
         Ok(())
     }
 
-    fn note_sync(&mut self, follower: ServerId, wire: &Wire) {
-        if let Some((kind, zxid)) = sync_kind(wire) {
-            self.syncs.push(SyncSeen {
-                at_ms: self.now,
-                follower,
-                kind,
-                zxid,
-            });
-        }
-    }
-
-    /// Shows `moment` to the armed traps and carries out what they ask.
-    fn spring(&mut self, moment: &Moment<'_>) {
-        if self.traps.is_empty() {
-            return;
-        }
-        let mut traps = std::mem::take(&mut self.traps);
-        let mut actions = Vec::new();
-        traps.retain_mut(|trap| match trap(self, moment) {
-            Some(action) => {
-                actions.push(action);
-                false
-            }
-            None => true,
-        });
-        self.traps = traps;
-        for action in actions {
-            let line = format!("{} ms: {} -> {action:?}", self.now, describe(moment));
-            if self.trace {
-                eprintln!("{:>6} ms  trap: {line}", self.now);
-            }
-            self.sprung.push(line);
-            match action {
-                Action::Crash(id) => {
-                    if matches!(self.members.get(&id), Some(Some(_))) {
-                        self.crash(id);
-                        self.restarts.remove(&id);
-                    }
-                }
-                Action::Cut(a, b) => self.cut_link(a, b),
-                Action::Isolate(a) => {
-                    let others: Vec<ServerId> =
-                        self.members.keys().copied().filter(|o| *o != a).collect();
-                    for b in others {
-                        self.cut_link(a, b);
-                    }
-                }
-            }
-        }
-    }
-
     fn execute_due_storage(&mut self) -> Result<(), Violation> {
         let ids: Vec<ServerId> = self.queues.keys().copied().collect();
         for id in ids {
@@ -472,109 +374,6 @@ impl Sim {
         self.cut.contains(&(a.min(b), a.max(b)))
     }
 
-    /// Crashes, restarts, partitions and heals, at seeded times.
-    fn faults(&mut self) {
-        let due: Vec<ServerId> = self
-            .restarts
-            .iter()
-            .filter(|(_, at)| **at <= self.now)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            self.restarts.remove(&id);
-            self.boot(id);
-        }
-        if self.heals_at.is_some_and(|at| at <= self.now) {
-            self.heals_at = None;
-            self.cut.clear();
-        }
-        if self.schedule.scripted {
-            self.next_fault_ms = u64::MAX;
-            return;
-        }
-        if self.now < self.next_fault_ms {
-            return;
-        }
-        self.next_fault_ms = self.now + 300 + self.rng.below(1500);
-        if self.now >= self.schedule.faults_until_ms {
-            // Heal everything and bring everyone back: the ensemble must recover.
-            self.cut.clear();
-            self.heals_at = None;
-            let down: Vec<ServerId> = self.restarts.keys().copied().collect();
-            for id in down {
-                self.restarts.insert(id, self.now);
-            }
-            return;
-        }
-        let ids: Vec<ServerId> = self.members.keys().copied().collect();
-        let victim = match self.leader() {
-            Some(l) if self.rng.below(2) == 0 => l,
-            _ => ids[self.rng.below(ids.len() as u64) as usize],
-        };
-        match self.rng.below(5) {
-            0 if !self.restarts.contains_key(&victim) => self.crash(victim),
-            // A correlated outage: every member loses power at once.
-            1 if self.rng.below(3) == 0 => {
-                for id in &ids {
-                    if !self.restarts.contains_key(id) {
-                        self.crash(*id);
-                    }
-                }
-            }
-            1 | 2 => {
-                // Isolate the victim from everyone.
-                for other in &ids {
-                    if *other != victim {
-                        self.cut_link(victim, *other);
-                    }
-                }
-                self.heals_at = Some(self.now + 300 + self.rng.below(2500));
-            }
-            _ => {
-                let other = ids[self.rng.below(ids.len() as u64) as usize];
-                if other != victim {
-                    self.cut_link(victim, other);
-                    self.heals_at = Some(self.now + 300 + self.rng.below(2500));
-                }
-            }
-        }
-    }
-
-    /// A partition breaks the connection, as TCP would: what it carried is
-    /// lost and both ends learn that it closed.
-    fn cut_link(&mut self, a: ServerId, b: ServerId) {
-        if self.trace {
-            eprintln!("{:>6} ms  cut {a}-{b}", self.now);
-        }
-        self.cut.insert((a.min(b), a.max(b)));
-        self.in_flight
-            .retain(|_, (from, to, _)| !((*from == a && *to == b) || (*from == b && *to == a)));
-        for (end, other) in [(a, b), (b, a)] {
-            if let Some(Some(m)) = self.members.get_mut(&end) {
-                m.disconnected(self.now, other);
-                self.collect(end);
-            }
-        }
-    }
-
-    /// kill -9 and power loss: queued storage operations never happen.
-    fn crash(&mut self, id: ServerId) {
-        if self.trace {
-            eprintln!("{:>6} ms  member {id}: CRASH", self.now);
-        }
-        self.members.insert(id, None);
-        if let Some(q) = self.queues.get_mut(&id) {
-            q.clear();
-        }
-        self.disks[&id].crash();
-        self.in_flight
-            .retain(|_, (from, to, _)| *from != id && *to != id);
-        self.link_clock
-            .retain(|(from, to), _| *from != id && *to != id);
-        self.restarts
-            .insert(id, self.now + 200 + self.rng.below(2000));
-    }
-
     /// A client write every few milliseconds at whoever leads.
     fn client_writes(&mut self) -> Result<(), Violation> {
         // Quiet at the end, so that every member can catch up before the check.
@@ -649,46 +448,6 @@ impl Sim {
             )));
         }
         Ok(())
-    }
-}
-
-/// The sync a message begins, if it begins one.
-fn sync_kind(wire: &Wire) -> Option<(SyncKind, Zxid)> {
-    match wire {
-        Wire::Zab(ZabMessage::Diff { zxid }) => Some((SyncKind::Diff, *zxid)),
-        Wire::Zab(ZabMessage::Trunc { zxid }) => Some((SyncKind::Trunc, *zxid)),
-        Wire::Zab(ZabMessage::Snap { zxid, .. }) => Some((SyncKind::Snap, *zxid)),
-        _ => None,
-    }
-}
-
-/// A storage operation, briefly (without txns and images).
-fn op_line(op: &StorageOp) -> String {
-    match op {
-        StorageOp::Append { zxid, .. } => format!("Append {zxid}"),
-        StorageOp::InstallSnapshot { zxid, .. } => format!("InstallSnapshot {zxid}"),
-        other => format!("{other:?}"),
-    }
-}
-
-/// A trap's moment, briefly.
-fn describe(moment: &Moment<'_>) -> String {
-    match moment {
-        Moment::BeforeStorage { member, op } => format!("member {member} about to {}", op_line(op)),
-        Moment::AfterStorage { member, op } => format!("member {member} did {}", op_line(op)),
-        Moment::Received { from, to, wire } => {
-            let text = match wire {
-                Wire::Zab(ZabMessage::Snap { zxid, image }) => {
-                    format!("Snap {zxid} ({} bytes)", image.len())
-                }
-                Wire::Zab(m) => format!("{m:?}"),
-                Wire::Election(n) => format!("{n:?}"),
-            };
-            format!(
-                "member {to} got from {from}: {}",
-                &text[..text.len().min(90)]
-            )
-        }
     }
 }
 
