@@ -484,3 +484,49 @@ async fn members_on_distinct_loopback_addresses_use_the_same_ports() {
     within(reader.sync("/e")).await.unwrap();
     assert_eq!(within(reader.get_data("/e/x")).await.unwrap().0, b"1");
 }
+
+#[test]
+fn a_follower_takes_in_no_more_requests_than_the_outstanding_limit() {
+    use zkd_client_tests::raw::RawClient;
+    let ensemble = Ensemble::start_with(
+        3,
+        ServerOptions {
+            tick_time_ms: 500,
+            ..ServerOptions::default()
+        }
+        // Long enough that the follower keeps its stalled leader while we look.
+        .with("syncLimit", "20"),
+    );
+    let leader = ensemble.leader().expect("a leader");
+    let follower = (0..3).find(|i| *i != leader).unwrap();
+    // Twelve sessions of 120 writes each (a connection itself holds at most
+    // 128 unanswered requests): 1,440 in all, beyond the node's limit of 1,000.
+    let mut clients: Vec<RawClient> = (0..12)
+        .map(|_| RawClient::new_session(ensemble.members[follower].port, 30_000).0)
+        .collect();
+    // The leader stalls: forwarded writes get no answer.
+    ensemble.members[leader].pause();
+    for (c, client) in clients.iter_mut().enumerate() {
+        for xid in 1..=120 {
+            client.send_request(xid, &raw_create(&format!("/flood-{c}-{xid}")));
+        }
+    }
+    let outstanding = || -> usize {
+        let mntr = ensemble.members[follower].four_letter_word("mntr");
+        mntr.lines()
+            .find_map(|l| l.strip_prefix("zk_outstanding_requests\t"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while outstanding() < 1000 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let held = outstanding();
+    ensemble.members[leader].resume();
+    assert!(
+        (1000..=1001).contains(&held),
+        "a follower counts what it forwarded and stops reading at the limit: {held}"
+    );
+}

@@ -81,6 +81,8 @@ pub struct Conn {
     pub queue: VecDeque<Queued>,
     /// Close once the queue has drained (auth failure, unimplemented op, closeSession).
     pub close_when_drained: bool,
+    /// Requests forwarded to the leader for it and not answered yet.
+    pub forwarded: usize,
     pub stats: ConnStats,
 }
 
@@ -96,6 +98,7 @@ impl Conn {
             backlog: VecDeque::new(),
             queue: VecDeque::new(),
             close_when_drained: false,
+            forwarded: 0,
             stats: ConnStats::default(),
         }
     }

@@ -73,6 +73,9 @@ pub struct Node {
     /// write from a member the session left answers SESSIONMOVED. A session
     /// with no entry (a new leader's) belongs to the first to use it.
     pub(super) owners: BTreeMap<SessionId, u64>,
+    /// Follower: requests forwarded to the leader and not answered yet, so
+    /// `outstanding` bounds a follower's intake as it does a leader's.
+    pub(super) forwarded: usize,
 }
 
 impl Node {
@@ -105,6 +108,7 @@ impl Node {
             creating: BTreeMap::new(),
             touched: BTreeMap::new(),
             owners: BTreeMap::new(),
+            forwarded: 0,
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node
@@ -253,6 +257,11 @@ impl Node {
     fn forget_connection(&mut self, conn: ConnId) {
         self.reattaching.remove(&conn);
         if let Some(c) = self.conns.remove(&conn) {
+            // Its forwarded requests will find nobody to answer.
+            self.forwarded = self.forwarded.saturating_sub(c.forwarded);
+            if let ConnState::CreatingSession(s) = c.state {
+                self.creating.remove(&s);
+            }
             if let Some(session) = c.session() {
                 if self.session_conn.get(&session) == Some(&conn) {
                     self.session_conn.remove(&session);
@@ -504,7 +513,7 @@ impl Node {
 
     /// Number of requests waiting for their txn to be applied.
     pub fn outstanding(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight.len() + self.forwarded
     }
 
     /// What the member does with client requests.

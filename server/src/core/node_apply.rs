@@ -117,6 +117,7 @@ impl Node {
         let session = SessionId(txn.header.client_id);
         if let TxnBody::CreateSession(create) = &txn.body {
             if let Some(conn) = self.creating.remove(&session) {
+                self.forwarded_answered(conn);
                 self.session_ready(now, conn, session, create.time_out);
             }
             return;
@@ -130,6 +131,7 @@ impl Node {
             )
         });
         if waiting {
+            self.forwarded_answered(conn);
             self.answer_write(now, conn, txn.header.cxid, txn, outcome);
         } else if matches!(txn.body, TxnBody::CloseSession(_)) {
             // Expired by the leader while attached here.

@@ -49,6 +49,7 @@ impl Node {
         // A snapshot in progress may not survive a truncation or a SNAP.
         self.snapshot = None;
         self.owners.clear();
+        self.forwarded = 0;
         self.last_assigned = self.tree.last_zxid();
     }
 
@@ -113,6 +114,7 @@ impl Node {
         timeout_ms: i32,
     ) {
         self.creating.insert(session, conn);
+        self.count_forwarded(conn);
         self.commands.push_back(Command::Forward(ForwardedRequest {
             session: session.0,
             cxid: 0,
@@ -140,6 +142,7 @@ impl Node {
         });
         let mut body = BytesMut::new();
         request.encode_body(&mut body);
+        self.count_forwarded(conn);
         self.commands.push_back(Command::Forward(ForwardedRequest {
             session: session.0,
             cxid: xid,
@@ -147,6 +150,23 @@ impl Node {
             body: body.freeze(),
             auth,
         }));
+    }
+
+    fn count_forwarded(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.forwarded += 1;
+            self.forwarded += 1;
+        }
+    }
+
+    /// Follower: one of `conn`'s forwarded requests was answered.
+    pub(super) fn forwarded_answered(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if c.forwarded > 0 {
+                c.forwarded -= 1;
+                self.forwarded -= 1;
+            }
+        }
     }
 
     /// Leader: a request the follower `from` forwarded becomes a txn like a
