@@ -80,3 +80,30 @@ async fn c_client_creates_lists_gets_sets_and_deletes() {
     let c = connect(&addr, Duration::from_secs(10)).await;
     assert_eq!(within(c.check_stat("/fromc")).await.unwrap(), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_java_and_c_clients_work_on_every_member_of_an_ensemble() {
+    require_tool(ZKCLI);
+    require_tool(CLI_MT);
+    let ensemble = zkd_client_tests::ensemble::Ensemble::start(3);
+    for i in 0..3 {
+        // The Java client on member i: a write (forwarded when i follows), a
+        // sync, a read, and the membership as `config` shows it.
+        let mut cmd = Command::new(ZKCLI);
+        cmd.args(["-server", &ensemble.connect_string(&[i])]);
+        let script = format!("create /java{i} v{i}\nsync /\nget /java{i}\nconfig\nquit\n");
+        let out = run_with_timeout(cmd, &script).await;
+        assert!(out.contains(&format!("Created /java{i}")), "{out}");
+        assert!(out.contains(&format!("v{i}")), "{out}");
+        assert!(
+            out.contains("server.1=127.0.0.1:") && out.contains(":participant"),
+            "{out}"
+        );
+        // The C client on the next member sees it after a sync of its own.
+        let next = ensemble.connect_string(&[(i + 1) % 3]);
+        let c = connect(&next, Duration::from_secs(10)).await;
+        within(c.sync("/")).await.unwrap();
+        let out = cli_mt(&next, &format!("get /java{i}")).await;
+        assert!(out.contains(&format!("v{i}")), "{out}");
+    }
+}
