@@ -60,6 +60,17 @@ async fn a_write_on_one_member_is_read_on_every_other_after_sync() {
         "exactly one leader: {modes:?}"
     );
     assert_eq!(modes.iter().filter(|m| *m == "follower").count(), 2);
+    // Before the epoch's first write, as Apache ZooKeeper 3.8 shows it: the
+    // leader has processed `epoch << 32`, the followers nothing yet.
+    for i in 0..3 {
+        let srvr = ensemble.members[i].four_letter_word("srvr");
+        let expected = if i == leader {
+            "Zxid: 0x100000000"
+        } else {
+            "Zxid: 0x0"
+        };
+        assert!(srvr.contains(expected), "member {}: {srvr}", i + 1);
+    }
 
     // Write through a follower (forwarded to the leader), read everywhere.
     let follower = (0..3).find(|i| *i != leader).unwrap();

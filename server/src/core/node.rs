@@ -76,6 +76,9 @@ pub struct Node {
     /// Follower: requests forwarded to the leader and not answered yet, so
     /// `outstanding` bounds a follower's intake as it does a leader's.
     pub(super) forwarded: usize,
+    /// Leader: `epoch << 32`, which it reports as processed before the
+    /// epoch's first txn, as ZooKeeper's leader does.
+    pub(super) epoch_base: Zxid,
 }
 
 impl Node {
@@ -109,6 +112,7 @@ impl Node {
             touched: BTreeMap::new(),
             owners: BTreeMap::new(),
             forwarded: 0,
+            epoch_base: Zxid::ZERO,
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node
@@ -291,7 +295,7 @@ impl Node {
             return self.close(conn);
         }
         // A client that has seen a later zxid must not go back in time here.
-        if request.last_zxid_seen > self.tree.last_zxid().0 {
+        if request.last_zxid_seen > self.processed_zxid().0 {
             tracing::info!(conn = conn.0, "refusing client with a newer zxid than ours");
             return self.close(conn);
         }
@@ -463,6 +467,13 @@ impl Node {
         for frame in backlog {
             self.request_frame(now, conn, frame);
         }
+    }
+
+    /// The last zxid this member processed, as replies, `srvr` and the
+    /// handshake's lastZxidSeen check see it: the tree's, or on a new
+    /// leader `epoch << 32` until the epoch's first txn.
+    pub fn processed_zxid(&self) -> Zxid {
+        self.tree.last_zxid().max(self.epoch_base)
     }
 
     /// The committed tree.

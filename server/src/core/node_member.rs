@@ -50,6 +50,7 @@ impl Node {
         self.snapshot = None;
         self.owners.clear();
         self.forwarded = 0;
+        self.epoch_base = Zxid::ZERO;
         self.last_assigned = self.tree.last_zxid();
     }
 
@@ -65,7 +66,8 @@ impl Node {
     /// and it tracks every session with a fresh timeout, as ZooKeeper's
     /// leader does on taking over.
     pub fn start_leading(&mut self, now: Now, epoch: u32) {
-        self.last_assigned = Zxid::new(epoch, 0).max(self.tree.last_zxid());
+        self.epoch_base = Zxid::new(epoch, 0);
+        self.last_assigned = self.epoch_base.max(self.tree.last_zxid());
         self.rebuild_sessions(now);
         self.next_container_check_ms = now.mono_ms + self.config.container_check_interval_ms;
         self.mode = Mode::Leading;

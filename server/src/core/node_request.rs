@@ -54,7 +54,7 @@ impl Node {
                 self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented)
             }
             Err(RequestError::Marshalling { xid, .. }) => {
-                let zxid = self.tree.last_zxid().0;
+                let zxid = self.processed_zxid().0;
                 self.enqueue(
                     conn,
                     Queued::Ready(reply::bare(xid, zxid, ErrorCode::MarshallingError.code())),
@@ -91,7 +91,7 @@ impl Node {
             c.stats.last_cxid = xid;
         }
         if !self.sessions.is_live(session) {
-            let zxid = self.tree.last_zxid().0;
+            let zxid = self.processed_zxid().0;
             return self.enqueue(
                 conn,
                 Queued::Ready(reply::bare(xid, zxid, ErrorCode::SessionExpired.code())),
@@ -330,7 +330,7 @@ impl Node {
     fn note_reply(&mut self, now: Now, conn: ConnId, received_ms: u64) {
         let latency = now.mono_ms.saturating_sub(received_ms);
         self.stats.latency.record(latency);
-        let zxid = self.tree.last_zxid().0;
+        let zxid = self.processed_zxid().0;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.stats.latency.record(latency);
             c.stats.last_zxid = zxid;
@@ -343,7 +343,9 @@ impl Node {
             return Vec::new();
         };
         let session = c.session().map_or(0, |s| s.0);
+        let zxid = self.processed_zxid().0;
         let mut ctx = ReadCtx {
+            zxid,
             tree: &self.tree,
             watches: &mut self.watches,
             auth: &c.auth,

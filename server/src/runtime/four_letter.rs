@@ -103,7 +103,7 @@ impl ServerInfo {
             s.packets_sent,
             node.connections().len(),
             node.outstanding(),
-            node.tree().last_zxid(),
+            node.processed_zxid(),
             node.mode().name(),
             node.tree().node_count(),
         );

@@ -20,6 +20,8 @@ pub struct ReadCtx<'a> {
     pub session: i64,
     /// jute.maxbuffer: the largest reply a client accepts.
     pub max_reply_bytes: usize,
+    /// The zxid replies carry: the last one this member processed.
+    pub zxid: i64,
 }
 
 /// Bytes a multiRead result takes on the wire, near enough.
@@ -38,7 +40,7 @@ pub type Frames = Vec<Bytes>;
 
 impl ReadCtx<'_> {
     fn zxid(&self) -> i64 {
-        self.tree.last_zxid().0
+        self.zxid
     }
 
     fn err(&self, xid: i32, code: ErrorCode) -> Frames {
