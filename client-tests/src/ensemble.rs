@@ -165,11 +165,7 @@ impl Ensemble {
 
     /// The connect string of the members listed.
     pub fn connect_string(&self, which: &[usize]) -> String {
-        which
-            .iter()
-            .map(|i| self.members[*i].addr())
-            .collect::<Vec<_>>()
-            .join(",")
+        crate::process::connect_string(which.iter().map(|i| self.members[*i].addr()))
     }
 
     /// The connect string of every member.
@@ -181,10 +177,7 @@ impl Ensemble {
     pub fn mode(&self, i: usize) -> Option<String> {
         let member = &self.members[i];
         let reply = four_letter_word_at(&member.host, member.port, "srvr").ok()?;
-        reply
-            .lines()
-            .find_map(|l| l.strip_prefix("Mode: "))
-            .map(str::to_owned)
+        crate::process::srvr_mode(&reply)
     }
 
     /// The member that leads, once it and the listed ones all serve.

@@ -200,11 +200,7 @@ impl ZooKeeperEnsemble {
 
     /// The connect string of the members listed.
     pub fn connect_string(&self, which: &[usize]) -> String {
-        which
-            .iter()
-            .map(|i| self.members[*i].addr())
-            .collect::<Vec<_>>()
-            .join(",")
+        crate::process::connect_string(which.iter().map(|i| self.members[*i].addr()))
     }
 
     /// The connect string of every member.
@@ -216,10 +212,7 @@ impl ZooKeeperEnsemble {
     /// serve (a LOOKING member answers "not currently serving requests").
     pub fn mode(&self, i: usize) -> Option<String> {
         let reply = four_letter_word(self.members[i].port, "srvr").ok()?;
-        reply
-            .lines()
-            .find_map(|l| l.strip_prefix("Mode: "))
-            .map(str::to_owned)
+        crate::process::srvr_mode(&reply)
     }
 
     /// The index of the member that reports `Mode: leader`, if one does.

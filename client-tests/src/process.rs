@@ -106,6 +106,19 @@ pub fn free_port() -> u16 {
     port
 }
 
+/// The `Mode:` of a `srvr` reply (`leader`, `follower`, `standalone`), if it has one.
+pub fn srvr_mode(reply: &str) -> Option<String> {
+    reply
+        .lines()
+        .find_map(|l| l.strip_prefix("Mode: "))
+        .map(str::to_owned)
+}
+
+/// A connect string: the addresses joined by commas.
+pub fn connect_string(addrs: impl IntoIterator<Item = String>) -> String {
+    addrs.into_iter().collect::<Vec<_>>().join(",")
+}
+
 /// Sends a four-letter word and returns the reply.
 pub fn four_letter_word(port: u16, word: &str) -> std::io::Result<String> {
     four_letter_word_at("127.0.0.1", port, word)
