@@ -12,6 +12,7 @@ use std::time::Duration;
 use zkd_client_tests::in_process::InProcessServer;
 use zkd_client_tests::{connect, persistent, within};
 use zkd_protocol::Zxid;
+use zkd_storage::snapshot::{SnapshotSeal, SnapshotSlot};
 use zkd_storage::{EpochStore, MemStorage, SnapshotStore, StorageError, Store, TxnLog};
 
 type Acked = Arc<Mutex<Vec<String>>>;
@@ -142,20 +143,35 @@ impl TxnLog for StalledStorage {
 }
 
 impl SnapshotStore for StalledStorage {
-    fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<(), StorageError> {
-        self.inner.save_snapshot(zxid, image)
+    fn put_snapshot_chunk(
+        &mut self,
+        slot: SnapshotSlot,
+        index: u32,
+        data: &[u8],
+    ) -> Result<(), StorageError> {
+        self.inner.put_snapshot_chunk(slot, index, data)
     }
-    fn latest_snapshot_at_or_before(
+    fn snapshot_chunk(
         &self,
-        zxid: Zxid,
-    ) -> Result<Option<(Zxid, Bytes)>, StorageError> {
-        self.inner.latest_snapshot_at_or_before(zxid)
+        slot: SnapshotSlot,
+        index: u32,
+    ) -> Result<Option<Bytes>, StorageError> {
+        self.inner.snapshot_chunk(slot, index)
     }
-    fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<(), StorageError> {
-        self.inner.delete_snapshots_after(zxid)
+    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<(), StorageError> {
+        self.inner.put_snapshot_seal(zxid, seal)
     }
-    fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>, StorageError> {
-        self.inner.purge_snapshots(retain)
+    fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>, StorageError> {
+        self.inner.snapshot_seals()
+    }
+    fn snapshot_zxids(&self) -> Result<Vec<Zxid>, StorageError> {
+        self.inner.snapshot_zxids()
+    }
+    fn remove_snapshot(&mut self, slot: SnapshotSlot) -> Result<(), StorageError> {
+        self.inner.remove_snapshot(slot)
+    }
+    fn sync_snapshots(&mut self) -> Result<(), StorageError> {
+        self.inner.sync_snapshots()
     }
 }
 

@@ -1,6 +1,8 @@
 //! One conformance suite for every storage implementation: what a restart
 //! after a crash must still hold, and what each trait method promises.
 
+use crate::snapshot::{read_whole, SnapshotSeal, SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK};
+use crate::store::SnapshotSource;
 use crate::{EpochStore, SnapshotStore, TxnLog};
 use bytes::Bytes;
 use zkd_protocol::Zxid;
@@ -49,6 +51,9 @@ pub fn run_all(h: &mut impl Harness) {
     truncate_history_drops_later_snapshots(h);
     truncate_history_refuses_a_cut_it_could_not_rebuild(h);
     install_snapshot_replaces_the_history(h);
+    large_snapshots_are_chunked_and_verified(h);
+    incomplete_snapshots_are_invisible_and_purged(h);
+    staged_snapshot_installs_chunk_by_chunk(h);
 }
 
 fn synced_appends_survive_a_crash(h: &mut impl Harness) {
@@ -290,14 +295,14 @@ fn reset_empties_the_log_durably(h: &mut impl Harness) {
 
 fn snapshots_newest_and_retention(h: &mut impl Harness) {
     let mut s = h.open();
-    assert_eq!(s.latest_snapshot().unwrap(), None);
+    assert_eq!(latest(&s), None);
     for z in [10, 20, 30, 40] {
         s.save_snapshot(Zxid(z), b(&format!("img{z}"))).unwrap();
     }
     let mut s = h.crash_and_reopen(s);
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(40), b("img40"))));
+    assert_eq!(latest(&s), Some((Zxid(40), b("img40"))));
     assert_eq!(s.purge_snapshots(3).unwrap(), Some(Zxid(20)));
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(40), b("img40"))));
+    assert_eq!(latest(&s), Some((Zxid(40), b("img40"))));
 }
 
 fn snapshots_after_a_zxid_are_deleted_durably(h: &mut impl Harness) {
@@ -312,15 +317,15 @@ fn snapshots_after_a_zxid_are_deleted_durably(h: &mut impl Harness) {
     assert_eq!(at(&s, i64::MAX), Some((Zxid(40), b("img40"))));
     s.delete_snapshots_after(Zxid(25)).unwrap();
     let mut s = h.crash_and_reopen(s);
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(20), b("img20"))));
+    assert_eq!(latest(&s), Some((Zxid(20), b("img20"))));
     assert_eq!(at(&s, 35), Some((Zxid(20), b("img20"))));
     assert_eq!(at(&s, 15), Some((Zxid(10), b("img10"))));
     // At the cut itself a snapshot stays.
     s.delete_snapshots_after(Zxid(20)).unwrap();
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(20), b("img20"))));
+    assert_eq!(latest(&s), Some((Zxid(20), b("img20"))));
     s.delete_snapshots_after(Zxid(0)).unwrap();
     let s = h.crash_and_reopen(s);
-    assert_eq!(s.latest_snapshot().unwrap(), None);
+    assert_eq!(latest(&s), None);
 }
 
 fn logged<H: Harness>(h: &mut H, upto: i64) -> H::Store {
@@ -339,12 +344,12 @@ fn truncate_history_drops_later_snapshots(h: &mut impl Harness) {
     crate::store::truncate_history(&mut s, Zxid(5)).unwrap();
     let s = h.crash_and_reopen(s);
     assert_eq!(zxids(&s), (1..=5).map(Zxid).collect::<Vec<_>>());
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(4), b("img4"))));
+    assert_eq!(latest(&s), Some((Zxid(4), b("img4"))));
     // A cut exactly at a snapshot keeps it.
     let mut s = s;
     crate::store::truncate_history(&mut s, Zxid(4)).unwrap();
     let s = h.crash_and_reopen(s);
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(4), b("img4"))));
+    assert_eq!(latest(&s), Some((Zxid(4), b("img4"))));
     assert_eq!(s.last_zxid().unwrap(), Some(Zxid(4)));
 }
 
@@ -366,11 +371,11 @@ fn truncate_history_refuses_a_cut_it_could_not_rebuild(h: &mut impl Harness) {
     refused(crate::store::truncate_history(&mut s, Zxid(7)));
     // Nothing changed.
     assert_eq!(zxids(&s), (7..=10).map(Zxid).collect::<Vec<_>>());
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(9), b("img9"))));
+    assert_eq!(latest(&s), Some((Zxid(9), b("img9"))));
     crate::store::truncate_history(&mut s, Zxid(8)).unwrap();
     let s = h.crash_and_reopen(s);
     assert_eq!(zxids(&s), vec![Zxid(7), Zxid(8)]);
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(8), b("img8"))));
+    assert_eq!(latest(&s), Some((Zxid(8), b("img8"))));
 }
 
 fn install_snapshot_replaces_the_history(h: &mut impl Harness) {
@@ -378,25 +383,114 @@ fn install_snapshot_replaces_the_history(h: &mut impl Harness) {
     s.save_snapshot(Zxid(4), b("img4")).unwrap();
     s.save_snapshot(Zxid(8), b("img8")).unwrap();
     s.append(Zxid(11), b("unsynced")).unwrap();
-    crate::store::install_snapshot(&mut s, Zxid(6), b("leader6")).unwrap();
+    crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Whole(b("leader6"))).unwrap();
     let mut s = h.crash_and_reopen(s);
     assert_eq!(s.last_zxid().unwrap(), None);
     assert_eq!(s.purged_through().unwrap(), Some(Zxid(6)));
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(6), b("leader6"))));
+    assert_eq!(latest(&s), Some((Zxid(6), b("leader6"))));
     assert!(s.append(Zxid(6), b("x")).is_err());
     s.append(Zxid(7), b("t7")).unwrap();
     s.sync().unwrap();
     // Below a purge mark the log was purged past: the mark follows the image.
     s.purge_through(Zxid(7)).unwrap();
-    crate::store::install_snapshot(&mut s, Zxid(5), b("leader5")).unwrap();
+    crate::store::install_snapshot(&mut s, Zxid(5), SnapshotSource::Whole(b("leader5"))).unwrap();
     let s = h.crash_and_reopen(s);
     assert_eq!(s.purged_through().unwrap(), Some(Zxid(5)));
-    assert_eq!(s.latest_snapshot().unwrap(), Some((Zxid(5), b("leader5"))));
+    assert_eq!(latest(&s), Some((Zxid(5), b("leader5"))));
     assert_eq!(s.last_zxid().unwrap(), None);
 }
 
 fn at(s: &impl SnapshotStore, zxid: i64) -> Option<(Zxid, Bytes)> {
-    s.latest_snapshot_at_or_before(Zxid(zxid)).unwrap()
+    let found = s.latest_snapshot_at_or_before(Zxid(zxid)).unwrap()?;
+    let image = read_whole(s, SnapshotSlot::Saved(found.zxid), found.seal).unwrap();
+    Some((found.zxid, image))
+}
+
+fn latest(s: &impl SnapshotStore) -> Option<(Zxid, Bytes)> {
+    at(s, i64::MAX)
+}
+
+/// An image of `len` bytes that differs at every position from its shifts.
+fn big_image(len: usize, salt: u8) -> Bytes {
+    (0..len).map(|i| (i * 31 % 251) as u8 ^ salt).collect()
+}
+
+fn large_snapshots_are_chunked_and_verified(h: &mut impl Harness) {
+    let mut s = h.open();
+    let big = big_image(2 * SNAPSHOT_CHUNK + 12_345, 7);
+    s.save_snapshot(Zxid(5), b("small5")).unwrap();
+    s.save_snapshot(Zxid(9), big.clone()).unwrap();
+    let mut s = h.crash_and_reopen(s);
+    let found = s.latest_snapshot().unwrap().unwrap();
+    assert_eq!(found.seal.chunks, 3);
+    assert_eq!(found.seal.len, big.len() as u64);
+    assert_eq!(latest(&s), Some((Zxid(9), big)));
+    // A damaged chunk: the snapshot is skipped for the older one.
+    s.put_snapshot_chunk(SnapshotSlot::Saved(Zxid(9)), 1, b"rot")
+        .unwrap();
+    assert_eq!(latest(&s), Some((Zxid(5), b("small5"))));
+    // A missing chunk too.
+    s.save_snapshot(Zxid(12), big_image(SNAPSHOT_CHUNK + 1, 3))
+        .unwrap();
+    s.remove_snapshot(SnapshotSlot::Saved(Zxid(12))).unwrap();
+    let seal = SnapshotSeal {
+        chunks: 2,
+        len: SNAPSHOT_CHUNK as u64 + 1,
+        checksum: 0,
+    };
+    s.put_snapshot_seal(Zxid(12), seal).unwrap();
+    assert_eq!(latest(&s), Some((Zxid(5), b("small5"))));
+}
+
+fn incomplete_snapshots_are_invisible_and_purged(h: &mut impl Harness) {
+    let mut s = h.open();
+    for z in [10, 20, 30] {
+        s.save_snapshot(Zxid(z), b(&format!("img{z}"))).unwrap();
+    }
+    // Chunks without a seal: a save cut short by a crash.
+    s.put_snapshot_chunk(SnapshotSlot::Saved(Zxid(5)), 0, b"torn5")
+        .unwrap();
+    s.put_snapshot_chunk(SnapshotSlot::Saved(Zxid(40)), 0, b"torn40")
+        .unwrap();
+    s.sync_snapshots().unwrap();
+    let mut s = h.crash_and_reopen(s);
+    assert_eq!(latest(&s), Some((Zxid(30), b("img30"))));
+    assert_eq!(s.purge_snapshots(2).unwrap(), Some(Zxid(20)));
+    // Older than every snapshot kept: gone; newer: kept for a later purge.
+    assert_eq!(
+        s.snapshot_zxids().unwrap(),
+        vec![Zxid(20), Zxid(30), Zxid(40)]
+    );
+    s.delete_snapshots_after(Zxid(30)).unwrap();
+    let s = h.crash_and_reopen(s);
+    assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(20), Zxid(30)]);
+}
+
+fn staged_snapshot_installs_chunk_by_chunk(h: &mut impl Harness) {
+    let mut s = logged(h, 10);
+    s.save_snapshot(Zxid(8), b("img8")).unwrap();
+    let image = big_image(SNAPSHOT_CHUNK + 777, 9);
+    let mut writer = SnapshotWriter::new(SnapshotSlot::Staging);
+    for piece in image.chunks(SNAPSHOT_CHUNK / 2) {
+        writer.write(&mut s, piece).unwrap();
+    }
+    // A seal that does not match what was staged changes nothing.
+    let mut wrong = writer.seal();
+    wrong.checksum ^= 1;
+    let refused = crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Staged(wrong));
+    assert!(
+        matches!(refused, Err(crate::StorageError::Corrupt(_))),
+        "{refused:?}"
+    );
+    assert_eq!(zxids(&s), (1..=10).map(Zxid).collect::<Vec<_>>());
+    assert_eq!(latest(&s), Some((Zxid(8), b("img8"))));
+    crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Staged(writer.seal())).unwrap();
+    let s = h.crash_and_reopen(s);
+    assert_eq!(latest(&s), Some((Zxid(6), image)));
+    assert_eq!(s.last_zxid().unwrap(), None);
+    assert_eq!(s.purged_through().unwrap(), Some(Zxid(6)));
+    // The staging area is emptied once installed.
+    assert_eq!(s.snapshot_chunk(SnapshotSlot::Staging, 0).unwrap(), None);
 }
 
 fn epochs_survive_a_crash(h: &mut impl Harness) {

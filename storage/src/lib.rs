@@ -15,9 +15,11 @@
 //! queries behind the DIFF/TRUNC/SNAP choice ([`TxnLog::contains`],
 //! [`TxnLog::last_zxid_in_epoch`], [`TxnLog::last_zxid_at_or_before`],
 //! [`TxnLog::purged_through`]); TRUNC ([`TxnLog::truncate_after`] and
-//! [`SnapshotStore::delete_snapshots_after`]); installing a SNAP
-//! ([`SnapshotStore::save_snapshot`] and [`TxnLog::reset`]); the epochs
-//! ([`EpochStore`]). Snapshots still travel as whole images.
+//! [`SnapshotStore::delete_snapshots_after`]); receiving and installing a SNAP
+//! a chunk at a time ([`snapshot::SnapshotWriter`] into the staging slot,
+//! [`store::install_snapshot`]), and loading a tree the same way
+//! ([`store::load_snapshot`]); the epochs
+//! ([`EpochStore`]). No snapshot image is ever needed whole in memory.
 
 pub mod data_tree;
 pub mod epoch_store;

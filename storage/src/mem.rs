@@ -1,11 +1,12 @@
 //! `MemStorage`: the three storage traits in memory, with a crash model for
 //! simulation: anything appended but not synced is lost by [`MemStorage::crash`].
-//! Everything else (truncations, resets, purge marks, snapshots, epochs) is
-//! durable as soon as the call returns, as the traits promise.
+//! Everything else (truncations, resets, purge marks, snapshot chunks and
+//! seals, epochs) is durable as soon as the call returns, which every trait
+//! allows: it is the strongest of its promises.
 
 use crate::epoch_store::EpochStore;
 use crate::error::Result;
-use crate::snapshot::SnapshotStore;
+use crate::snapshot::{SnapshotSeal, SnapshotSlot, SnapshotStore};
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -16,7 +17,11 @@ use zkd_protocol::Zxid;
 struct Disk {
     synced: BTreeMap<Zxid, Bytes>,
     unsynced: BTreeMap<Zxid, Bytes>,
-    snapshots: BTreeMap<Zxid, Bytes>,
+    /// Chunks of saved snapshots by (zxid, index), and their seals.
+    snapshot_chunks: BTreeMap<(Zxid, u32), Bytes>,
+    seals: BTreeMap<Zxid, SnapshotSeal>,
+    /// Chunks of the SNAP being received.
+    staging: BTreeMap<u32, Bytes>,
     /// The log's purge mark (durable, as the snapshots that justify it).
     purged_through: Option<Zxid>,
     accepted_epoch: u32,
@@ -154,32 +159,56 @@ impl TxnLog for MemStorage {
 }
 
 impl SnapshotStore for MemStorage {
-    fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
-        let sealed = crate::snapshot::seal(&image);
-        self.disk().snapshots.insert(zxid, sealed);
-        Ok(())
-    }
-
-    fn latest_snapshot_at_or_before(&self, zxid: Zxid) -> Result<Option<(Zxid, Bytes)>> {
-        let disk = self.disk();
-        Ok(disk
-            .snapshots
-            .range(..=zxid)
-            .rev()
-            .find_map(|(z, s)| crate::snapshot::unseal(s).map(|i| (*z, i))))
-    }
-
-    fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<()> {
-        self.disk().snapshots.split_off(&zxid.next());
-        Ok(())
-    }
-
-    fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>> {
+    fn put_snapshot_chunk(&mut self, slot: SnapshotSlot, index: u32, data: &[u8]) -> Result<()> {
+        let data = Bytes::copy_from_slice(data);
         let mut disk = self.disk();
-        while disk.snapshots.len() > retain.max(1) {
-            disk.snapshots.pop_first();
+        match slot {
+            SnapshotSlot::Saved(zxid) => disk.snapshot_chunks.insert((zxid, index), data),
+            SnapshotSlot::Staging => disk.staging.insert(index, data),
+        };
+        Ok(())
+    }
+
+    fn snapshot_chunk(&self, slot: SnapshotSlot, index: u32) -> Result<Option<Bytes>> {
+        let disk = self.disk();
+        Ok(match slot {
+            SnapshotSlot::Saved(zxid) => disk.snapshot_chunks.get(&(zxid, index)).cloned(),
+            SnapshotSlot::Staging => disk.staging.get(&index).cloned(),
+        })
+    }
+
+    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
+        self.disk().seals.insert(zxid, seal);
+        Ok(())
+    }
+
+    fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>> {
+        Ok(self.disk().seals.iter().map(|(z, s)| (*z, *s)).collect())
+    }
+
+    fn snapshot_zxids(&self) -> Result<Vec<Zxid>> {
+        let disk = self.disk();
+        let mut zxids: Vec<Zxid> = disk.seals.keys().copied().collect();
+        zxids.extend(disk.snapshot_chunks.keys().map(|(z, _)| *z));
+        zxids.sort();
+        zxids.dedup();
+        Ok(zxids)
+    }
+
+    fn remove_snapshot(&mut self, slot: SnapshotSlot) -> Result<()> {
+        let mut disk = self.disk();
+        match slot {
+            SnapshotSlot::Saved(zxid) => {
+                disk.seals.remove(&zxid);
+                disk.snapshot_chunks.retain(|(z, _), _| *z != zxid);
+            }
+            SnapshotSlot::Staging => disk.staging.clear(),
         }
-        Ok(disk.snapshots.keys().next().copied())
+        Ok(())
+    }
+
+    fn sync_snapshots(&mut self) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -1,9 +1,12 @@
 //! `Store`: everything one member persists, behind one cloneable handle, and
 //! the two Zab operations that span the log and the snapshots (TRUNC, SNAP).
 
+use crate::data_tree::{DataTree, ImageDecoder};
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
-use crate::snapshot::SnapshotStore;
+use crate::snapshot::{
+    read_snapshot, save_staged, SnapshotRef, SnapshotSeal, SnapshotSlot, SnapshotStore,
+};
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
 use zkd_protocol::Zxid;
@@ -47,7 +50,7 @@ pub fn truncate_history<S: TxnLog + SnapshotStore>(store: &mut S, zxid: Zxid) ->
             return Err(crate::txn_log::cut_below_purge(zxid, purged));
         }
         if purged > Zxid::ZERO {
-            let base = store.latest_snapshot_at_or_before(zxid)?.map(|(z, _)| z);
+            let base = store.latest_snapshot_at_or_before(zxid)?.map(|r| r.zxid);
             if base.is_none_or(|b| b < purged) {
                 return Err(StorageError::Misuse(format!(
                     "truncate after {zxid}: no snapshot between the purge mark {purged} and the cut"
@@ -57,6 +60,15 @@ pub fn truncate_history<S: TxnLog + SnapshotStore>(store: &mut S, zxid: Zxid) ->
     }
     store.delete_snapshots_after(zxid)?;
     store.truncate_after(zxid)
+}
+
+/// Where the image of a SNAP is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnapshotSource {
+    /// Whole, in memory (the simulator's members pass images so).
+    Whole(Bytes),
+    /// Received chunk by chunk into [`SnapshotSlot::Staging`], as sealed.
+    Staged(SnapshotSeal),
 }
 
 /// Installs a snapshot received from the leader (SNAP): afterwards the
@@ -69,15 +81,34 @@ pub fn truncate_history<S: TxnLog + SnapshotStore>(store: &mut S, zxid: Zxid) ->
 /// deleted. A crash part-way leaves either a prefix of the old history, the
 /// new one, or (when the old log was purged past `zxid`) a store that
 /// recovery refuses as incomplete; never a mixture. Snapshots past `zxid`
-/// left by a crash are ignored by recovery, which deletes them.
+/// left by a crash are ignored by recovery, which deletes them. A staged
+/// image is checked against its seal before anything is changed.
 pub fn install_snapshot<S: TxnLog + SnapshotStore>(
     store: &mut S,
     zxid: Zxid,
-    image: Bytes,
+    image: SnapshotSource,
 ) -> Result<()> {
+    if let SnapshotSource::Staged(seal) = image {
+        read_snapshot(store, SnapshotSlot::Staging, seal).try_for_each(|c| c.map(drop))?;
+    }
     let purged = store.purged_through()?.unwrap_or_default();
     store.truncate_after(zxid.max(purged))?;
-    store.save_snapshot(zxid, image)?;
+    match image {
+        SnapshotSource::Whole(image) => store.save_snapshot(zxid, image)?,
+        SnapshotSource::Staged(seal) => save_staged(store, zxid, seal)?,
+    }
     store.reset(zxid)?;
     store.delete_snapshots_after(zxid)
+}
+
+/// Loads the tree from a sealed snapshot, a chunk at a time; the caller
+/// replays the log after its zxid. A chunk that fails its seal or an image
+/// that does not decode is `Corrupt`.
+pub fn load_snapshot<S: SnapshotStore>(store: &S, snapshot: SnapshotRef) -> Result<DataTree> {
+    let mut decoder = ImageDecoder::new();
+    let corrupt = |e| StorageError::Corrupt(format!("snapshot {}: {e}", snapshot.zxid));
+    for chunk in read_snapshot(store, SnapshotSlot::Saved(snapshot.zxid), snapshot.seal) {
+        decoder.feed(&chunk?).map_err(corrupt)?;
+    }
+    decoder.finish().map_err(corrupt)
 }

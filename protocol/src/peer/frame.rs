@@ -303,6 +303,7 @@ mod tests {
             offset: 0,
             data: Bytes::from(vec![1; MAX_SNAP_CHUNK]),
             last: true,
+            fuzzy_through: 0,
         }
         .into();
         let mut dst = BytesMut::new();

@@ -311,10 +311,8 @@ pub struct Snap {
     /// The leader's lastProcessedZxid, the snapshot's zxid (packet zxid).
     #[prost(int64, tag = "1")]
     pub zxid: i64,
-    /// The snapshot's total size in bytes: the chunks cover `0..total_size`. Not in
-    /// ZooKeeper's packet (its stream ends with the `"BenWasHere"` signature instead).
-    #[prost(uint64, tag = "2")]
-    pub total_size: u64,
+    // Tag 2 was the total size, unknown to a leader that streams the image as
+    // it writes it; the last chunk says where the image ends.
 }
 
 /// A piece of the snapshot that follows SNAP, in order, ending with `last`. ZooKeeper
@@ -331,6 +329,12 @@ pub struct SnapChunk {
     /// Whether this is the final chunk.
     #[prost(bool, tag = "3")]
     pub last: bool,
+    /// On the final chunk: the zxid the leader's tree had reached when the image
+    /// was done. The image is fuzzy (written while txns were applied), so txns
+    /// up to this one may already be in it. ZooKeeper's follower learns nothing
+    /// like it and ignores every failed replay instead.
+    #[prost(int64, tag = "4")]
+    pub fuzzy_through: i64,
 }
 
 /// One frame on zkd's quorum link: any Zab message.

@@ -118,20 +118,13 @@ pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
         (UpToDate {}.into(), 12, Some(-1)),
         (Diff { zxid: z }.into(), 13, Some(z)),
         (Trunc { zxid: z - 2 }.into(), 14, Some(z - 2)),
-        (
-            Snap {
-                zxid: z,
-                total_size: 3 << 20,
-            }
-            .into(),
-            15,
-            Some(z),
-        ),
+        (Snap { zxid: z }.into(), 15, Some(z)),
         (
             SnapChunk {
                 offset: 1 << 20,
                 data: Bytes::from(vec![0xa5; 4096]),
                 last: true,
+                fuzzy_through: 0,
             }
             .into(),
             15,
@@ -280,6 +273,7 @@ fn check_rejects_meaningless_packets() {
         offset: 0,
         data: Bytes::from(vec![0; MAX_SNAP_CHUNK + 1]),
         last: false,
+        fuzzy_through: 0,
     }
     .into();
     assert!(big_chunk.check().is_err());
@@ -287,6 +281,7 @@ fn check_rejects_meaningless_packets() {
         offset: 0,
         data: Bytes::from(vec![0; MAX_SNAP_CHUNK]),
         last: true,
+        fuzzy_through: 0,
     }
     .into();
     assert_eq!(max_chunk.check(), Ok(()));

@@ -79,6 +79,9 @@ pub struct Node {
     /// Leader: `epoch << 32`, which it reports as processed before the
     /// epoch's first txn, as ZooKeeper's leader does.
     pub(super) epoch_base: Zxid,
+    /// Txns up to this zxid may already be in the tree (it came from a fuzzy
+    /// snapshot), so failing to apply one is expected, not divergence.
+    pub(super) fuzzy_through: Zxid,
 }
 
 impl Node {
@@ -113,6 +116,7 @@ impl Node {
             owners: BTreeMap::new(),
             forwarded: 0,
             epoch_base: Zxid::ZERO,
+            fuzzy_through: Zxid::ZERO,
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node

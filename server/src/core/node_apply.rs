@@ -42,10 +42,17 @@ impl Node {
             return;
         }
         let (outcome, triggers) = self.tree.apply(&txn);
-        if let Some(code) = failed_op(&txn.body, &outcome) {
+        match failed_op(&txn.body, &outcome) {
+            // Replayed over a fuzzy snapshot that already holds its effect.
+            Some(code) if txn.zxid() <= self.fuzzy_through => {
+                tracing::debug!(zxid = %txn.zxid(), code, "txn already in the fuzzy snapshot")
+            }
             // A committed txn was validated against this very state; failing
             // here means this member's tree diverged from the leader's.
-            tracing::error!(zxid = %txn.zxid(), code, "a committed txn failed to apply: this member's tree diverged");
+            Some(code) => {
+                tracing::error!(zxid = %txn.zxid(), code, "a committed txn failed to apply: this member's tree diverged")
+            }
+            None => {}
         }
         self.pending.applied(txn.zxid());
         self.fire(txn.zxid(), &triggers);

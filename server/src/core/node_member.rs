@@ -54,10 +54,12 @@ impl Node {
         self.last_assigned = self.tree.last_zxid();
     }
 
-    /// Replaces the tree (a SNAP, or a reload after TRUNC); only while not serving.
-    pub fn replace_tree(&mut self, tree: DataTree) {
+    /// Replaces the tree (a SNAP, or a reload after TRUNC); only while not
+    /// serving. Txns up to `fuzzy_through` may already be in it.
+    pub fn replace_tree(&mut self, tree: DataTree, fuzzy_through: Zxid) {
         debug_assert_eq!(self.mode, Mode::NotServing);
         self.last_assigned = tree.last_zxid();
+        self.fuzzy_through = fuzzy_through;
         self.tree = tree;
         self.show_ensemble_config();
     }

@@ -12,8 +12,11 @@
 //! round, so the vote is made from what is durable, and nothing the old role
 //! queued can land under the new one.
 
+use super::peer::convert::SnapPiece;
 use super::peer::{PeerEvent, PeerNetwork};
 use super::recovery;
+use super::snap_receiver::SnapReceiver;
+use super::snap_sender::SnapSender;
 use super::storage_worker::{StorageJob, StorageReport};
 use super::ServeError;
 use crate::core::election::{
@@ -26,7 +29,7 @@ use crate::core::{Event, Node, Now};
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, StorageError, Store, Txn};
+use zkd_storage::{StorageError, Store, Txn};
 
 /// Txns a member keeps in memory to bring a follower up to date by DIFF;
 /// one further behind gets a SNAP.
@@ -34,7 +37,7 @@ const HISTORY_WINDOW: usize = 10_000;
 
 /// Barrier tokens of the member itself (the Zab roles use 1-2 and 11-12).
 const TOKEN_DRAINED: u64 = 1001;
-const TOKEN_TRUNCATED: u64 = 1002;
+const TOKEN_RELOADED: u64 = 1002;
 
 /// ZooKeeper's finalize wait and notification backoff cap.
 const FINALIZE_WAIT_MS: u64 = 200;
@@ -52,9 +55,13 @@ enum Waiting {
     Nothing,
     /// The role ended; the storage queue drains before the next round.
     Drain,
-    /// A TRUNC: once the log is cut, the tree is rebuilt from storage; the
-    /// role's later commands and messages wait until then.
-    Truncation(VecDeque<Deferred>),
+    /// A TRUNC or a SNAP install: once storage is done, the tree is rebuilt
+    /// from it (txns through `fuzzy_through` may be in it already); the role's
+    /// later commands and messages wait until then.
+    Reload {
+        deferred: VecDeque<Deferred>,
+        fuzzy_through: Zxid,
+    },
 }
 
 enum Deferred {
@@ -79,6 +86,10 @@ pub(super) struct Member<S: Store> {
     role: Role,
     peers: PeerNetwork,
     waiting: Waiting,
+    /// Leader: SNAPs streaming out.
+    snaps_out: SnapSender,
+    /// Follower: a SNAP streaming in.
+    snap_in: Option<SnapReceiver>,
 }
 
 impl<S: Store> Member<S> {
@@ -110,6 +121,8 @@ impl<S: Store> Member<S> {
             role: Role::Looking,
             peers,
             waiting: Waiting::Nothing,
+            snaps_out: SnapSender::default(),
+            snap_in: None,
         }
     }
 
@@ -155,10 +168,14 @@ impl<S: Store> Member<S> {
             Role::Following(f) => f.poll_timeout(),
             Role::Looking => None,
         };
-        [self.election.poll_timeout(), role]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.election.poll_timeout(),
+            role,
+            self.snaps_out.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Timers of the election and of the role.
@@ -170,6 +187,8 @@ impl<S: Store> Member<S> {
             Role::Following(f) => f.handle_timeout(ctx.now.mono_ms),
             Role::Looking => {}
         }
+        self.snaps_out
+            .step(ctx.now.mono_ms, ctx.node.tree(), &mut self.peers);
         self.after_zab(ctx)
     }
 
@@ -181,13 +200,15 @@ impl<S: Store> Member<S> {
                 self.after_election(ctx)
             }
             PeerEvent::Zab { from, message } => {
-                if let Waiting::Truncation(deferred) = &mut self.waiting {
+                if let Waiting::Reload { deferred, .. } = &mut self.waiting {
                     deferred.push_back(Deferred::Message { from, message });
                     return Ok(());
                 }
                 self.zab_message(ctx, from, message)
             }
+            PeerEvent::SnapChunk { from, piece } => self.snap_piece(ctx, from, piece),
             PeerEvent::ZabClosed { peer } => {
+                self.snaps_out.cancel(peer);
                 match &mut self.role {
                     Role::Leading(l) => l.peer_disconnected(peer),
                     Role::Following(f) if f.leader() == peer => {
@@ -197,6 +218,29 @@ impl<S: Store> Member<S> {
                 }
                 self.after_zab(ctx)
             }
+        }
+    }
+
+    /// A piece of the leader's SNAP: staged as it comes, then the role gets it.
+    fn snap_piece(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: ServerId,
+        piece: SnapPiece,
+    ) -> Result<(), ServeError> {
+        let from_leader = matches!(&self.role, Role::Following(f) if f.leader() == from);
+        if !from_leader || !matches!(self.waiting, Waiting::Nothing) {
+            // A SNAP only comes first in a sync, before anything is reloaded.
+            tracing::warn!(peer = %from, "snapshot piece from a member that is not syncing us; closing");
+            self.snap_in = None;
+            self.peers.close_zab(from);
+            return Ok(());
+        }
+        let received = SnapReceiver::receive(&mut self.snap_in, piece);
+        submit(ctx, received.job)?;
+        match received.snap {
+            Some(snap) => self.zab_message(ctx, from, snap),
+            None => Ok(()),
         }
     }
 
@@ -256,7 +300,7 @@ impl<S: Store> Member<S> {
             StorageReport::Reached(TOKEN_DRAINED) if matches!(self.waiting, Waiting::Drain) => {
                 return self.look(ctx)
             }
-            StorageReport::Reached(TOKEN_TRUNCATED) => return self.truncated(ctx),
+            StorageReport::Reached(TOKEN_RELOADED) => return self.reloaded(ctx),
             _ if matches!(self.waiting, Waiting::Drain) => {}
             StorageReport::Persisted(zxid) => match &mut self.role {
                 Role::Leading(l) => l.handle_persisted(zxid),
@@ -298,7 +342,7 @@ impl<S: Store> Member<S> {
     /// The leader's node answers a follower's revalidation.
     pub fn send_to_follower(&mut self, to: ServerId, message: ZabMessage) {
         if let Role::Leading(_) = &self.role {
-            self.peers.send_zab(to, message);
+            self.snaps_out.send(to, message, &mut self.peers);
         }
     }
 
@@ -370,7 +414,7 @@ impl<S: Store> Member<S> {
                 return Ok(());
             }
             for command in commands {
-                if let Waiting::Truncation(deferred) = &mut self.waiting {
+                if let Waiting::Reload { deferred, .. } = &mut self.waiting {
                     deferred.push_back(Deferred::Command(command));
                     continue;
                 }
@@ -399,7 +443,7 @@ impl<S: Store> Member<S> {
                     }
                     other => other,
                 };
-                self.peers.send_zab(to, message);
+                self.snaps_out.send(to, message, &mut self.peers);
             }
             ZabCommand::Storage(op) => self.storage_op(ctx, op)?,
             ZabCommand::Deliver { zxid, txn } => {
@@ -407,17 +451,14 @@ impl<S: Store> Member<S> {
                     .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?;
                 ctx.node.handle_event(ctx.now, Event::Committed { txn });
             }
-            ZabCommand::LoadSnapshot { zxid, image } => {
-                let tree = DataTree::from_image(image)
-                    .map_err(|e| ServeError::Storage(format!("leader's snapshot {zxid}: {e}")))?;
-                ctx.node.replace_tree(tree);
-            }
             ZabCommand::SendSnapshot { to } => {
-                let tree = ctx.node.tree();
-                let (zxid, image) = (tree.last_zxid(), tree.to_image());
-                self.peers.send_zab(to, ZabMessage::Snap { zxid, image });
+                self.snaps_out
+                    .start(ctx.now.mono_ms, to, ctx.node.tree(), &mut self.peers)
             }
-            ZabCommand::Disconnect { peer } => self.peers.close_zab(peer),
+            ZabCommand::Disconnect { peer } => {
+                self.snaps_out.cancel(peer);
+                self.peers.close_zab(peer);
+            }
             ZabCommand::Serving => self.serving(ctx),
             ZabCommand::Abandon { reason } => return self.end_role(ctx, &reason),
         }
@@ -448,6 +489,8 @@ impl<S: Store> Member<S> {
         tracing::info!(role = %self.describe(), reason, "role ended; back to election");
         self.role = Role::Looking;
         ctx.node.stop_serving();
+        self.snaps_out.clear();
+        self.snap_in = None;
         self.peers.close_all_zab();
         self.waiting = Waiting::Drain;
         submit(ctx, StorageJob::Barrier(TOKEN_DRAINED))
@@ -462,11 +505,15 @@ impl<S: Store> Member<S> {
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
                 submit(ctx, StorageJob::Truncate(after))?;
-                self.waiting = Waiting::Truncation(VecDeque::new());
-                StorageJob::Barrier(TOKEN_TRUNCATED)
+                self.reload_after_storage(Zxid::ZERO)
             }
-            StorageOp::InstallSnapshot { zxid, image } => {
-                StorageJob::InstallSnapshot { zxid, image }
+            StorageOp::InstallSnapshot {
+                zxid,
+                image,
+                fuzzy_through,
+            } => {
+                submit(ctx, StorageJob::InstallSnapshot { zxid, image })?;
+                self.reload_after_storage(fuzzy_through)
             }
             StorageOp::SetAcceptedEpoch(e) => StorageJob::SetAcceptedEpoch(e),
             StorageOp::SetCurrentEpoch(e) => StorageJob::SetCurrentEpoch(e),
@@ -475,15 +522,28 @@ impl<S: Store> Member<S> {
         submit(ctx, job)
     }
 
-    /// The log is cut: rebuild the tree from storage, then carry on with
-    /// what waited.
-    fn truncated(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
-        let Waiting::Truncation(deferred) = std::mem::replace(&mut self.waiting, Waiting::Nothing)
+    /// Holds the role's later work until the storage jobs queued so far are
+    /// done; then [`reloaded`](Self::reloaded) rebuilds the tree.
+    fn reload_after_storage(&mut self, fuzzy_through: Zxid) -> StorageJob {
+        self.waiting = Waiting::Reload {
+            deferred: VecDeque::new(),
+            fuzzy_through,
+        };
+        StorageJob::Barrier(TOKEN_RELOADED)
+    }
+
+    /// The log is cut or a snapshot installed: rebuild the tree from
+    /// storage, then carry on with what waited.
+    fn reloaded(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        let Waiting::Reload {
+            deferred,
+            fuzzy_through,
+        } = std::mem::replace(&mut self.waiting, Waiting::Nothing)
         else {
             return Ok(());
         };
         let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
-        ctx.node.replace_tree(tree);
+        ctx.node.replace_tree(tree, fuzzy_through);
         for item in deferred {
             match item {
                 Deferred::Command(command) => self.run(ctx, command)?,
@@ -491,7 +551,7 @@ impl<S: Store> Member<S> {
             }
             if !matches!(self.waiting, Waiting::Nothing) || matches!(self.role, Role::Looking) {
                 // Another wait began (or the role ended): later items are moot
-                // for a role that ended, and a second TRUNC cannot happen.
+                // for a role that ended, and a sync has one TRUNC or SNAP.
                 break;
             }
         }
@@ -512,7 +572,7 @@ fn storage_error(e: StorageError) -> ServeError {
 /// What a member has durably, read back from storage: its epochs, and its
 /// log since the last snapshot (the last `window` txns kept for DIFF).
 pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState, StorageError> {
-    let base = storage.latest_snapshot()?.map_or(Zxid::ZERO, |(z, _)| z);
+    let base = storage.latest_snapshot()?.map_or(Zxid::ZERO, |s| s.zxid);
     let mut history = History::new(base, window);
     for item in storage.txns_after(base, 1024) {
         let (zxid, txn) = item?;

@@ -17,6 +17,8 @@ pub mod four_letter;
 pub(crate) mod member;
 pub mod peer;
 pub mod recovery;
+mod snap_receiver;
+mod snap_sender;
 pub mod storage_worker;
 
 use crate::config::Config;

@@ -30,10 +30,9 @@ pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
         None => storage.latest_snapshot()?,
     };
     let mut tree = match snapshot {
-        Some((zxid, image)) => {
-            let tree = DataTree::from_image(image)
-                .map_err(|e| StorageError::Corrupt(format!("snapshot {zxid}: {e}")))?;
-            tracing::info!(%zxid, "loaded snapshot");
+        Some(found) => {
+            let tree = zkd_storage::store::load_snapshot(storage, found)?;
+            tracing::info!(zxid = %found.zxid, bytes = found.seal.len, "loaded snapshot");
             tree
         }
         None => DataTree::new(),
@@ -84,6 +83,7 @@ mod tests {
     use bytes::Bytes;
     use zkd_protocol::records::{Acl, CreateTxn, Id, TxnHeader};
     use zkd_protocol::OpCode;
+    use zkd_storage::store::SnapshotSource;
     use zkd_storage::{MemStorage, SledStorage, SnapshotStore, TxnBody, TxnLog};
 
     /// Txn `z`: creates `/n{z}`.
@@ -168,7 +168,8 @@ mod tests {
     /// A SNAP installed at 7 over a log of 1..10: the image, then what follows it.
     fn recovers_an_installed_snapshot(mut s: impl TxnLog + SnapshotStore) {
         history(&mut s);
-        zkd_storage::store::install_snapshot(&mut s, Zxid(7), tree_through(7).to_image()).unwrap();
+        let image = SnapshotSource::Whole(tree_through(7).to_image());
+        zkd_storage::store::install_snapshot(&mut s, Zxid(7), image).unwrap();
         assert_same_tree(&recover(&mut s).unwrap(), &tree_through(7));
         s.append(Zxid(8), create(8).to_bytes()).unwrap();
         s.sync().unwrap();

@@ -6,7 +6,8 @@ use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, Notification, ServerId, ServerState, Vote,
 };
 use crate::core::zab::{
-    DurableState, Follower, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
+    DurableState, Follower, Leader, SnapshotSource, StorageOp, Timing, Voters, ZabCommand,
+    ZabMessage,
 };
 use crate::runtime::recovery;
 use bytes::Bytes;
@@ -234,9 +235,10 @@ impl Member {
                 self.tree = recovery::recover(storage).expect("reload after truncation");
                 None
             }
-            StorageOp::InstallSnapshot { zxid, image } => {
+            StorageOp::InstallSnapshot { zxid, image, .. } => {
                 zkd_storage::store::install_snapshot(storage, zxid, image)
                     .expect("install snapshot");
+                self.tree = recovery::recover(storage).expect("reload after a snapshot");
                 None
             }
             StorageOp::SetAcceptedEpoch(e) => {
@@ -412,15 +414,17 @@ impl Member {
                     self.effects.push_back(Effect::Acknowledged { zxid, path });
                 }
             }
-            ZabCommand::LoadSnapshot { image, .. } => {
-                self.tree = DataTree::from_image(image).expect("leader's snapshot decodes");
-            }
             ZabCommand::SendSnapshot { to } => {
+                // An exact image: the simulator's tree does not change while it is written.
                 let zxid = self.tree.last_zxid();
-                let image = self.tree.to_image();
+                let image = SnapshotSource::Whole(self.tree.to_image());
                 self.effects.push_back(Effect::Send {
                     to,
-                    wire: Wire::Zab(ZabMessage::Snap { zxid, image }),
+                    wire: Wire::Zab(ZabMessage::Snap {
+                        zxid,
+                        image,
+                        fuzzy_through: zxid,
+                    }),
                 });
             }
             ZabCommand::Disconnect { peer } => self.effects.push_back(Effect::Disconnect { peer }),

@@ -4,7 +4,7 @@
 use super::member::Wire;
 use super::Sim;
 use crate::core::election::ServerId;
-use crate::core::zab::{StorageOp, ZabMessage};
+use crate::core::zab::{SnapshotSource, StorageOp, ZabMessage};
 use zkd_protocol::Zxid;
 
 /// A moment a script's trap sees (see `scenario::Scenario::at`): each
@@ -139,9 +139,11 @@ fn describe(moment: &Moment<'_>) -> String {
         Moment::AfterStorage { member, op } => format!("member {member} did {}", op_line(op)),
         Moment::Received { from, to, wire } => {
             let text = match wire {
-                Wire::Zab(ZabMessage::Snap { zxid, image }) => {
-                    format!("Snap {zxid} ({} bytes)", image.len())
-                }
+                Wire::Zab(ZabMessage::Snap {
+                    zxid,
+                    image: SnapshotSource::Whole(image),
+                    ..
+                }) => format!("Snap {zxid} ({} bytes)", image.len()),
                 Wire::Zab(m) => format!("{m:?}"),
                 Wire::Election(n) => format!("{n:?}"),
             };

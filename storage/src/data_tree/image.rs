@@ -9,16 +9,26 @@
 //! because `apply` is idempotent (creates of existing nodes only raise parent
 //! counters, deletes of missing nodes do nothing, setData/setACL carry absolute
 //! versions) the result is exactly the tree the log describes.
+//!
+//! Images stream both ways in bounded memory: a cursor's output can be taken
+//! in fixed-size chunks between steps ([`SnapshotCursor::take_chunk`]), and an
+//! [`ImageDecoder`] rebuilds the tree from chunks of any size, holding only the
+//! record it is in the middle of plus the latest chunk. Neither side ever needs
+//! the whole image in memory.
 
 use super::{DataNode, DataTree};
 use crate::path;
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, StatPersisted};
 use zkd_protocol::{DecodeError, Record, Zxid};
 
 const MAGIC: i32 = 0x5a4b_4453; // "ZKDS"
 const VERSION: i32 = 2;
+/// Magic, version, zxid and session count: the decoder's first record.
+const HEADER_LEN: usize = 4 + 4 + 8 + 4;
+/// One session: id and timeout.
+const SESSION_LEN: usize = 8 + 4;
 
 /// A snapshot being written a few nodes at a time.
 #[derive(Debug)]
@@ -26,7 +36,9 @@ pub struct SnapshotCursor {
     zxid: Zxid,
     /// Paths still to visit; children are pushed as their parent is written.
     stack: Vec<String>,
-    out: Vec<u8>,
+    /// Encoded bytes not yet taken. `BytesMut` so that taking a chunk is a
+    /// split of the buffer, not a copy of what stays behind.
+    out: BytesMut,
 }
 
 impl SnapshotCursor {
@@ -55,23 +67,292 @@ impl SnapshotCursor {
         self.stack.is_empty()
     }
 
+    /// Takes the next `max` bytes of the image off the buffer, but only once
+    /// that many are buffered: every chunk is exactly `max` bytes, so only the
+    /// tail from [`finish`](Self::finish) is ever short. `None` when fewer than
+    /// `max` bytes are buffered (step more first) or when `max` is 0, as an
+    /// empty chunk would never make progress.
+    pub fn take_chunk(&mut self, max: usize) -> Option<Bytes> {
+        (max > 0 && self.out.len() >= max).then(|| self.out.split_to(max).freeze())
+    }
+
+    /// Bytes written but not yet taken by [`take_chunk`](Self::take_chunk),
+    /// so a caller can step until a chunk is ready, or stop buffering.
+    pub fn buffered(&self) -> usize {
+        self.out.len()
+    }
+
     /// Paths still to be written (tests place txns between particular slices).
     #[cfg(test)]
     pub(crate) fn pending_paths(&self) -> &[String] {
         &self.stack
     }
 
-    /// The finished image.
+    /// The rest of the image: whatever [`take_chunk`](Self::take_chunk) left
+    /// buffered, plus the terminator. The taken chunks in order followed by
+    /// this are the image; for a cursor never chunked it is the whole image.
+    /// Call it once `step` has returned true.
     pub fn finish(mut self) -> Bytes {
         String::new().encode(&mut self.out);
-        Bytes::from(self.out)
+        self.out.freeze()
     }
+}
+
+/// Rebuilds a [`DataTree`] from an image fed in chunks of any size, with no
+/// need for chunks to line up with records. Only a record that has not fully
+/// arrived is kept between feeds, so beyond the tree itself memory stays
+/// around one record plus one chunk. After an error every later `feed` and
+/// `finish` returns that error.
+#[derive(Debug)]
+pub struct ImageDecoder {
+    /// The start of a record whose end has not arrived yet; never consumed bytes.
+    pending: BytesMut,
+    build: Build,
+}
+
+/// The decoder's state apart from its buffer, so records can be read from the
+/// buffer while the tree they go into is borrowed mutably.
+#[derive(Debug)]
+struct Build {
+    stage: Stage,
+    tree: DataTree,
+    /// The last node's ACL: consecutive nodes usually share one allocation.
+    last_acl: Arc<Vec<Acl>>,
+    /// Encoded size of a `StatPersisted`, whose fields are all fixed-width.
+    stat_len: usize,
+}
+
+/// Which record comes next.
+#[derive(Debug)]
+enum Stage {
+    Header,
+    /// Sessions still to read (at least one).
+    Sessions(u32),
+    Nodes,
+    /// The terminator was read: any further byte is an error.
+    Done,
+    Failed(DecodeError),
+}
+
+impl Default for ImageDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ImageDecoder {
+    /// A decoder expecting the start of an image.
+    pub fn new() -> ImageDecoder {
+        let tree = DataTree {
+            nodes: Default::default(),
+            ephemerals: Default::default(),
+            sessions: Default::default(),
+            expirable: Default::default(),
+            last_zxid: Zxid::ZERO,
+            // Built from scratch as sessions and nodes go in.
+            digest: 0,
+        };
+        ImageDecoder {
+            pending: BytesMut::new(),
+            build: Build {
+                stage: Stage::Header,
+                tree,
+                last_acl: Arc::new(Vec::new()),
+                stat_len: StatPersisted::default().to_bytes().len(),
+            },
+        }
+    }
+
+    /// Decodes every record `chunk` completes and keeps the bytes of an
+    /// incomplete one for the next feed. Errors on a malformed record, a bad
+    /// magic or version, or any byte after the terminator.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), DecodeError> {
+        let result = if self.pending.is_empty() {
+            // Nothing carried over: read straight from the caller's chunk and
+            // keep only its incomplete tail, rather than copying it all first.
+            let read = self.build.decode(chunk);
+            read.map(|used| self.pending.extend_from_slice(&chunk[used..]))
+        } else {
+            self.pending.extend_from_slice(chunk);
+            let read = self.build.decode(&self.pending);
+            read.map(|used| self.pending.advance(used))
+        };
+        if let Err(e) = &result {
+            self.build.stage = Stage::Failed(e.clone());
+            self.pending = BytesMut::new();
+        }
+        result
+    }
+
+    /// The decoded tree. Errors if the image ended before its terminator
+    /// (`Incomplete`), if it has no root, or if a feed failed.
+    pub fn finish(self) -> Result<DataTree, DecodeError> {
+        match self.build.stage {
+            Stage::Done if self.build.tree.nodes.contains_key("/") => Ok(self.build.tree),
+            Stage::Done => Err(DecodeError::Invalid("snapshot without a root")),
+            Stage::Failed(e) => Err(e),
+            Stage::Header | Stage::Sessions(_) | Stage::Nodes => Err(DecodeError::Incomplete),
+        }
+    }
+
+    /// Bytes held for a record not yet complete (tests check the bound).
+    #[cfg(test)]
+    pub(crate) fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+impl Build {
+    /// Decodes the complete records at the front of `src`; returns how many
+    /// bytes they took.
+    fn decode(&mut self, src: &[u8]) -> Result<usize, DecodeError> {
+        let mut used = 0;
+        loop {
+            let rest = &src[used..];
+            let len = match self.stage {
+                Stage::Failed(ref e) => return Err(e.clone()),
+                _ if rest.is_empty() => return Ok(used),
+                Stage::Done => {
+                    return Err(DecodeError::Invalid("bytes after the snapshot terminator"))
+                }
+                Stage::Header => HEADER_LEN,
+                Stage::Sessions(_) => SESSION_LEN,
+                Stage::Nodes => match node_len(rest, self.stat_len) {
+                    Err(DecodeError::Incomplete) => return Ok(used),
+                    len => len?,
+                },
+            };
+            if rest.len() < len {
+                return Ok(used);
+            }
+            // Copy out exactly one record for the jute codec (which reads
+            // `Bytes`): node data then shares an allocation of its own
+            // record's size, never pinning the caller's chunk or our buffer.
+            let mut rec = Bytes::copy_from_slice(&rest[..len]);
+            self.record(&mut rec).map_err(|e| match e {
+                // `node_len` and the codec disagree; the input is not at fault
+                // for being short, so do not let the caller wait for more.
+                DecodeError::Incomplete => DecodeError::Invalid("snapshot record misframed"),
+                e => e,
+            })?;
+            used += len;
+        }
+    }
+
+    /// Applies one complete record of the current stage.
+    fn record(&mut self, rec: &mut Bytes) -> Result<(), DecodeError> {
+        match self.stage {
+            Stage::Header => {
+                if i32::decode(rec)? != MAGIC || i32::decode(rec)? != VERSION {
+                    return Err(DecodeError::Invalid("snapshot magic or version"));
+                }
+                self.tree.last_zxid = Zxid(i64::decode(rec)?);
+                let sessions = u32::try_from(i32::decode(rec)?)
+                    .map_err(|_| DecodeError::Invalid("negative session count"))?;
+                self.stage = match sessions {
+                    0 => Stage::Nodes,
+                    n => Stage::Sessions(n),
+                };
+            }
+            Stage::Sessions(left) => {
+                let id = i64::decode(rec)?;
+                let timeout = i32::decode(rec)?;
+                self.tree.insert_session(id, timeout);
+                self.stage = match left - 1 {
+                    0 => Stage::Nodes,
+                    n => Stage::Sessions(n),
+                };
+            }
+            Stage::Nodes => self.node(rec)?,
+            Stage::Done | Stage::Failed(_) => unreachable!("no record is read after the end"),
+        }
+        Ok(())
+    }
+
+    /// One node record, or the terminator.
+    fn node(&mut self, rec: &mut Bytes) -> Result<(), DecodeError> {
+        let p = String::decode(rec)?;
+        if p.is_empty() {
+            self.stage = Stage::Done;
+            return Ok(());
+        }
+        let data = Option::<Bytes>::decode(rec)?;
+        let acl = Vec::<Acl>::decode(rec)?;
+        let stat = StatPersisted::decode(rec)?;
+        if rec.has_remaining() {
+            return Err(DecodeError::Invalid("snapshot record misframed"));
+        }
+        // A fuzzy image may hold a node whose parent was re-created after the
+        // parent was visited; the log re-creates both, so skip the orphan.
+        if p != "/" && !self.tree.nodes.contains_key(path::parent(&p)) {
+            return Ok(());
+        }
+        // Consecutive nodes usually share an ACL; keep one allocation for them.
+        if *self.last_acl != acl {
+            self.last_acl = Arc::new(acl);
+        }
+        let node = DataNode::new(&p, data, self.last_acl.clone(), stat);
+        self.tree.link(&p, node);
+        Ok(())
+    }
+}
+
+/// Measures the node record (or terminator) at the front of `buf`, or
+/// `Incomplete` if it has not all arrived. It only reads jute lengths, so an
+/// untrusted length never causes an allocation: the bytes must be present
+/// before anything is copied. [`Build::node`] then checks the codec read
+/// exactly this much.
+fn node_len(buf: &[u8], stat_len: usize) -> Result<usize, DecodeError> {
+    let mut at = 0;
+    // The terminator is an empty (or null) path and nothing else.
+    if skip_var(buf, &mut at)? == 0 {
+        return Ok(at);
+    }
+    skip_var(buf, &mut at)?; // data
+                             // Each entry is perms, scheme, id: at least 12 bytes, so a corrupt count
+                             // runs out of input long before it could loop for long.
+    for _ in 0..read_len(buf, &mut at)? {
+        skip(buf, &mut at, 4)?;
+        skip_var(buf, &mut at)?;
+        skip_var(buf, &mut at)?;
+    }
+    skip(buf, &mut at, stat_len)?;
+    Ok(at)
+}
+
+/// Moves past `n` bytes if they are present.
+fn skip(buf: &[u8], at: &mut usize, n: usize) -> Result<(), DecodeError> {
+    if buf.len() - *at < n {
+        return Err(DecodeError::Incomplete);
+    }
+    *at += n;
+    Ok(())
+}
+
+/// Reads a jute length as the codec does: -1 (null) counts as 0 bytes or
+/// elements, other negatives are invalid.
+fn read_len(buf: &[u8], at: &mut usize) -> Result<usize, DecodeError> {
+    let start = *at;
+    skip(buf, at, 4)?;
+    let raw = i32::from_be_bytes(buf[start..*at].try_into().expect("4 bytes"));
+    match raw {
+        -1 => Ok(0),
+        n if n < 0 => Err(DecodeError::Invalid("negative length")),
+        n => Ok(n as usize),
+    }
+}
+
+/// Moves past a length-prefixed string or buffer; returns its length.
+fn skip_var(buf: &[u8], at: &mut usize) -> Result<usize, DecodeError> {
+    let len = read_len(buf, at)?;
+    skip(buf, at, len)?;
+    Ok(len)
 }
 
 impl DataTree {
     /// Starts a fuzzy snapshot of the tree as of its last applied zxid.
     pub fn start_snapshot(&self) -> SnapshotCursor {
-        let mut out = Vec::with_capacity(1024);
+        let mut out = BytesMut::with_capacity(1024);
         MAGIC.encode(&mut out);
         VERSION.encode(&mut out);
         self.last_zxid.0.encode(&mut out);
@@ -94,50 +375,11 @@ impl DataTree {
         cursor.finish()
     }
 
-    /// Rebuilds a tree from an image; the caller replays the log after its zxid.
-    pub fn from_image(mut buf: Bytes) -> Result<DataTree, DecodeError> {
-        if i32::decode(&mut buf)? != MAGIC || i32::decode(&mut buf)? != VERSION {
-            return Err(DecodeError::Invalid("snapshot magic or version"));
-        }
-        let last_zxid = Zxid(i64::decode(&mut buf)?);
-        let mut tree = DataTree {
-            nodes: Default::default(),
-            ephemerals: Default::default(),
-            sessions: Default::default(),
-            expirable: Default::default(),
-            last_zxid,
-            digest: 0,
-        };
-        // The digest is built from scratch as sessions and nodes go in.
-        let sessions = i32::decode(&mut buf)?;
-        for _ in 0..sessions {
-            let id = i64::decode(&mut buf)?;
-            let timeout = i32::decode(&mut buf)?;
-            tree.insert_session(id, timeout);
-        }
-        let mut last_acl: Arc<Vec<Acl>> = Arc::new(Vec::new());
-        loop {
-            let p = String::decode(&mut buf)?;
-            if p.is_empty() {
-                break;
-            }
-            let data = Option::<Bytes>::decode(&mut buf)?;
-            let acl = Vec::<Acl>::decode(&mut buf)?;
-            let stat = StatPersisted::decode(&mut buf)?;
-            // A fuzzy image may hold a node whose parent was re-created after the
-            // parent was visited; the log re-creates both, so skip the orphan.
-            if p != "/" && !tree.nodes.contains_key(path::parent(&p)) {
-                continue;
-            }
-            // Consecutive nodes usually share an ACL; keep one allocation for them.
-            if *last_acl != acl {
-                last_acl = Arc::new(acl);
-            }
-            tree.link(&p, DataNode::new(&p, data, last_acl.clone(), stat));
-        }
-        if !tree.nodes.contains_key("/") {
-            return Err(DecodeError::Invalid("snapshot without a root"));
-        }
-        Ok(tree)
+    /// Rebuilds a tree from a whole image; the caller replays the log after
+    /// its zxid. [`ImageDecoder`] does the same from chunks.
+    pub fn from_image(buf: Bytes) -> Result<DataTree, DecodeError> {
+        let mut decoder = ImageDecoder::new();
+        decoder.feed(&buf)?;
+        decoder.finish()
     }
 }

@@ -13,7 +13,7 @@ mod digest;
 mod image;
 mod node;
 
-pub use image::SnapshotCursor;
+pub use image::{ImageDecoder, SnapshotCursor};
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
 
 use crate::path;

@@ -644,3 +644,186 @@ fn fresh_tree_digest_is_pinned() {
     assert_eq!(tree.digest(), tree.recompute_digest());
     assert_eq!(tree.digest(), 0x8b7c_e01a_174b_3b79);
 }
+
+use zkd_protocol::{DecodeError, Record};
+
+/// A tree using every part of an image: sessions with ephemerals, null, empty
+/// and 100 KB data, nested paths, and ACLs that change between siblings' runs.
+fn streaming_fixture() -> DataTree {
+    let mut tree = DataTree::new();
+    let mut zxid = 0;
+    let mut apply = |tree: &mut DataTree, session: i64, body: TxnBody| {
+        zxid += 1;
+        let (outcome, _) = tree.apply(&txn(zxid, session, body));
+        assert!(!matches!(outcome, TxnOutcome::Error(_)), "{outcome:?}");
+    };
+    for s in [7, 8, 9] {
+        let time_out = 4000 + s as i32;
+        apply(
+            &mut tree,
+            s,
+            TxnBody::CreateSession(CreateSessionTxn { time_out }),
+        );
+    }
+    let digest_acl = Acl {
+        perms: Perms::READ | Perms::WRITE,
+        id: Id {
+            scheme: "digest".into(),
+            id: "bob:aGFzaA==".into(),
+        },
+    };
+    let acls = [
+        vec![Acl::world(Perms::ALL)],
+        vec![Acl::world(Perms::READ)],
+        vec![digest_acl, Acl::world(Perms::READ)],
+    ];
+    let node = |path: String, data: Option<Bytes>, acl: &Vec<Acl>, ephemeral| {
+        let create = CreateTxn {
+            path,
+            data,
+            acl: acl.clone(),
+            ephemeral,
+            parent_c_version: 1,
+        };
+        TxnBody::Create(OpCode::Create, create)
+    };
+    let data = |i: usize| match i % 5 {
+        0 => None,
+        1 => Some(Bytes::new()),
+        _ => Some(Bytes::from(vec![i as u8; i * 37 % 3000])),
+    };
+    let mut i = 0;
+    for top in 0..20 {
+        let acl = &acls[top % 3];
+        apply(&mut tree, 7, node(format!("/n{top}"), data(i), acl, false));
+        i += 1;
+        for child in 0..10 {
+            let p = format!("/n{top}/c{child}");
+            apply(&mut tree, 7, node(p, data(i), acl, false));
+            i += 1;
+        }
+        for grand in 0..4 {
+            let p = format!("/n{top}/c0/g{grand}");
+            apply(&mut tree, 7, node(p, data(i), &acls[(top + 1) % 3], false));
+            i += 1;
+        }
+    }
+    let big = Some(Bytes::from(vec![0xab; 100_000]));
+    apply(&mut tree, 7, node("/big".into(), big, &acls[0], false));
+    for (s, k) in [(7, 0), (7, 1), (8, 0)] {
+        let p = format!("/n3/c5/e{s}_{k}");
+        apply(&mut tree, s, node(p, data(k), &acls[1], true));
+    }
+    assert!(tree.node_count() > 300);
+    tree
+}
+
+#[test]
+fn images_decode_from_chunks_of_any_size() {
+    let tree = streaming_fixture();
+    let image = tree.to_image();
+    // Large enough that holding consumed bytes would break the bound below.
+    assert!(image.len() > 300_000, "{}", image.len());
+    let largest_record = 100_000 + 200;
+    for size in [1, 7, 4096, image.len()] {
+        let mut decoder = ImageDecoder::new();
+        for chunk in image.chunks(size) {
+            decoder.feed(chunk).unwrap();
+            assert!(decoder.pending_len() < largest_record, "chunk size {size}");
+        }
+        assert_eq!(decoder.pending_len(), 0);
+        let copy = decoder.finish().unwrap();
+        assert_eq!(copy.to_image(), image, "chunk size {size}");
+        assert_eq!(copy.digest(), tree.digest(), "chunk size {size}");
+        assert_eq!(copy.digest(), copy.recompute_digest());
+        assert_eq!(copy.last_zxid(), tree.last_zxid());
+        assert_eq!(copy.sessions(), tree.sessions());
+        assert_eq!(copy.ephemerals_of(7), tree.ephemerals_of(7));
+        assert_eq!(copy.ephemerals_of(8).len(), 1);
+        // Consecutive equal ACLs share one allocation even across feeds.
+        let acl = |p: &str| copy.node(p).unwrap().acl.clone();
+        assert!(Arc::ptr_eq(&acl("/n4/c1"), &acl("/n4/c2")));
+        assert!(!Arc::ptr_eq(&acl("/n4/c0/g3"), &acl("/n4/c1")));
+    }
+}
+
+#[test]
+fn cursor_chunks_and_finish_concatenate_to_the_image() {
+    let tree = streaming_fixture();
+    let mut cursor = tree.start_snapshot();
+    assert_eq!(cursor.take_chunk(0), None);
+    let mut image = Vec::new();
+    let mut chunks = 0;
+    loop {
+        let done = cursor.step(&tree, 3);
+        while let Some(chunk) = cursor.take_chunk(1000) {
+            assert_eq!(chunk.len(), 1000);
+            image.extend_from_slice(&chunk);
+            chunks += 1;
+        }
+        assert!(cursor.buffered() < 1000);
+        if done {
+            break;
+        }
+    }
+    let tail = cursor.finish();
+    assert!(tail.len() < 1000 + 4);
+    image.extend_from_slice(&tail);
+    assert!(chunks > 300, "{chunks}");
+    assert_eq!(image, tree.to_image());
+}
+
+#[test]
+fn malformed_images_are_rejected() {
+    let tree = streaming_fixture();
+    let image = tree.to_image();
+    let decode = |bytes: &[u8]| {
+        let mut decoder = ImageDecoder::new();
+        decoder.feed(bytes)?;
+        decoder.finish()
+    };
+    // Truncated: without its terminator, mid-record, mid-header.
+    let cut = image.len() - 4;
+    assert_eq!(decode(&image[..cut]).unwrap_err(), DecodeError::Incomplete);
+    assert_eq!(
+        decode(&image[..cut / 2]).unwrap_err(),
+        DecodeError::Incomplete
+    );
+    assert_eq!(decode(&image[..10]).unwrap_err(), DecodeError::Incomplete);
+    // Trailing garbage, in the same chunk or a later one; the error sticks.
+    let mut extra = image.to_vec();
+    extra.push(0);
+    assert!(matches!(decode(&extra), Err(DecodeError::Invalid(_))));
+    let mut decoder = ImageDecoder::new();
+    decoder.feed(&image).unwrap();
+    assert!(decoder.feed(&[0, 0, 0, 0]).is_err());
+    assert!(decoder.feed(&[]).is_err());
+    assert!(decoder.finish().is_err());
+    // Bad magic.
+    let mut bad = image.to_vec();
+    bad[0] ^= 0xff;
+    assert!(matches!(decode(&bad), Err(DecodeError::Invalid(_))));
+    // No root: a header, no sessions, then straight to the terminator; and
+    // the nodes without their root, which are all skipped as orphans.
+    let empty = DataTree::new().to_image();
+    let mut rootless = empty[..20].to_vec();
+    rootless.extend_from_slice(&[0, 0, 0, 0]);
+    assert!(matches!(decode(&rootless), Err(DecodeError::Invalid(_))));
+    let root = DataTree::new().node("/").unwrap().clone();
+    let root_len = "/".to_owned().to_bytes().len()
+        + root.data.to_bytes().len()
+        + root.acl.to_vec().to_bytes().len()
+        + root.stat.to_bytes().len();
+    let mut orphans = empty[..20].to_vec();
+    orphans.extend_from_slice(&empty[20 + root_len..]);
+    assert!(decode(&empty).is_ok());
+    assert!(matches!(decode(&orphans), Err(DecodeError::Invalid(_))));
+    // A negative length is invalid, not a reason to wait for more input.
+    let mut negative = empty[..20].to_vec();
+    negative.extend_from_slice(&(-2i32).to_be_bytes());
+    let mut decoder = ImageDecoder::new();
+    assert!(matches!(
+        decoder.feed(&negative),
+        Err(DecodeError::Invalid(_))
+    ));
+}

@@ -13,7 +13,7 @@
 
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
-use crate::snapshot::{seal, unseal, SnapshotStore};
+use crate::snapshot::{fnv1a_of, SnapshotSeal, SnapshotSlot, SnapshotStore};
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
 use std::fs::File;
@@ -95,7 +95,11 @@ pub struct SledStorage {
     /// The log's purge mark, in the log's database so it moves with the log.
     log_meta: ::sled::Tree,
     data_db: ::sled::Db,
-    snapshots: ::sled::Tree,
+    /// Saved snapshots' chunks by (zxid, index), their seals by zxid, and
+    /// the chunks of a SNAP being received by index.
+    snapshot_chunks: ::sled::Tree,
+    snapshot_seals: ::sled::Tree,
+    snapshot_staging: ::sled::Tree,
     epochs: ::sled::Tree,
 }
 
@@ -133,16 +137,49 @@ impl SledStorage {
         let log_db = open(&log_dir)?;
         let data_db = open(&data_dir)?;
         let io = |e: std::io::Error| StorageError::Db(e.to_string());
-        Ok(SledStorage {
+        let mut storage = SledStorage {
             log_sync: Arc::new(Mutex::new(FileSync::open(&log_dir).map_err(io)?)),
             data_sync: Arc::new(Mutex::new(FileSync::open(&data_dir).map_err(io)?)),
             log: log_db.open_tree("txnlog")?,
             log_meta: log_db.open_tree("txnlog-meta")?,
-            snapshots: data_db.open_tree("snapshots")?,
+            snapshot_chunks: data_db.open_tree("snapshot-chunks")?,
+            snapshot_seals: data_db.open_tree("snapshot-seals")?,
+            snapshot_staging: data_db.open_tree("snapshot-staging")?,
             epochs: data_db.open_tree("epochs")?,
             log_db,
             data_db,
-        })
+        };
+        storage.migrate_whole_snapshots()?;
+        Ok(storage)
+    }
+
+    /// Data dirs written before snapshots were chunked keep each image whole
+    /// with a trailing checksum in the `snapshots` tree: rewrite them as
+    /// chunks, then drop the old tree. A crash part-way redoes it.
+    fn migrate_whole_snapshots(&mut self) -> Result<()> {
+        const OLD: &str = "snapshots";
+        if !self
+            .data_db
+            .tree_names()
+            .iter()
+            .any(|n| n.as_ref() == OLD.as_bytes())
+        {
+            return Ok(());
+        }
+        let old = self.data_db.open_tree(OLD)?;
+        for item in old.iter() {
+            let (k, v) = item?;
+            let zxid = zxid_of(&k)?;
+            let (image, sum) = v.split_at(v.len().saturating_sub(8));
+            if sum.len() != 8 || fnv1a_of(image).to_be_bytes() != sum {
+                tracing::warn!(%zxid, "dropping a damaged snapshot of the old format");
+                continue;
+            }
+            self.save_snapshot(zxid, Bytes::copy_from_slice(image))?;
+            tracing::info!(%zxid, "snapshot rewritten in chunks");
+        }
+        self.data_db.drop_tree(OLD)?;
+        self.flush_data()
     }
 
     /// Bytes used on disk by the log and by the data store (`dirs`).
@@ -272,47 +309,93 @@ impl TxnLog for SledStorage {
 }
 
 impl SnapshotStore for SledStorage {
-    fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
-        self.snapshots.insert(key(zxid), seal(&image).as_ref())?;
-        self.flush_data()
-    }
-
-    fn latest_snapshot_at_or_before(&self, zxid: Zxid) -> Result<Option<(Zxid, Bytes)>> {
-        for item in self.snapshots.range(..=key(zxid)).rev() {
-            let (k, v) = item?;
-            let zxid = zxid_of(&k)?;
-            match unseal(&Bytes::copy_from_slice(&v)) {
-                Some(image) => return Ok(Some((zxid, image))),
-                None => tracing::warn!(%zxid, "skipping damaged snapshot"),
+    fn put_snapshot_chunk(&mut self, slot: SnapshotSlot, index: u32, data: &[u8]) -> Result<()> {
+        match slot {
+            SnapshotSlot::Saved(zxid) => {
+                self.snapshot_chunks.insert(chunk_key(zxid, index), data)?
             }
-        }
-        Ok(None)
+            SnapshotSlot::Staging => self.snapshot_staging.insert(index.to_be_bytes(), data)?,
+        };
+        Ok(())
     }
 
-    fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<()> {
-        let keys: Vec<_> = self
-            .snapshots
-            .range(key(zxid.next())..)
-            .keys()
-            .collect::<std::result::Result<_, _>>()?;
-        for k in keys {
-            self.snapshots.remove(k)?;
+    fn snapshot_chunk(&self, slot: SnapshotSlot, index: u32) -> Result<Option<Bytes>> {
+        let chunk = match slot {
+            SnapshotSlot::Saved(zxid) => self.snapshot_chunks.get(chunk_key(zxid, index))?,
+            SnapshotSlot::Staging => self.snapshot_staging.get(index.to_be_bytes())?,
+        };
+        Ok(chunk.map(|c| Bytes::copy_from_slice(&c)))
+    }
+
+    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
+        let mut value = Vec::with_capacity(20);
+        value.extend_from_slice(&seal.chunks.to_be_bytes());
+        value.extend_from_slice(&seal.len.to_be_bytes());
+        value.extend_from_slice(&seal.checksum.to_be_bytes());
+        self.snapshot_seals.insert(key(zxid), value)?;
+        Ok(())
+    }
+
+    fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>> {
+        self.snapshot_seals
+            .iter()
+            .map(|item| {
+                let (k, v) = item?;
+                Ok((zxid_of(&k)?, seal_of(&v)?))
+            })
+            .collect()
+    }
+
+    fn snapshot_zxids(&self) -> Result<Vec<Zxid>> {
+        let mut zxids = Vec::new();
+        for k in self.snapshot_seals.iter().keys() {
+            zxids.push(zxid_of(&k?)?);
         }
+        for k in self.snapshot_chunks.iter().keys() {
+            let k = k?;
+            zxids.push(zxid_of(&k[..k.len().min(8)])?);
+        }
+        zxids.sort();
+        zxids.dedup();
+        Ok(zxids)
+    }
+
+    fn remove_snapshot(&mut self, slot: SnapshotSlot) -> Result<()> {
+        match slot {
+            SnapshotSlot::Saved(zxid) => {
+                self.snapshot_seals.remove(key(zxid))?;
+                for k in self.snapshot_chunks.scan_prefix(key(zxid)).keys() {
+                    self.snapshot_chunks.remove(k?)?;
+                }
+            }
+            SnapshotSlot::Staging => self.snapshot_staging.clear()?,
+        }
+        Ok(())
+    }
+
+    fn sync_snapshots(&mut self) -> Result<()> {
         self.flush_data()
     }
+}
 
-    fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>> {
-        let keys: Vec<_> = self
-            .snapshots
-            .iter()
-            .keys()
-            .collect::<std::result::Result<_, _>>()?;
-        let excess = keys.len().saturating_sub(retain.max(1));
-        for k in &keys[..excess] {
-            self.snapshots.remove(k)?;
-        }
-        keys.get(excess).map(|k| zxid_of(k)).transpose()
+fn chunk_key(zxid: Zxid, index: u32) -> [u8; 12] {
+    let mut k = [0; 12];
+    k[..8].copy_from_slice(&key(zxid));
+    k[8..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+fn seal_of(value: &[u8]) -> Result<SnapshotSeal> {
+    let corrupt = || StorageError::Corrupt("snapshot seal".into());
+    let field = |range: std::ops::Range<usize>| value.get(range).ok_or_else(corrupt);
+    if value.len() != 20 {
+        return Err(corrupt());
     }
+    Ok(SnapshotSeal {
+        chunks: u32::from_be_bytes(field(0..4)?.try_into().map_err(|_| corrupt())?),
+        len: u64::from_be_bytes(field(4..12)?.try_into().map_err(|_| corrupt())?),
+        checksum: u64::from_be_bytes(field(12..20)?.try_into().map_err(|_| corrupt())?),
+    })
 }
 
 impl EpochStore for SledStorage {

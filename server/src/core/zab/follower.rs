@@ -2,7 +2,9 @@
 //! make it durable before acknowledging NEWLEADER (log, then currentEpoch:
 //! ZOOKEEPER-3911, -4643, -4646), then log, acknowledge and apply proposals.
 
-use super::{epoch_zxid, DurableState, Epoch, StorageOp, Timing, ZabCommand, ZabMessage};
+use super::{
+    epoch_zxid, DurableState, Epoch, SnapshotSource, StorageOp, Timing, ZabCommand, ZabMessage,
+};
 use crate::core::election::ServerId;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
@@ -121,9 +123,14 @@ impl Follower {
             }
             (ZabMessage::Diff { .. }, Phase::AwaitingSync(e)) => self.phase = Phase::Syncing(e),
             (ZabMessage::Trunc { zxid }, Phase::AwaitingSync(e)) => self.truncate(e, zxid),
-            (ZabMessage::Snap { zxid, image }, Phase::AwaitingSync(e)) => {
-                self.install_snapshot(e, zxid, image)
-            }
+            (
+                ZabMessage::Snap {
+                    zxid,
+                    image,
+                    fuzzy_through,
+                },
+                Phase::AwaitingSync(e),
+            ) => self.install_snapshot(e, zxid, image, fuzzy_through),
             (ZabMessage::Proposal { zxid, txn }, phase) if self.receiving(phase) => {
                 self.proposal(zxid, txn)
             }
@@ -294,14 +301,19 @@ impl Follower {
     }
 
     /// SNAP: the leader's tree replaces ours, and our log goes with it.
-    fn install_snapshot(&mut self, epoch: Epoch, zxid: Zxid, image: Bytes) {
-        tracing::info!(%zxid, bytes = image.len(), "follower: installing the leader's snapshot");
+    fn install_snapshot(
+        &mut self,
+        epoch: Epoch,
+        zxid: Zxid,
+        image: SnapshotSource,
+        fuzzy_through: Zxid,
+    ) {
+        tracing::info!(%zxid, %fuzzy_through, "follower: installing the leader's snapshot");
         self.storage(StorageOp::InstallSnapshot {
             zxid,
-            image: image.clone(),
+            image,
+            fuzzy_through,
         });
-        self.commands
-            .push_back(ZabCommand::LoadSnapshot { zxid, image });
         self.state.history.reset(zxid);
         self.state.log_base = zxid;
         self.pending.clear();

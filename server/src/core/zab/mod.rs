@@ -34,6 +34,7 @@ use super::election::ServerId;
 use bytes::Bytes;
 use std::collections::BTreeSet;
 use zkd_protocol::Zxid;
+pub use zkd_storage::store::SnapshotSource;
 
 /// A Zab epoch (the high 32 bits of a zxid).
 pub type Epoch = u32;
@@ -61,7 +62,14 @@ pub enum ZabMessage {
     /// TRUNC: drop every txn after `zxid`.
     Trunc { zxid: Zxid },
     /// SNAP: replace everything with this image of the tree as of `zxid`.
-    Snap { zxid: Zxid, image: Bytes },
+    /// The image is fuzzy: txns up to `fuzzy_through` were applied while it
+    /// was written, so some may be in it already (replaying them is harmless).
+    /// The runtime streams the image in and hands the role a staged one.
+    Snap {
+        zxid: Zxid,
+        image: SnapshotSource,
+        fuzzy_through: Zxid,
+    },
     /// PROPOSAL: a txn to log.
     Proposal { zxid: Zxid, txn: Bytes },
     /// COMMIT: every proposal up to `zxid` is committed.
@@ -118,8 +126,14 @@ pub enum StorageOp {
     /// Drop every logged txn after `zxid`, and snapshots past it; then
     /// rebuild the tree from what is left (reported as `Reloaded`).
     TruncateAndReload { after: Zxid },
-    /// Drop the whole log and every snapshot, then store this image.
-    InstallSnapshot { zxid: Zxid, image: Bytes },
+    /// Drop the whole log and every snapshot, then store this image; then
+    /// rebuild the tree from it. Txns up to `fuzzy_through` may already be
+    /// in the image (a fuzzy snapshot).
+    InstallSnapshot {
+        zxid: Zxid,
+        image: SnapshotSource,
+        fuzzy_through: Zxid,
+    },
     /// Persist acceptedEpoch.
     SetAcceptedEpoch(Epoch),
     /// Persist currentEpoch.
@@ -137,10 +151,9 @@ pub enum ZabCommand {
     Storage(StorageOp),
     /// Apply a committed txn to the tree; delivered in zxid order.
     Deliver { zxid: Zxid, txn: Bytes },
-    /// Replace the tree with this image (a follower's SNAP).
-    LoadSnapshot { zxid: Zxid, image: Bytes },
     /// Leader: send `to` a SNAP of the tree as it is now (it holds every
-    /// committed txn and nothing else).
+    /// committed txn and nothing else), and hold the messages that follow
+    /// for `to` until the whole image has gone out.
     SendSnapshot { to: ServerId },
     /// Close the link to a peer.
     Disconnect { peer: ServerId },

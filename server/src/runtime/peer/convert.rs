@@ -1,14 +1,15 @@
 //! Pure translations between the core's peer messages and their prost wire form
 //! ([`zkd_protocol::peer`]): election notifications both ways, a Zab message into
-//! one or more quorum packets, and a stateful decoder back (a SNAP travels as a
-//! header and its chunks, and comes out whole).
+//! one or more quorum packets, and a stateful decoder back. A SNAP travels as a
+//! header and its chunks and comes out as those chunks, checked for order and
+//! size, so neither side ever holds the image whole.
 //!
 //! Every decoding failure is a [`ConvertError`], never a panic; the link task
 //! closes the link on it.
 
 use crate::core::election::{Notification, ServerId, ServerState, Vote};
-use crate::core::zab::{Epoch, ForwardedRequest, SessionTouch, ZabMessage};
-use bytes::{Bytes, BytesMut};
+use crate::core::zab::{Epoch, ForwardedRequest, SessionTouch, SnapshotSource, ZabMessage};
+use bytes::Bytes;
 use std::fmt;
 use zkd_protocol::peer::election as wire_election;
 use zkd_protocol::peer::zab::{self as wire, quorum_packet::Body, QuorumPacket};
@@ -80,12 +81,22 @@ pub fn notification_from_wire(
     })
 }
 
-/// The packets carrying `message` from member `me`, in order: one, or for a SNAP a
-/// header and its chunks of at most [`wire::MAX_SNAP_CHUNK`] bytes (at least one,
-/// the last flagged).
+/// The packets carrying `message` from member `me`, in order: one, or for a SNAP
+/// with a whole image a header and its chunks of at most [`wire::MAX_SNAP_CHUNK`]
+/// bytes (at least one, the last flagged). A staged image exists only where it
+/// was received, so it encodes to nothing; a leader streams its image with
+/// [`snap_start`] and [`snap_chunk`] instead.
 pub fn encode_zab(me: ServerId, message: ZabMessage) -> Vec<QuorumPacket> {
     let packet: QuorumPacket = match message {
-        ZabMessage::Snap { zxid, image } => return encode_snap(zxid, image),
+        ZabMessage::Snap {
+            zxid,
+            image: SnapshotSource::Whole(image),
+            fuzzy_through,
+        } => return encode_snap(zxid, image, fuzzy_through),
+        ZabMessage::Snap {
+            image: SnapshotSource::Staged(_),
+            ..
+        } => return Vec::new(),
         ZabMessage::FollowerInfo { accepted_epoch } => wire::FollowerInfo {
             accepted_epoch: u64::from(accepted_epoch),
             sid: me.0,
@@ -159,32 +170,36 @@ pub fn encode_zab(me: ServerId, message: ZabMessage) -> Vec<QuorumPacket> {
     vec![packet]
 }
 
-fn encode_snap(zxid: Zxid, image: Bytes) -> Vec<QuorumPacket> {
+fn encode_snap(zxid: Zxid, image: Bytes, fuzzy_through: Zxid) -> Vec<QuorumPacket> {
     let total = image.len();
     let mut packets = Vec::with_capacity(2 + total / wire::MAX_SNAP_CHUNK);
-    packets.push(
-        wire::Snap {
-            zxid: zxid.0,
-            total_size: total as u64,
-        }
-        .into(),
-    );
+    packets.push(snap_start(zxid));
     let mut offset = 0;
     loop {
         let end = (offset + wire::MAX_SNAP_CHUNK).min(total);
-        packets.push(
-            wire::SnapChunk {
-                offset: offset as u64,
-                data: image.slice(offset..end),
-                last: end == total,
-            }
-            .into(),
-        );
+        let last = (end == total).then_some(fuzzy_through);
+        packets.push(snap_chunk(offset as u64, image.slice(offset..end), last));
         if end == total {
             return packets;
         }
         offset = end;
     }
+}
+
+/// SNAP's header: the image of the tree as of `zxid` follows in chunks.
+pub fn snap_start(zxid: Zxid) -> QuorumPacket {
+    wire::Snap { zxid: zxid.0 }.into()
+}
+
+/// A chunk of a SNAP's image at `offset`; the last one carries `fuzzy_through`.
+pub fn snap_chunk(offset: u64, data: Bytes, fuzzy_through: Option<Zxid>) -> QuorumPacket {
+    wire::SnapChunk {
+        offset,
+        data,
+        last: fuzzy_through.is_some(),
+        fuzzy_through: fuzzy_through.map_or(0, |z| z.0),
+    }
+    .into()
 }
 
 /// The member id a quorum link's first packet announces, if it is a FOLLOWERINFO.
@@ -195,19 +210,41 @@ pub fn follower_info_sid(packet: &QuorumPacket) -> Option<ServerId> {
     }
 }
 
-/// A snapshot being reassembled from its chunks.
-#[derive(Debug)]
-struct SnapAssembly {
-    zxid: Zxid,
-    total: u64,
-    image: BytesMut,
+/// What a quorum link delivers: a message, or a piece of a SNAP's image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inbound {
+    /// A whole message.
+    Message(ZabMessage),
+    /// The next piece of the image a SNAP announced.
+    SnapChunk(SnapPiece),
 }
 
-/// Turns the packets of one quorum link back into Zab messages. Stateful: it holds
-/// a SNAP's chunks until the last one, so use one decoder per link.
+/// A piece of a SNAP's image, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapPiece {
+    /// The zxid the SNAP names its image by.
+    pub zxid: Zxid,
+    /// Where `data` starts in the image (0 for the first piece).
+    pub offset: u64,
+    /// The bytes.
+    pub data: Bytes,
+    /// On the last piece: txns up to this zxid may already be in the image.
+    pub fuzzy_through: Option<Zxid>,
+}
+
+/// A SNAP whose chunks are arriving.
+#[derive(Debug)]
+struct SnapInProgress {
+    zxid: Zxid,
+    received: u64,
+}
+
+/// Turns the packets of one quorum link back into Zab messages and SNAP pieces.
+/// Stateful (it checks that a SNAP's chunks are contiguous, bounded and
+/// uninterrupted), so use one decoder per link.
 #[derive(Debug, Default)]
 pub struct ZabDecoder {
-    snap: Option<SnapAssembly>,
+    snap: Option<SnapInProgress>,
 }
 
 impl ZabDecoder {
@@ -216,13 +253,13 @@ impl ZabDecoder {
         ZabDecoder::default()
     }
 
-    /// The message `packet` completes: `None` while a snapshot is being reassembled.
-    pub fn decode(&mut self, packet: QuorumPacket) -> Result<Option<ZabMessage>, ConvertError> {
+    /// What `packet` carries: `None` for a SNAP's header (its chunks follow).
+    pub fn decode(&mut self, packet: QuorumPacket) -> Result<Option<Inbound>, ConvertError> {
         let Some(body) = packet.body else {
             return bad("quorum packet without a body");
         };
         if let Body::SnapChunk(chunk) = body {
-            return self.snap_chunk(chunk);
+            return self.snap_chunk(chunk).map(|p| Some(Inbound::SnapChunk(p)));
         }
         if self.snap.is_some() {
             return bad(format!(
@@ -231,59 +268,51 @@ impl ZabDecoder {
             ));
         }
         if let Body::Snap(snap) = body {
-            return self.snap_start(snap);
+            self.snap = Some(SnapInProgress {
+                zxid: Zxid(snap.zxid),
+                received: 0,
+            });
+            return Ok(None);
         }
-        decode_single(body).map(Some)
+        decode_single(body).map(|m| Some(Inbound::Message(m)))
     }
 
-    fn snap_start(&mut self, snap: wire::Snap) -> Result<Option<ZabMessage>, ConvertError> {
-        if snap.total_size > MAX_SNAPSHOT_BYTES {
-            return bad(format!(
-                "snapshot of {} bytes exceeds {MAX_SNAPSHOT_BYTES}",
-                snap.total_size
-            ));
-        }
-        // Grow with the chunks actually received, not with what the header claims.
-        let reserve = snap.total_size.min(4 * wire::MAX_SNAP_CHUNK as u64) as usize;
-        self.snap = Some(SnapAssembly {
-            zxid: Zxid(snap.zxid),
-            total: snap.total_size,
-            image: BytesMut::with_capacity(reserve),
-        });
-        Ok(None)
-    }
-
-    fn snap_chunk(&mut self, chunk: wire::SnapChunk) -> Result<Option<ZabMessage>, ConvertError> {
-        // Taken out: an error drops the assembly with the link.
+    fn snap_chunk(&mut self, chunk: wire::SnapChunk) -> Result<SnapPiece, ConvertError> {
+        // Taken out: an error ends the link, a last chunk the SNAP.
         let Some(mut snap) = self.snap.take() else {
             return bad("snapshot chunk without a SNAP");
         };
-        let received = snap.image.len() as u64;
-        if chunk.offset != received {
+        if chunk.offset != snap.received {
             return bad(format!(
-                "snapshot chunk at offset {}, expected {received}",
-                chunk.offset
+                "snapshot chunk at offset {}, expected {}",
+                chunk.offset, snap.received
             ));
         }
-        let end = received + chunk.data.len() as u64;
-        if end > snap.total {
-            return bad(format!("snapshot chunk ends at {end}, past {}", snap.total));
+        if chunk.data.len() > wire::MAX_SNAP_CHUNK {
+            return bad(format!("snapshot chunk of {} bytes", chunk.data.len()));
         }
-        if chunk.last != (end == snap.total) {
+        let end = snap.received + chunk.data.len() as u64;
+        if end > MAX_SNAPSHOT_BYTES {
+            return bad(format!("snapshot exceeds {MAX_SNAPSHOT_BYTES} bytes"));
+        }
+        let fuzzy_through = chunk.last.then_some(Zxid(chunk.fuzzy_through));
+        if fuzzy_through.is_some_and(|f| f < snap.zxid) {
             return bad(format!(
-                "snapshot chunk ending at {end} of {} has last = {}",
-                snap.total, chunk.last
+                "snapshot of {} fuzzy only through {}",
+                snap.zxid, chunk.fuzzy_through
             ));
         }
-        snap.image.extend_from_slice(&chunk.data);
-        if !chunk.last {
-            self.snap = Some(snap);
-            return Ok(None);
-        }
-        Ok(Some(ZabMessage::Snap {
+        let piece = SnapPiece {
             zxid: snap.zxid,
-            image: snap.image.freeze(),
-        }))
+            offset: chunk.offset,
+            data: chunk.data,
+            fuzzy_through,
+        };
+        if !chunk.last {
+            snap.received = end;
+            self.snap = Some(snap);
+        }
+        Ok(piece)
     }
 }
 

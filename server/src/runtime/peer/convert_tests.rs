@@ -25,7 +25,8 @@ fn every_message() -> Vec<ZabMessage> {
         ZabMessage::Trunc { zxid: z },
         ZabMessage::Snap {
             zxid: z,
-            image: Bytes::from_static(b"a small tree"),
+            image: SnapshotSource::Whole(Bytes::from_static(b"a small tree")),
+            fuzzy_through: Zxid::new(2, 9),
         },
         ZabMessage::Proposal {
             zxid: z,
@@ -78,19 +79,35 @@ fn every_message() -> Vec<ZabMessage> {
     ]
 }
 
-/// Feeds packets to a fresh decoder; every packet but the last must be absorbed.
+/// Feeds packets to a fresh decoder: one message, or a SNAP whose pieces
+/// are put back together (the member stages them instead).
 fn decode_all(packets: Vec<QuorumPacket>) -> Result<ZabMessage, ConvertError> {
     let mut decoder = ZabDecoder::new();
     let n = packets.len();
+    let mut image = Vec::new();
     for (i, packet) in packets.into_iter().enumerate() {
         let out = decoder.decode(packet)?;
-        if i + 1 < n {
-            assert_eq!(out, None, "packet {i} of {n} completed a message");
-        } else {
-            return Ok(out.expect("the last packet completes the message"));
+        match out {
+            Some(Inbound::Message(message)) => {
+                assert_eq!(i + 1, n, "a message before the last packet");
+                return Ok(message);
+            }
+            Some(Inbound::SnapChunk(piece)) => {
+                assert_eq!(piece.offset, image.len() as u64);
+                image.extend_from_slice(&piece.data);
+                if let Some(fuzzy_through) = piece.fuzzy_through {
+                    assert_eq!(i + 1, n, "a last piece before the last packet");
+                    return Ok(ZabMessage::Snap {
+                        zxid: piece.zxid,
+                        image: SnapshotSource::Whole(Bytes::from(image)),
+                        fuzzy_through,
+                    });
+                }
+            }
+            None => assert_eq!(i, 0, "only a SNAP header yields nothing"),
         }
     }
-    unreachable!("no packets")
+    unreachable!("no packets, or no last piece")
 }
 
 #[test]
@@ -147,7 +164,8 @@ fn snapshots_split_into_bounded_chunks_and_reassemble() {
         let image = Bytes::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
         let message = ZabMessage::Snap {
             zxid: Zxid::new(1, 9),
-            image,
+            image: SnapshotSource::Whole(image),
+            fuzzy_through: Zxid::new(1, 12),
         };
         let packets = encode_zab(ME, message.clone());
         assert_eq!(
@@ -172,7 +190,8 @@ fn a_decoder_continues_after_a_snapshot() {
         ME,
         ZabMessage::Snap {
             zxid: Zxid(1),
-            image: Bytes::from(vec![7; MAX_SNAP_CHUNK + 3]),
+            image: SnapshotSource::Whole(Bytes::from(vec![7; MAX_SNAP_CHUNK + 3])),
+            fuzzy_through: Zxid(1),
         },
     );
     packets.extend(encode_zab(ME, ZabMessage::Commit { zxid: Zxid(2) }));
@@ -180,28 +199,22 @@ fn a_decoder_continues_after_a_snapshot() {
         .into_iter()
         .filter_map(|p| decoder.decode(p).unwrap())
         .collect();
-    assert_eq!(out.len(), 2);
-    assert_eq!(out[1], ZabMessage::Commit { zxid: Zxid(2) });
+    assert_eq!(out.len(), 3, "two pieces and the COMMIT");
+    assert_eq!(
+        out[2],
+        Inbound::Message(ZabMessage::Commit { zxid: Zxid(2) })
+    );
 }
 
-fn snap(total_size: u64) -> QuorumPacket {
-    wire::Snap {
-        zxid: 1,
-        total_size,
-    }
-    .into()
+fn snap() -> QuorumPacket {
+    snap_start(Zxid(5))
 }
 
 fn chunk(offset: u64, len: usize, last: bool) -> QuorumPacket {
-    wire::SnapChunk {
-        offset,
-        data: Bytes::from(vec![1; len]),
-        last,
-    }
-    .into()
+    snap_chunk(offset, Bytes::from(vec![1; len]), last.then_some(Zxid(7)))
 }
 
-fn decode_seq(packets: Vec<QuorumPacket>) -> Result<Vec<ZabMessage>, ConvertError> {
+fn decode_seq(packets: Vec<QuorumPacket>) -> Result<Vec<Inbound>, ConvertError> {
     let mut decoder = ZabDecoder::new();
     let mut out = Vec::new();
     for p in packets {
@@ -212,32 +225,67 @@ fn decode_seq(packets: Vec<QuorumPacket>) -> Result<Vec<ZabMessage>, ConvertErro
 
 #[test]
 fn malformed_snapshots_are_errors() {
+    let stale = wire::SnapChunk {
+        offset: 0,
+        data: Bytes::from_static(b"x"),
+        last: true,
+        fuzzy_through: 4,
+    };
     let cases: Vec<(&str, Vec<QuorumPacket>)> = vec![
         ("chunk without SNAP", vec![chunk(0, 4, true)]),
         (
             "wrong offset",
-            vec![snap(8), chunk(0, 4, false), chunk(5, 4, true)],
+            vec![snap(), chunk(0, 4, false), chunk(5, 4, true)],
         ),
-        ("gap at start", vec![snap(8), chunk(4, 4, true)]),
-        ("past the total", vec![snap(8), chunk(0, 9, true)]),
-        ("early last", vec![snap(8), chunk(0, 4, true)]),
-        ("missing last", vec![snap(8), chunk(0, 8, false)]),
-        ("oversize total", vec![snap(MAX_SNAPSHOT_BYTES + 1)]),
+        ("gap at start", vec![snap(), chunk(4, 4, true)]),
+        (
+            "oversize chunk",
+            vec![snap(), chunk(0, MAX_SNAP_CHUNK + 1, true)],
+        ),
+        ("fuzzy before the image", vec![snap(), stale.into()]),
         (
             "interrupted",
-            vec![snap(8), chunk(0, 4, false), wire::Ack { zxid: 1 }.into()],
+            vec![snap(), chunk(0, 4, false), wire::Ack { zxid: 1 }.into()],
         ),
-        ("SNAP inside SNAP", vec![snap(8), snap(8)]),
+        ("SNAP inside SNAP", vec![snap(), snap()]),
         (
             "chunk after a finished SNAP",
-            vec![snap(1), chunk(0, 1, true), chunk(1, 1, true)],
+            vec![snap(), chunk(0, 1, true), chunk(1, 1, true)],
         ),
     ];
     for (what, packets) in cases {
         assert!(decode_seq(packets).is_err(), "{what}");
     }
-    // The largest allowed total is accepted as a header.
-    assert_eq!(decode_seq(vec![snap(MAX_SNAPSHOT_BYTES)]), Ok(vec![]));
+    // Pieces come out as they arrive; the last one says how fuzzy the image is.
+    let out = decode_seq(vec![snap(), chunk(0, 4, false), chunk(4, 2, true)]).unwrap();
+    let pieces: Vec<_> = out
+        .iter()
+        .map(|i| match i {
+            Inbound::SnapChunk(p) => (p.zxid, p.offset, p.data.len(), p.fuzzy_through),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        pieces,
+        vec![(Zxid(5), 0, 4, None), (Zxid(5), 4, 2, Some(Zxid(7)))]
+    );
+}
+
+/// A peer streaming without end is cut off at the image size limit.
+#[test]
+fn a_snapshot_past_the_size_limit_is_an_error() {
+    let mut decoder = ZabDecoder::new();
+    decoder.decode(snap()).unwrap();
+    let data = Bytes::from(vec![0; MAX_SNAP_CHUNK]);
+    let chunks = MAX_SNAPSHOT_BYTES / MAX_SNAP_CHUNK as u64;
+    for i in 0..chunks {
+        let offset = i * MAX_SNAP_CHUNK as u64;
+        decoder
+            .decode(snap_chunk(offset, data.clone(), None))
+            .unwrap();
+    }
+    let past = snap_chunk(MAX_SNAPSHOT_BYTES, Bytes::from_static(b"!"), None);
+    assert!(decoder.decode(past).is_err());
 }
 
 #[test]

@@ -197,6 +197,11 @@ impl Outbox {
     /// closed, when what is already queued plus it exceeds `max_bytes`; a lone
     /// message may be larger (a snapshot), so the bound is on a peer that does
     /// not keep up, not on message size.
+    /// Bytes queued and not yet taken by the writer.
+    pub(super) fn queued_bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
     pub(super) fn push(&self, frames: Bytes, max_bytes: usize) -> Push {
         let mut inner = self.lock();
         if inner.closed.is_some() {

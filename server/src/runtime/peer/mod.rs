@@ -34,6 +34,8 @@ mod tests;
 use crate::config::ServerSpec;
 use crate::core::election::{Notification, ServerId};
 use crate::core::zab::ZabMessage;
+use bytes::Bytes;
+use convert::SnapPiece;
 use link::Outbox;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -47,6 +49,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use zkd_protocol::peer::election::MAX_ELECTION_PAYLOAD;
 use zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME;
 use zkd_protocol::peer::zab::MAX_SNAP_CHUNK;
+use zkd_protocol::Zxid;
 
 /// Connections on one port still in their handshake; more are closed at once.
 const MAX_PENDING_HANDSHAKES: usize = 16;
@@ -64,6 +67,8 @@ pub enum PeerEvent {
     Notification(Notification),
     /// A Zab message on the quorum link with `from`.
     Zab { from: ServerId, message: ZabMessage },
+    /// The next piece of the SNAP image `from` is streaming to us.
+    SnapChunk { from: ServerId, piece: SnapPiece },
     /// The quorum link with `peer` closed (after every message it delivered).
     ZabClosed { peer: ServerId },
 }
@@ -220,6 +225,29 @@ impl PeerNetwork {
     /// message is dropped (the Zab core learns through `ZabClosed` and timeouts).
     pub fn send_zab(&mut self, to: ServerId, message: ZabMessage) {
         quorum_link::send(&self.shared, to, message);
+    }
+
+    /// Starts a SNAP of the image as of `zxid` to `to`; chunks follow.
+    pub fn send_snap_start(&mut self, to: ServerId, zxid: Zxid) {
+        quorum_link::send_packets(&self.shared, to, &[convert::snap_start(zxid)]);
+    }
+
+    /// The next chunk of the SNAP to `to`; the last carries `fuzzy_through`.
+    pub fn send_snap_chunk(
+        &mut self,
+        to: ServerId,
+        offset: u64,
+        data: Bytes,
+        fuzzy_through: Option<Zxid>,
+    ) {
+        let packet = convert::snap_chunk(offset, data, fuzzy_through);
+        quorum_link::send_packets(&self.shared, to, &[packet]);
+    }
+
+    /// Bytes queued for `to` and not yet written (a SNAP streams only as
+    /// fast as the follower reads); None when there is no link.
+    pub fn queued_bytes(&self, to: ServerId) -> Option<usize> {
+        quorum_link::queued_bytes(&self.shared, to)
     }
 
     /// Closes the quorum link with `peer`, if any, without a `ZabClosed` event.

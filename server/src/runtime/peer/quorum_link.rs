@@ -13,7 +13,7 @@
 //! `close_zab`, `close_all_zab`, `connect_zab` or a newer link from the same
 //! sid has replaced it, nothing more comes from it, not even `ZabClosed`.
 
-use super::convert::{encode_zab, follower_info_sid, ZabDecoder};
+use super::convert::{encode_zab, follower_info_sid, Inbound, ZabDecoder};
 use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkEnd, Outbox, Push};
 use super::{LinkTask, PeerEvent, QuorumLink, Shared, State};
 use crate::core::election::ServerId;
@@ -64,14 +64,27 @@ fn register(
 
 /// Queues `message` on the link with `to`, if there is one.
 pub(super) fn send(shared: &Arc<Shared>, to: ServerId, message: ZabMessage) {
+    send_packets(shared, to, &encode_zab(shared.me, message));
+}
+
+/// Bytes queued on the link with `to` and not yet written; None without a link.
+pub(super) fn queued_bytes(shared: &Shared, to: ServerId) -> Option<usize> {
+    shared
+        .lock()
+        .quorum
+        .get(&to)
+        .map(|l| l.outbox.queued_bytes())
+}
+
+/// Queues `packets` (one message) on the link with `to`, if there is one.
+pub(super) fn send_packets(shared: &Arc<Shared>, to: ServerId, packets: &[QuorumPacket]) {
     let outbox = shared.lock().quorum.get(&to).map(|l| l.outbox.clone());
     let Some(outbox) = outbox else {
         tracing::debug!("no quorum link with {to}; message dropped");
         return;
     };
-    let packets = encode_zab(shared.me, message);
     let mut codec = PeerCodec::<QuorumPacket>::with_max_frame(shared.settings.max_frame);
-    let frames = match encode_frames(&mut codec, &packets) {
+    let frames = match encode_frames(&mut codec, packets) {
         Ok(frames) => frames,
         Err(e) => {
             tracing::warn!("quorum link with {to}: cannot encode a message ({e}); closing");
@@ -116,8 +129,8 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
     }
     let mut decoder = ZabDecoder::new();
     let message = match decoder.decode(packet) {
-        Ok(Some(message)) => message,
-        Ok(None) => return,
+        Ok(Some(Inbound::Message(message))) => message,
+        Ok(_) => return,
         Err(e) => {
             tracing::warn!("quorum link from {sid} ({remote}): {e}; closing");
             return;
@@ -243,8 +256,12 @@ async fn read_loop(
             Ok(None) => return LinkEnd::Eof,
             Err(end) => return end,
         };
-        let message = match decoder.decode(packet) {
-            Ok(Some(message)) => message,
+        let event = match decoder.decode(packet) {
+            Ok(Some(Inbound::Message(message))) => PeerEvent::Zab {
+                from: peer,
+                message,
+            },
+            Ok(Some(Inbound::SnapChunk(piece))) => PeerEvent::SnapChunk { from: peer, piece },
             Ok(None) => continue,
             Err(e) => return LinkEnd::Protocol(e.0),
         };
@@ -255,10 +272,7 @@ async fn read_loop(
         if !is_current(&state, peer, generation) {
             return LinkEnd::Superseded;
         }
-        permit.send(PeerEvent::Zab {
-            from: peer,
-            message,
-        });
+        permit.send(event);
     }
 }
 

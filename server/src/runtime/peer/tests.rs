@@ -300,21 +300,39 @@ async fn follower_and_leader_see_each_others_messages_in_order() {
 }
 
 #[tokio::test]
-async fn a_three_mib_snapshot_reassembles() {
+async fn a_three_mib_snapshot_streams_in_pieces() {
     timeout(TEST_TIMEOUT, async {
         let mut m = ensemble(&[1, 2], &[], settings()).await;
         let (f, l) = m.split_at_mut(1);
         let (f, l) = (&mut f[0], &mut l[0]);
         link(f, l, 1, 2).await;
-        let image = Bytes::from((0..3 << 20).map(|i| (i % 253) as u8).collect::<Vec<u8>>());
-        let snap = ZabMessage::Snap {
-            zxid: Zxid::new(2, 40),
-            image,
-        };
-        l.net.send_zab(ServerId(1), snap.clone());
+        let image: Vec<u8> = (0..3 << 20).map(|i| (i % 253) as u8).collect();
+        let (zxid, fuzzy) = (Zxid::new(2, 40), Zxid::new(2, 45));
+        l.net.send_snap_start(ServerId(1), zxid);
+        let parts: Vec<&[u8]> = image.chunks(MAX_SNAP_CHUNK).collect();
+        for (i, part) in parts.iter().enumerate() {
+            let last = (i + 1 == parts.len()).then_some(fuzzy);
+            let offset = (i * MAX_SNAP_CHUNK) as u64;
+            l.net
+                .send_snap_chunk(ServerId(1), offset, Bytes::copy_from_slice(part), last);
+        }
+        assert!(l.net.queued_bytes(ServerId(1)).is_some());
         l.net
             .send_zab(ServerId(1), ZabMessage::NewLeader { epoch: 3 });
-        assert_eq!(next_zab(f).await, (ServerId(2), snap));
+        let mut received = Vec::new();
+        loop {
+            let PeerEvent::SnapChunk { from, piece } = next_event(f).await else {
+                panic!("pieces of the image come first");
+            };
+            assert_eq!((from, piece.zxid), (ServerId(2), zxid));
+            assert_eq!(piece.offset, received.len() as u64);
+            received.extend_from_slice(&piece.data);
+            if let Some(f) = piece.fuzzy_through {
+                assert_eq!(f, fuzzy);
+                break;
+            }
+        }
+        assert!(received == image, "the image arrives intact");
         assert_eq!(next_zab(f).await.1, ZabMessage::NewLeader { epoch: 3 });
     })
     .await

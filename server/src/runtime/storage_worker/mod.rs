@@ -25,6 +25,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
+use zkd_storage::snapshot::SnapshotSlot;
 use zkd_storage::{StorageError, Store, Txn};
 
 /// Work for the storage thread, carried out in submission order.
@@ -43,9 +44,15 @@ pub enum StorageJob {
     SetAcceptedEpoch(u32),
     /// Records currentEpoch, durably, after every job before it.
     SetCurrentEpoch(u32),
+    /// A piece of a SNAP streaming in, written to the staging slot (chunk 0
+    /// empties it first). Not durable by itself: the install copies it.
+    StageSnapshotChunk { index: u32, data: bytes::Bytes },
     /// A follower's SNAP: the history becomes this image, as of `zxid`
     /// (`zkd_storage::store::install_snapshot`). Durable before any later job runs.
-    InstallSnapshot { zxid: Zxid, image: bytes::Bytes },
+    InstallSnapshot {
+        zxid: Zxid,
+        image: zkd_storage::store::SnapshotSource,
+    },
     /// Reports `Reached(token)` once every job before it is durable (local
     /// snapshots excepted, see the module doc).
     Barrier(u64),
@@ -174,6 +181,13 @@ impl<S: Store> Worker<S> {
                 self.settle_snapshots()?;
                 zkd_storage::store::truncate_history(&mut self.storage, zxid)?;
                 tracing::info!(%zxid, "log truncated");
+            }
+            StorageJob::StageSnapshotChunk { index, data } => {
+                if index == 0 {
+                    self.storage.remove_snapshot(SnapshotSlot::Staging)?;
+                }
+                self.storage
+                    .put_snapshot_chunk(SnapshotSlot::Staging, index, &data)?;
             }
             StorageJob::InstallSnapshot { zxid, image } => {
                 self.settle_snapshots()?;

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use zkd_protocol::records::{ErrorTxn, TxnHeader};
+use zkd_storage::snapshot::{SnapshotSeal, SnapshotSlot};
+use zkd_storage::store::SnapshotSource;
 use zkd_storage::{DataTree, EpochStore, MemStorage, SnapshotStore, StorageError, TxnBody, TxnLog};
 
 type Result<T> = std::result::Result<T, StorageError>;
@@ -66,13 +68,32 @@ impl TxnLog for Recorder {
 }
 
 impl SnapshotStore for Recorder {
+    fn put_snapshot_chunk(&mut self, slot: SnapshotSlot, index: u32, data: &[u8]) -> Result<()> {
+        self.inner.put_snapshot_chunk(slot, index, data)
+    }
+    fn snapshot_chunk(&self, slot: SnapshotSlot, index: u32) -> Result<Option<Bytes>> {
+        self.inner.snapshot_chunk(slot, index)
+    }
+    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
+        self.inner.put_snapshot_seal(zxid, seal)
+    }
+    fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>> {
+        self.inner.snapshot_seals()
+    }
+    fn snapshot_zxids(&self) -> Result<Vec<Zxid>> {
+        self.inner.snapshot_zxids()
+    }
+    fn remove_snapshot(&mut self, slot: SnapshotSlot) -> Result<()> {
+        self.inner.remove_snapshot(slot)
+    }
+    fn sync_snapshots(&mut self) -> Result<()> {
+        self.inner.sync_snapshots()
+    }
+    // The whole operations are recorded, as the worker calls them.
     fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
         std::thread::sleep(self.snapshot_delay);
         self.record(format!("snapshot {}", zxid.0));
         self.inner.save_snapshot(zxid, image)
-    }
-    fn latest_snapshot_at_or_before(&self, zxid: Zxid) -> Result<Option<(Zxid, Bytes)>> {
-        self.inner.latest_snapshot_at_or_before(zxid)
     }
     fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<()> {
         self.record(format!("delete snapshots after {}", zxid.0));
@@ -276,7 +297,7 @@ fn an_installed_snapshot_replaces_the_history_before_later_jobs() {
             persist(2),
             StorageJob::InstallSnapshot {
                 zxid: Zxid(10),
-                image: leader.to_image(),
+                image: SnapshotSource::Whole(leader.to_image()),
             },
             persist(11),
             StorageJob::Barrier(1),
@@ -291,7 +312,7 @@ fn an_installed_snapshot_replaces_the_history_before_later_jobs() {
     let mut disk = storage.inner.power_cut_copy();
     assert_eq!(disk.purged_through().unwrap(), Some(Zxid(10)));
     assert_eq!(
-        disk.latest_snapshot().unwrap().map(|(z, _)| z),
+        disk.latest_snapshot().unwrap().map(|s| s.zxid),
         Some(Zxid(10))
     );
     let log: Vec<_> = disk
