@@ -304,6 +304,15 @@ impl ZkdProcess {
         }
     }
 
+    /// Deletes everything the server stored (its myid stays): a member
+    /// whose disk was replaced. Only while it is stopped.
+    pub fn wipe_data(&self) {
+        let stored = self.dir.path().join("data").join("version-2");
+        if stored.exists() {
+            std::fs::remove_dir_all(&stored).expect("wipe the data dir");
+        }
+    }
+
     /// Starts the server again on the same port and data directory.
     pub fn restart(&mut self) {
         self.kill9();

@@ -143,23 +143,24 @@ impl TxnLog for StalledStorage {
 }
 
 impl SnapshotStore for StalledStorage {
-    fn put_snapshot_chunk(
-        &mut self,
-        slot: SnapshotSlot,
-        index: u32,
-        data: &[u8],
-    ) -> Result<(), StorageError> {
-        self.inner.put_snapshot_chunk(slot, index, data)
+    fn append_snapshot(&mut self, slot: SnapshotSlot, piece: &[u8]) -> Result<(), StorageError> {
+        self.inner.append_snapshot(slot, piece)
     }
-    fn snapshot_chunk(
+    fn read_snapshot_at(
         &self,
         slot: SnapshotSlot,
-        index: u32,
-    ) -> Result<Option<Bytes>, StorageError> {
-        self.inner.snapshot_chunk(slot, index)
+        offset: u64,
+        max: usize,
+    ) -> Result<Bytes, StorageError> {
+        self.inner.read_snapshot_at(slot, offset, max)
     }
-    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<(), StorageError> {
-        self.inner.put_snapshot_seal(zxid, seal)
+    fn seal_snapshot(
+        &mut self,
+        slot: SnapshotSlot,
+        zxid: Zxid,
+        seal: SnapshotSeal,
+    ) -> Result<(), StorageError> {
+        self.inner.seal_snapshot(slot, zxid, seal)
     }
     fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>, StorageError> {
         self.inner.snapshot_seals()

@@ -1,7 +1,7 @@
 //! One conformance suite for every storage implementation: what a restart
 //! after a crash must still hold, and what each trait method promises.
 
-use crate::snapshot::{read_whole, SnapshotSeal, SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK};
+use crate::snapshot::{read_snapshot, read_whole, SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK};
 use crate::store::SnapshotSource;
 use crate::{EpochStore, SnapshotStore, TxnLog};
 use bytes::Bytes;
@@ -18,6 +18,8 @@ pub trait Harness {
     /// Whether `crash_and_reopen` drops unsynced appends (a power cut) or
     /// may keep them (a process restart).
     fn crash_loses_unsynced(&self) -> bool;
+    /// Flips the byte at `at` of the sealed snapshot at `zxid` (disk rot).
+    fn damage_snapshot(&mut self, store: &mut Self::Store, zxid: Zxid, at: u64);
 }
 
 fn b(s: &str) -> Bytes {
@@ -51,9 +53,9 @@ pub fn run_all(h: &mut impl Harness) {
     truncate_history_drops_later_snapshots(h);
     truncate_history_refuses_a_cut_it_could_not_rebuild(h);
     install_snapshot_replaces_the_history(h);
-    large_snapshots_are_chunked_and_verified(h);
-    incomplete_snapshots_are_invisible_and_purged(h);
-    staged_snapshot_installs_chunk_by_chunk(h);
+    large_snapshots_stream_and_are_verified(h);
+    unsealed_snapshots_are_invisible_and_purged(h);
+    staged_snapshot_installs_piece_by_piece(h);
 }
 
 fn synced_appends_survive_a_crash(h: &mut impl Harness) {
@@ -400,6 +402,75 @@ fn install_snapshot_replaces_the_history(h: &mut impl Harness) {
     assert_eq!(s.last_zxid().unwrap(), None);
 }
 
+fn large_snapshots_stream_and_are_verified<H: Harness>(h: &mut H) {
+    let mut s = h.open();
+    let big = big_image(2 * SNAPSHOT_CHUNK + 12_345, 7);
+    s.save_snapshot(Zxid(5), b("small5")).unwrap();
+    s.save_snapshot(Zxid(9), big.clone()).unwrap();
+    let mut s = h.crash_and_reopen(s);
+    let found = s.latest_snapshot().unwrap().unwrap();
+    assert_eq!(found.seal.len, big.len() as u64);
+    let pieces: Vec<usize> = read_snapshot(&s, SnapshotSlot::Saved(Zxid(9)), found.seal)
+        .map(|p| p.unwrap().len())
+        .collect();
+    assert_eq!(pieces, vec![SNAPSHOT_CHUNK, SNAPSHOT_CHUNK, 12_345]);
+    assert_eq!(latest(&s), Some((Zxid(9), big)));
+    // A damaged image: the snapshot is skipped for the older one.
+    h.damage_snapshot(&mut s, Zxid(9), SNAPSHOT_CHUNK as u64 + 3);
+    assert_eq!(latest(&s), Some((Zxid(5), b("small5"))));
+}
+
+fn unsealed_snapshots_are_invisible_and_purged<H: Harness>(h: &mut H) {
+    let mut s = h.open();
+    for z in [10, 20, 30] {
+        s.save_snapshot(Zxid(z), b(&format!("img{z}"))).unwrap();
+    }
+    // Images never sealed: saves cut short.
+    s.append_snapshot(SnapshotSlot::Saved(Zxid(5)), b"torn5")
+        .unwrap();
+    s.append_snapshot(SnapshotSlot::Saved(Zxid(40)), b"torn40")
+        .unwrap();
+    assert_eq!(latest(&s), Some((Zxid(30), b("img30"))));
+    assert_eq!(s.purge_snapshots(2).unwrap(), Some(Zxid(20)));
+    // Older than every snapshot kept: gone; newer: left for a later purge.
+    assert_eq!(
+        s.snapshot_zxids().unwrap(),
+        vec![Zxid(20), Zxid(30), Zxid(40)]
+    );
+    s.delete_snapshots_after(Zxid(30)).unwrap();
+    let s = h.crash_and_reopen(s);
+    assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(20), Zxid(30)]);
+}
+
+fn staged_snapshot_installs_piece_by_piece<H: Harness>(h: &mut H) {
+    let mut s = logged(h, 10);
+    s.save_snapshot(Zxid(8), b("img8")).unwrap();
+    let image = big_image(SNAPSHOT_CHUNK + 777, 9);
+    let mut writer = SnapshotWriter::new(&mut s, SnapshotSlot::Staging).unwrap();
+    for piece in image.chunks(SNAPSHOT_CHUNK / 2) {
+        writer.write(&mut s, piece).unwrap();
+    }
+    let seal = writer.seal_so_far();
+    // A seal that does not match what was staged changes nothing.
+    let mut wrong = seal;
+    wrong.checksum ^= 1;
+    let refused = crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Staged(wrong));
+    assert!(
+        matches!(refused, Err(crate::StorageError::Corrupt(_))),
+        "{refused:?}"
+    );
+    assert_eq!(zxids(&s), (1..=10).map(Zxid).collect::<Vec<_>>());
+    assert_eq!(latest(&s), Some((Zxid(8), b("img8"))));
+    crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Staged(seal)).unwrap();
+    let s = h.crash_and_reopen(s);
+    assert_eq!(latest(&s), Some((Zxid(6), image)));
+    assert_eq!(s.last_zxid().unwrap(), None);
+    assert_eq!(s.purged_through().unwrap(), Some(Zxid(6)));
+    // The staging slot is empty once installed.
+    let staged = s.read_snapshot_at(SnapshotSlot::Staging, 0, 16).unwrap();
+    assert!(staged.is_empty());
+}
+
 fn at(s: &impl SnapshotStore, zxid: i64) -> Option<(Zxid, Bytes)> {
     let found = s.latest_snapshot_at_or_before(Zxid(zxid)).unwrap()?;
     let image = read_whole(s, SnapshotSlot::Saved(found.zxid), found.seal).unwrap();
@@ -413,84 +484,6 @@ fn latest(s: &impl SnapshotStore) -> Option<(Zxid, Bytes)> {
 /// An image of `len` bytes that differs at every position from its shifts.
 fn big_image(len: usize, salt: u8) -> Bytes {
     (0..len).map(|i| (i * 31 % 251) as u8 ^ salt).collect()
-}
-
-fn large_snapshots_are_chunked_and_verified(h: &mut impl Harness) {
-    let mut s = h.open();
-    let big = big_image(2 * SNAPSHOT_CHUNK + 12_345, 7);
-    s.save_snapshot(Zxid(5), b("small5")).unwrap();
-    s.save_snapshot(Zxid(9), big.clone()).unwrap();
-    let mut s = h.crash_and_reopen(s);
-    let found = s.latest_snapshot().unwrap().unwrap();
-    assert_eq!(found.seal.chunks, 3);
-    assert_eq!(found.seal.len, big.len() as u64);
-    assert_eq!(latest(&s), Some((Zxid(9), big)));
-    // A damaged chunk: the snapshot is skipped for the older one.
-    s.put_snapshot_chunk(SnapshotSlot::Saved(Zxid(9)), 1, b"rot")
-        .unwrap();
-    assert_eq!(latest(&s), Some((Zxid(5), b("small5"))));
-    // A missing chunk too.
-    s.save_snapshot(Zxid(12), big_image(SNAPSHOT_CHUNK + 1, 3))
-        .unwrap();
-    s.remove_snapshot(SnapshotSlot::Saved(Zxid(12))).unwrap();
-    let seal = SnapshotSeal {
-        chunks: 2,
-        len: SNAPSHOT_CHUNK as u64 + 1,
-        checksum: 0,
-    };
-    s.put_snapshot_seal(Zxid(12), seal).unwrap();
-    assert_eq!(latest(&s), Some((Zxid(5), b("small5"))));
-}
-
-fn incomplete_snapshots_are_invisible_and_purged(h: &mut impl Harness) {
-    let mut s = h.open();
-    for z in [10, 20, 30] {
-        s.save_snapshot(Zxid(z), b(&format!("img{z}"))).unwrap();
-    }
-    // Chunks without a seal: a save cut short by a crash.
-    s.put_snapshot_chunk(SnapshotSlot::Saved(Zxid(5)), 0, b"torn5")
-        .unwrap();
-    s.put_snapshot_chunk(SnapshotSlot::Saved(Zxid(40)), 0, b"torn40")
-        .unwrap();
-    s.sync_snapshots().unwrap();
-    let mut s = h.crash_and_reopen(s);
-    assert_eq!(latest(&s), Some((Zxid(30), b("img30"))));
-    assert_eq!(s.purge_snapshots(2).unwrap(), Some(Zxid(20)));
-    // Older than every snapshot kept: gone; newer: kept for a later purge.
-    assert_eq!(
-        s.snapshot_zxids().unwrap(),
-        vec![Zxid(20), Zxid(30), Zxid(40)]
-    );
-    s.delete_snapshots_after(Zxid(30)).unwrap();
-    let s = h.crash_and_reopen(s);
-    assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(20), Zxid(30)]);
-}
-
-fn staged_snapshot_installs_chunk_by_chunk(h: &mut impl Harness) {
-    let mut s = logged(h, 10);
-    s.save_snapshot(Zxid(8), b("img8")).unwrap();
-    let image = big_image(SNAPSHOT_CHUNK + 777, 9);
-    let mut writer = SnapshotWriter::new(SnapshotSlot::Staging);
-    for piece in image.chunks(SNAPSHOT_CHUNK / 2) {
-        writer.write(&mut s, piece).unwrap();
-    }
-    // A seal that does not match what was staged changes nothing.
-    let mut wrong = writer.seal();
-    wrong.checksum ^= 1;
-    let refused = crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Staged(wrong));
-    assert!(
-        matches!(refused, Err(crate::StorageError::Corrupt(_))),
-        "{refused:?}"
-    );
-    assert_eq!(zxids(&s), (1..=10).map(Zxid).collect::<Vec<_>>());
-    assert_eq!(latest(&s), Some((Zxid(8), b("img8"))));
-    crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Staged(writer.seal())).unwrap();
-    let s = h.crash_and_reopen(s);
-    assert_eq!(latest(&s), Some((Zxid(6), image)));
-    assert_eq!(s.last_zxid().unwrap(), None);
-    assert_eq!(s.purged_through().unwrap(), Some(Zxid(6)));
-    // The staging area is emptied once installed.
-    assert_eq!(s.snapshot_chunk(SnapshotSlot::Staging, 0).unwrap(), None);
 }
 
 fn epochs_survive_a_crash(h: &mut impl Harness) {
@@ -528,6 +521,9 @@ mod tests {
         fn crash_loses_unsynced(&self) -> bool {
             true
         }
+        fn damage_snapshot(&mut self, store: &mut MemStorage, zxid: Zxid, at: u64) {
+            store.damage_snapshot(zxid, at as usize);
+        }
     }
 
     struct Sled {
@@ -552,6 +548,9 @@ mod tests {
         }
         fn crash_loses_unsynced(&self) -> bool {
             false
+        }
+        fn damage_snapshot(&mut self, store: &mut SledStorage, zxid: Zxid, at: u64) {
+            store.damage_snapshot(zxid, at);
         }
     }
 

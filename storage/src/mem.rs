@@ -1,7 +1,7 @@
 //! `MemStorage`: the three storage traits in memory, with a crash model for
 //! simulation: anything appended but not synced is lost by [`MemStorage::crash`].
-//! Everything else (truncations, resets, purge marks, snapshot chunks and
-//! seals, epochs) is durable as soon as the call returns, which every trait
+//! Everything else (truncations, resets, purge marks, sealed snapshots,
+//! epochs) is durable as soon as the call returns, which every trait
 //! allows: it is the strongest of its promises.
 
 use crate::epoch_store::EpochStore;
@@ -17,11 +17,9 @@ use zkd_protocol::Zxid;
 struct Disk {
     synced: BTreeMap<Zxid, Bytes>,
     unsynced: BTreeMap<Zxid, Bytes>,
-    /// Chunks of saved snapshots by (zxid, index), and their seals.
-    snapshot_chunks: BTreeMap<(Zxid, u32), Bytes>,
-    seals: BTreeMap<Zxid, SnapshotSeal>,
-    /// Chunks of the SNAP being received.
-    staging: BTreeMap<u32, Bytes>,
+    /// Sealed snapshots, and images still being written by slot.
+    snapshots: BTreeMap<Zxid, (Vec<u8>, SnapshotSeal)>,
+    unsealed: BTreeMap<SnapshotSlot, Vec<u8>>,
     /// The log's purge mark (durable, as the snapshots that justify it).
     purged_through: Option<Zxid>,
     accepted_epoch: u32,
@@ -41,9 +39,12 @@ impl MemStorage {
         MemStorage::default()
     }
 
-    /// Simulates power loss: every append not yet covered by `sync` is gone.
+    /// Simulates power loss: every append not yet covered by `sync` is gone,
+    /// and so is every snapshot image not yet sealed.
     pub fn crash(&self) {
-        self.disk().unsynced.clear();
+        let mut disk = self.disk();
+        disk.unsynced.clear();
+        disk.unsealed.clear();
     }
 
     /// What a power cut at this instant leaves, as a separate disk: the synced
@@ -53,6 +54,7 @@ impl MemStorage {
     pub fn power_cut_copy(&self) -> MemStorage {
         let mut disk = self.disk().clone();
         disk.unsynced.clear();
+        disk.unsealed.clear();
         MemStorage {
             disk: Arc::new(Mutex::new(disk)),
         }
@@ -159,37 +161,50 @@ impl TxnLog for MemStorage {
 }
 
 impl SnapshotStore for MemStorage {
-    fn put_snapshot_chunk(&mut self, slot: SnapshotSlot, index: u32, data: &[u8]) -> Result<()> {
-        let data = Bytes::copy_from_slice(data);
+    fn append_snapshot(&mut self, slot: SnapshotSlot, piece: &[u8]) -> Result<()> {
         let mut disk = self.disk();
-        match slot {
-            SnapshotSlot::Saved(zxid) => disk.snapshot_chunks.insert((zxid, index), data),
-            SnapshotSlot::Staging => disk.staging.insert(index, data),
-        };
+        disk.unsealed
+            .entry(slot)
+            .or_default()
+            .extend_from_slice(piece);
         Ok(())
     }
 
-    fn snapshot_chunk(&self, slot: SnapshotSlot, index: u32) -> Result<Option<Bytes>> {
+    fn read_snapshot_at(&self, slot: SnapshotSlot, offset: u64, max: usize) -> Result<Bytes> {
         let disk = self.disk();
-        Ok(match slot {
-            SnapshotSlot::Saved(zxid) => disk.snapshot_chunks.get(&(zxid, index)).cloned(),
-            SnapshotSlot::Staging => disk.staging.get(&index).cloned(),
-        })
+        let image = match slot {
+            SnapshotSlot::Saved(zxid) => disk.snapshots.get(&zxid).map(|(image, _)| image),
+            SnapshotSlot::Staging => disk.unsealed.get(&slot),
+        };
+        let image = image.map_or(&[][..], |i| &i[..]);
+        let start = (offset as usize).min(image.len());
+        let end = start.saturating_add(max).min(image.len());
+        Ok(Bytes::copy_from_slice(&image[start..end]))
     }
 
-    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
-        self.disk().seals.insert(zxid, seal);
+    fn seal_snapshot(&mut self, slot: SnapshotSlot, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
+        let mut disk = self.disk();
+        let image = disk.unsealed.remove(&slot).unwrap_or_default();
+        disk.snapshots.insert(zxid, (image, seal));
         Ok(())
     }
 
     fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>> {
-        Ok(self.disk().seals.iter().map(|(z, s)| (*z, *s)).collect())
+        Ok(self
+            .disk()
+            .snapshots
+            .iter()
+            .map(|(z, (_, seal))| (*z, *seal))
+            .collect())
     }
 
     fn snapshot_zxids(&self) -> Result<Vec<Zxid>> {
         let disk = self.disk();
-        let mut zxids: Vec<Zxid> = disk.seals.keys().copied().collect();
-        zxids.extend(disk.snapshot_chunks.keys().map(|(z, _)| *z));
+        let mut zxids: Vec<Zxid> = disk.snapshots.keys().copied().collect();
+        zxids.extend(disk.unsealed.keys().filter_map(|slot| match slot {
+            SnapshotSlot::Saved(z) => Some(*z),
+            SnapshotSlot::Staging => None,
+        }));
         zxids.sort();
         zxids.dedup();
         Ok(zxids)
@@ -197,18 +212,25 @@ impl SnapshotStore for MemStorage {
 
     fn remove_snapshot(&mut self, slot: SnapshotSlot) -> Result<()> {
         let mut disk = self.disk();
-        match slot {
-            SnapshotSlot::Saved(zxid) => {
-                disk.seals.remove(&zxid);
-                disk.snapshot_chunks.retain(|(z, _), _| *z != zxid);
-            }
-            SnapshotSlot::Staging => disk.staging.clear(),
+        disk.unsealed.remove(&slot);
+        if let SnapshotSlot::Saved(zxid) = slot {
+            disk.snapshots.remove(&zxid);
         }
         Ok(())
     }
 
     fn sync_snapshots(&mut self) -> Result<()> {
         Ok(())
+    }
+}
+
+/// Damages the sealed snapshot at `zxid` (tests of the checks on load).
+#[cfg(test)]
+impl MemStorage {
+    pub(crate) fn damage_snapshot(&self, zxid: Zxid, at: usize) {
+        if let Some((image, _)) = self.disk().snapshots.get_mut(&zxid) {
+            image[at] ^= 0xff;
+        }
     }
 }
 

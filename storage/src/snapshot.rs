@@ -1,12 +1,13 @@
-//! Serialized DataTree images, named by the zxid they include, stored and
-//! read as chunks of at most [`SNAPSHOT_CHUNK`] bytes: an image is never
-//! needed whole in memory to be saved, sent, received or loaded.
+//! Serialized DataTree images, named by the zxid they include, written and
+//! read as a stream of pieces: an image is never needed whole in memory to
+//! be saved, sent, received or loaded.
 //!
-//! A snapshot is its chunks plus a [`SnapshotSeal`] (count, length and an
-//! FNV-1a checksum over the image), written last: chunks without a seal are
-//! an incomplete snapshot, invisible to readers. The one [`SnapshotSlot::Staging`]
-//! area holds a SNAP as it streams in from the leader, so the member's own
-//! snapshots stay intact until the whole image arrived and is installed.
+//! A snapshot is written to a slot and then sealed with its
+//! [`SnapshotSeal`] (length and FNV-1a checksum of the image). Until sealed
+//! it is invisible to readers, so a save cut short by a crash is ignored
+//! (and purged later). The [`SnapshotSlot::Staging`] slot holds a SNAP as it
+//! streams in from the leader; sealing it makes it the saved snapshot at its
+//! zxid without a copy, and the member's own snapshots stay intact until then.
 //!
 //! Snapshots are *fuzzy* (see `data_tree::image`): the one named `Z` may
 //! also hold the effects of txns applied after `Z` while it was written.
@@ -16,24 +17,22 @@ use crate::error::{Result, StorageError};
 use bytes::Bytes;
 use zkd_protocol::Zxid;
 
-/// The largest chunk [`SnapshotStore::save_snapshot`] writes (1 MiB), the
-/// same as a SNAP's chunks on the wire.
+/// The largest piece written or read at once (1 MiB), as a SNAP's chunks
+/// on the wire.
 pub const SNAPSHOT_CHUNK: usize = 1 << 20;
 
-/// Where a snapshot's chunks live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where an unsealed snapshot is being written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SnapshotSlot {
-    /// A snapshot of this member's, named by its zxid.
+    /// A snapshot of this member's, to be named by its zxid.
     Saved(Zxid),
     /// A SNAP being received from the leader (one at a time).
     Staging,
 }
 
-/// What a complete snapshot's chunks add up to.
+/// What a complete image adds up to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotSeal {
-    /// Chunks, numbered from 0.
-    pub chunks: u32,
     /// Bytes of the image.
     pub len: u64,
     /// FNV-1a of the image.
@@ -41,24 +40,22 @@ pub struct SnapshotSeal {
 }
 
 impl SnapshotSeal {
-    /// The seal of an empty image, to [`add`](Self::add) chunks to.
+    /// The seal of an empty image, to [`add`](Self::add) pieces to.
     pub fn empty() -> SnapshotSeal {
         SnapshotSeal {
-            chunks: 0,
             len: 0,
             checksum: FNV_OFFSET,
         }
     }
 
-    /// Accounts for the image's next chunk.
-    pub fn add(&mut self, chunk: &[u8]) {
-        self.chunks += 1;
-        self.len += chunk.len() as u64;
-        self.checksum = fnv1a(self.checksum, chunk);
+    /// Accounts for the image's next piece.
+    pub fn add(&mut self, piece: &[u8]) {
+        self.len += piece.len() as u64;
+        self.checksum = fnv1a(self.checksum, piece);
     }
 }
 
-/// A sealed snapshot whose chunks verified when it was found.
+/// A sealed snapshot whose image verified when it was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotRef {
     /// The zxid the snapshot is named by.
@@ -67,59 +64,54 @@ pub struct SnapshotRef {
     pub seal: SnapshotSeal,
 }
 
-/// A store of snapshots. Implementations provide the chunk and seal
-/// primitives; everything a caller uses is built on them here.
+/// A store of snapshots. Implementations provide the primitives; everything
+/// a caller uses is built on them here.
 pub trait SnapshotStore {
-    /// Writes chunk `index` of `slot`, replacing one there. Not durable until
-    /// [`SnapshotStore::sync_snapshots`].
-    fn put_snapshot_chunk(&mut self, slot: SnapshotSlot, index: u32, data: &[u8]) -> Result<()>;
+    /// Appends to the unsealed image in `slot`. Not durable until sealed.
+    fn append_snapshot(&mut self, slot: SnapshotSlot, piece: &[u8]) -> Result<()>;
 
-    /// Chunk `index` of `slot`, if written.
-    fn snapshot_chunk(&self, slot: SnapshotSlot, index: u32) -> Result<Option<Bytes>>;
+    /// Up to `max` bytes from `offset` of the image in `slot`: a saved one
+    /// only once sealed, the staged one as written so far. Empty past the end.
+    fn read_snapshot_at(&self, slot: SnapshotSlot, offset: u64, max: usize) -> Result<Bytes>;
 
-    /// Records the seal of the snapshot at `zxid`. Not durable until synced.
-    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<()>;
+    /// Seals the image in `slot` as the snapshot at `zxid` (a staged image
+    /// moves there), replacing one already there. **Durable on return.**
+    fn seal_snapshot(&mut self, slot: SnapshotSlot, zxid: Zxid, seal: SnapshotSeal) -> Result<()>;
 
     /// Every sealed snapshot, oldest first.
     fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>>;
 
-    /// Every zxid with a seal or chunks (incomplete ones too), oldest first.
+    /// Every zxid with a sealed or unsealed saved snapshot, oldest first.
     fn snapshot_zxids(&self) -> Result<Vec<Zxid>>;
 
-    /// Removes the seal (first) and then the chunks of `slot`. Not durable
-    /// until synced.
+    /// Removes the image in `slot`, sealed or not. Not durable until synced.
     fn remove_snapshot(&mut self, slot: SnapshotSlot) -> Result<()>;
 
-    /// Makes every snapshot write and removal so far durable.
+    /// Makes the removals so far durable.
     fn sync_snapshots(&mut self) -> Result<()>;
 
-    /// Stores the image of the tree as of `zxid`, in chunks. **Durable on return.**
+    /// Stores the image of the tree as of `zxid`. **Durable on return.**
     fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
         let slot = SnapshotSlot::Saved(zxid);
-        self.remove_snapshot(slot)?;
-        let mut writer = SnapshotWriter::new(slot);
-        for start in (0..image.len()).step_by(SNAPSHOT_CHUNK) {
-            let end = (start + SNAPSHOT_CHUNK).min(image.len());
-            writer.write(self, &image[start..end])?;
+        let mut writer = SnapshotWriter::new(self, slot)?;
+        for piece in image.chunks(SNAPSHOT_CHUNK) {
+            writer.write(self, piece)?;
         }
-        let seal = writer.seal();
-        self.put_snapshot_seal(zxid, seal)?;
-        self.sync_snapshots()
+        writer.seal(self, zxid)
     }
 
-    /// The newest sealed snapshot at or below `zxid` whose chunks verify,
+    /// The newest sealed snapshot at or below `zxid` whose image verifies,
     /// skipping damaged ones. Recovery asks for the newest one at or below
     /// the log's end, so a snapshot past a truncation is never loaded even
     /// if its deletion was cut short by a crash. Cost: reads the snapshot
-    /// once, a chunk at a time.
+    /// once, a piece at a time.
     fn latest_snapshot_at_or_before(&self, zxid: Zxid) -> Result<Option<SnapshotRef>> {
         for (at, seal) in self.snapshot_seals()?.into_iter().rev() {
             if at > zxid {
                 continue;
             }
-            let found = SnapshotRef { zxid: at, seal };
             match read_snapshot(self, SnapshotSlot::Saved(at), seal).try_for_each(|c| c.map(drop)) {
-                Ok(()) => return Ok(Some(found)),
+                Ok(()) => return Ok(Some(SnapshotRef { zxid: at, seal })),
                 Err(StorageError::Corrupt(e)) => {
                     tracing::warn!(zxid = %at, "skipping damaged snapshot: {e}")
                 }
@@ -129,12 +121,12 @@ pub trait SnapshotStore {
         Ok(None)
     }
 
-    /// The newest snapshot whose chunks verify, skipping damaged ones.
+    /// The newest snapshot whose image verifies, skipping damaged ones.
     fn latest_snapshot(&self) -> Result<Option<SnapshotRef>> {
         self.latest_snapshot_at_or_before(Zxid(i64::MAX))
     }
 
-    /// Deletes every snapshot with zxid greater than `zxid`, incomplete ones
+    /// Deletes every snapshot with zxid greater than `zxid`, unsealed ones
     /// too. **Durable on return.** A TRUNC to `zxid` does this after cutting
     /// the log: a snapshot holding txns past the cut must never be reloaded
     /// (ZOOKEEPER-1549).
@@ -148,7 +140,7 @@ pub trait SnapshotStore {
     }
 
     /// Keeps the newest `retain` sealed snapshots and deletes older ones
-    /// (and incomplete ones older than those). Returns the zxid of the oldest
+    /// (and unsealed ones older than those). Returns the zxid of the oldest
     /// snapshot kept, so the caller can purge the log up to it.
     fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>> {
         let seals = self.snapshot_seals()?;
@@ -166,7 +158,7 @@ pub trait SnapshotStore {
     }
 }
 
-/// Writes a snapshot's chunks in order and computes its seal as it goes.
+/// Writes an image to a slot piece by piece, computing its seal as it goes.
 #[derive(Debug)]
 pub struct SnapshotWriter {
     slot: SnapshotSlot,
@@ -174,40 +166,36 @@ pub struct SnapshotWriter {
 }
 
 impl SnapshotWriter {
-    /// A writer of `slot` from its first chunk on.
-    pub fn new(slot: SnapshotSlot) -> SnapshotWriter {
-        SnapshotWriter {
+    /// Starts `slot` afresh: whatever unsealed image it held is dropped.
+    pub fn new<S: SnapshotStore + ?Sized>(store: &mut S, slot: SnapshotSlot) -> Result<Self> {
+        store.remove_snapshot(slot)?;
+        Ok(SnapshotWriter {
             slot,
             seal: SnapshotSeal::empty(),
-        }
+        })
     }
 
-    /// Writes the next chunk (not durable).
-    pub fn write<S: SnapshotStore + ?Sized>(&mut self, store: &mut S, data: &[u8]) -> Result<()> {
-        store.put_snapshot_chunk(self.slot, self.seal.chunks, data)?;
-        self.seal.add(data);
+    /// Writes the next piece (not durable).
+    pub fn write<S: SnapshotStore + ?Sized>(&mut self, store: &mut S, piece: &[u8]) -> Result<()> {
+        store.append_snapshot(self.slot, piece)?;
+        self.seal.add(piece);
         Ok(())
     }
 
-    /// Bytes written so far.
-    pub fn len(&self) -> u64 {
-        self.seal.len
-    }
-
-    /// Whether nothing was written yet.
-    pub fn is_empty(&self) -> bool {
-        self.seal.chunks == 0
-    }
-
-    /// The seal of everything written.
-    pub fn seal(&self) -> SnapshotSeal {
+    /// The seal of everything written so far.
+    pub fn seal_so_far(&self) -> SnapshotSeal {
         self.seal
+    }
+
+    /// Seals the image as the snapshot at `zxid`. **Durable on return.**
+    pub fn seal<S: SnapshotStore + ?Sized>(self, store: &mut S, zxid: Zxid) -> Result<()> {
+        store.seal_snapshot(self.slot, zxid, self.seal)
     }
 }
 
-/// The chunks of a sealed snapshot in order, one read at a time. The last
-/// item is an error (`Corrupt`) if a chunk is missing or the length or
-/// checksum do not match the seal.
+/// The image in `slot` in pieces of at most [`SNAPSHOT_CHUNK`], one read at
+/// a time. The last item is an error (`Corrupt`) if the image is shorter or
+/// longer than `seal` says or its checksum does not match.
 pub fn read_snapshot<S: SnapshotStore + ?Sized>(
     store: &S,
     slot: SnapshotSlot,
@@ -219,31 +207,30 @@ pub fn read_snapshot<S: SnapshotStore + ?Sized>(
         if done {
             return None;
         }
-        let index = read.chunks;
-        if index == seal.chunks {
-            done = true;
-            return (read != seal).then(|| {
-                Err(StorageError::Corrupt(format!(
-                    "snapshot {slot:?}: read {read:?}, sealed as {seal:?}"
-                )))
-            });
-        }
-        let chunk = match store.snapshot_chunk(slot, index) {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => {
-                done = true;
-                return Some(Err(StorageError::Corrupt(format!(
-                    "snapshot {slot:?}: chunk {index} of {} missing",
-                    seal.chunks
-                ))));
-            }
+        let want = (seal.len.saturating_sub(read.len)).min(SNAPSHOT_CHUNK as u64) as usize;
+        // At the sealed length, one more read proves the image ends there.
+        let piece = match store.read_snapshot_at(slot, read.len, want.max(1)) {
+            Ok(piece) => piece,
             Err(e) => {
                 done = true;
                 return Some(Err(e));
             }
         };
-        read.add(&chunk);
-        Some(Ok(chunk))
+        if want == 0 || piece.is_empty() {
+            done = true;
+            let intact = piece.is_empty() && read == seal;
+            return (!intact).then(|| {
+                Err(StorageError::Corrupt(format!(
+                    "snapshot {slot:?}: read {} bytes (checksum {:x}), sealed as {} ({:x})",
+                    read.len + piece.len() as u64,
+                    read.checksum,
+                    seal.len,
+                    seal.checksum
+                )))
+            });
+        }
+        read.add(&piece);
+        Some(Ok(piece))
     })
 }
 
@@ -253,45 +240,16 @@ pub fn read_whole<S: SnapshotStore + ?Sized>(
     slot: SnapshotSlot,
     seal: SnapshotSeal,
 ) -> Result<Bytes> {
-    let mut image = Vec::with_capacity(seal.len.min(1 << 30) as usize);
-    for chunk in read_snapshot(store, slot, seal) {
-        image.extend_from_slice(&chunk?);
+    let mut image = Vec::new();
+    for piece in read_snapshot(store, slot, seal) {
+        image.extend_from_slice(&piece?);
     }
     Ok(Bytes::from(image))
 }
 
-/// Copies the staged SNAP into the saved snapshot at `zxid` and seals it.
-/// **Durable on return.** Cost: one read and one write of the image.
-pub fn save_staged<S: SnapshotStore + ?Sized>(
-    store: &mut S,
-    zxid: Zxid,
-    seal: SnapshotSeal,
-) -> Result<()> {
-    let slot = SnapshotSlot::Saved(zxid);
-    store.remove_snapshot(slot)?;
-    let mut writer = SnapshotWriter::new(slot);
-    for index in 0..seal.chunks {
-        let chunk = store
-            .snapshot_chunk(SnapshotSlot::Staging, index)?
-            .ok_or_else(|| {
-                StorageError::Corrupt(format!("staged snapshot: chunk {index} missing"))
-            })?;
-        writer.write(store, &chunk)?;
-    }
-    if writer.seal() != seal {
-        return Err(StorageError::Corrupt(format!(
-            "staged snapshot: sealed as {seal:?}, holds {:?}",
-            writer.seal()
-        )));
-    }
-    store.put_snapshot_seal(zxid, seal)?;
-    store.sync_snapshots()?;
-    store.remove_snapshot(SnapshotSlot::Staging)
-}
-
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
-/// FNV-1a, continued from `hash` over `bytes` (so chunks hash as the whole).
+/// FNV-1a, continued from `hash` over `bytes` (so pieces hash as the whole).
 fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
     bytes
         .iter()

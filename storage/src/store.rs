@@ -4,9 +4,7 @@
 use crate::data_tree::{DataTree, ImageDecoder};
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
-use crate::snapshot::{
-    read_snapshot, save_staged, SnapshotRef, SnapshotSeal, SnapshotSlot, SnapshotStore,
-};
+use crate::snapshot::{read_snapshot, SnapshotRef, SnapshotSeal, SnapshotSlot, SnapshotStore};
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
 use zkd_protocol::Zxid;
@@ -67,7 +65,8 @@ pub fn truncate_history<S: TxnLog + SnapshotStore>(store: &mut S, zxid: Zxid) ->
 pub enum SnapshotSource {
     /// Whole, in memory (the simulator's members pass images so).
     Whole(Bytes),
-    /// Received chunk by chunk into [`SnapshotSlot::Staging`], as sealed.
+    /// Received piece by piece into [`SnapshotSlot::Staging`], as sealed;
+    /// the install moves it into place without a copy.
     Staged(SnapshotSeal),
 }
 
@@ -95,7 +94,7 @@ pub fn install_snapshot<S: TxnLog + SnapshotStore>(
     store.truncate_after(zxid.max(purged))?;
     match image {
         SnapshotSource::Whole(image) => store.save_snapshot(zxid, image)?,
-        SnapshotSource::Staged(seal) => save_staged(store, zxid, seal)?,
+        SnapshotSource::Staged(seal) => store.seal_snapshot(SnapshotSlot::Staging, zxid, seal)?,
     }
     store.reset(zxid)?;
     store.delete_snapshots_after(zxid)

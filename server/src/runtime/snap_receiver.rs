@@ -34,10 +34,9 @@ impl SnapReceiver {
                 seal: SnapshotSeal::empty(),
             }),
         };
-        let index = receiver.seal.chunks;
         receiver.seal.add(&piece.data);
-        let job = StorageJob::StageSnapshotChunk {
-            index,
+        let job = StorageJob::StageSnapshotPiece {
+            first: piece.offset == 0,
             data: piece.data,
         };
         let Some(fuzzy_through) = piece.fuzzy_through else {

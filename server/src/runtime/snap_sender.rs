@@ -13,9 +13,10 @@ use zkd_protocol::peer::zab::MAX_SNAP_CHUNK;
 use zkd_storage::data_tree::SnapshotCursor;
 use zkd_storage::DataTree;
 
-/// Nodes written between checks of the buffered size, so one slice stays
-/// near a chunk even when nodes are large.
-const NODES_PER_STEP: usize = 16;
+/// Nodes written between checks of the buffered size: one, so the buffer
+/// stays within a node of a chunk even when nodes are large (a node's data
+/// is at most jute's 1 MiB, a chunk's worth).
+const NODES_PER_STEP: usize = 1;
 
 /// Bytes queued on a link beyond which the image waits for the follower.
 const MAX_QUEUED: usize = 4 * MAX_SNAP_CHUNK;

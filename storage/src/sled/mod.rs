@@ -8,12 +8,17 @@
 //! nothing is acknowledged before it is truly on disk.
 //!
 //! Layout: the txn log lives in its own sled database under
-//! `dataLogDir/version-2/log`, snapshots and epochs under `dataDir/version-2/data`,
-//! so operators can put the log on a separate disk as with ZooKeeper.
+//! `dataLogDir/version-2/log`, epochs in one under `dataDir/version-2/data`,
+//! and snapshots are files in `dataDir/version-2/snapshots`
+//! ([`snapshot_files`]), so operators can put the log on a separate disk as
+//! with ZooKeeper.
 
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
 use crate::snapshot::{fnv1a_of, SnapshotSeal, SnapshotSlot, SnapshotStore};
+use snapshot_files::SnapshotFiles;
+
+mod snapshot_files;
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
 use std::fs::File;
@@ -95,11 +100,7 @@ pub struct SledStorage {
     /// The log's purge mark, in the log's database so it moves with the log.
     log_meta: ::sled::Tree,
     data_db: ::sled::Db,
-    /// Saved snapshots' chunks by (zxid, index), their seals by zxid, and
-    /// the chunks of a SNAP being received by index.
-    snapshot_chunks: ::sled::Tree,
-    snapshot_seals: ::sled::Tree,
-    snapshot_staging: ::sled::Tree,
+    snapshots: SnapshotFiles,
     epochs: ::sled::Tree,
 }
 
@@ -133,6 +134,7 @@ impl SledStorage {
                 .open()
         };
         let log_dir = data_log_dir.join("version-2").join("log");
+        let snapshot_dir = data_dir.join("version-2").join("snapshots");
         let data_dir = data_dir.join("version-2").join("data");
         let log_db = open(&log_dir)?;
         let data_db = open(&data_dir)?;
@@ -142,9 +144,7 @@ impl SledStorage {
             data_sync: Arc::new(Mutex::new(FileSync::open(&data_dir).map_err(io)?)),
             log: log_db.open_tree("txnlog")?,
             log_meta: log_db.open_tree("txnlog-meta")?,
-            snapshot_chunks: data_db.open_tree("snapshot-chunks")?,
-            snapshot_seals: data_db.open_tree("snapshot-seals")?,
-            snapshot_staging: data_db.open_tree("snapshot-staging")?,
+            snapshots: SnapshotFiles::open(snapshot_dir)?,
             epochs: data_db.open_tree("epochs")?,
             log_db,
             data_db,
@@ -153,9 +153,9 @@ impl SledStorage {
         Ok(storage)
     }
 
-    /// Data dirs written before snapshots were chunked keep each image whole
+    /// Data dirs written before snapshots were files keep each image whole
     /// with a trailing checksum in the `snapshots` tree: rewrite them as
-    /// chunks, then drop the old tree. A crash part-way redoes it.
+    /// files, then drop the old tree. A crash part-way redoes it.
     fn migrate_whole_snapshots(&mut self) -> Result<()> {
         const OLD: &str = "snapshots";
         if !self
@@ -176,7 +176,7 @@ impl SledStorage {
                 continue;
             }
             self.save_snapshot(zxid, Bytes::copy_from_slice(image))?;
-            tracing::info!(%zxid, "snapshot rewritten in chunks");
+            tracing::info!(%zxid, "snapshot moved to a file");
         }
         self.data_db.drop_tree(OLD)?;
         self.flush_data()
@@ -308,94 +308,41 @@ impl TxnLog for SledStorage {
     }
 }
 
+#[cfg(test)]
+impl SledStorage {
+    pub(crate) fn damage_snapshot(&self, zxid: Zxid, at: u64) {
+        self.snapshots.damage(zxid, at);
+    }
+}
+
 impl SnapshotStore for SledStorage {
-    fn put_snapshot_chunk(&mut self, slot: SnapshotSlot, index: u32, data: &[u8]) -> Result<()> {
-        match slot {
-            SnapshotSlot::Saved(zxid) => {
-                self.snapshot_chunks.insert(chunk_key(zxid, index), data)?
-            }
-            SnapshotSlot::Staging => self.snapshot_staging.insert(index.to_be_bytes(), data)?,
-        };
-        Ok(())
+    fn append_snapshot(&mut self, slot: SnapshotSlot, piece: &[u8]) -> Result<()> {
+        self.snapshots.append(slot, piece)
     }
 
-    fn snapshot_chunk(&self, slot: SnapshotSlot, index: u32) -> Result<Option<Bytes>> {
-        let chunk = match slot {
-            SnapshotSlot::Saved(zxid) => self.snapshot_chunks.get(chunk_key(zxid, index))?,
-            SnapshotSlot::Staging => self.snapshot_staging.get(index.to_be_bytes())?,
-        };
-        Ok(chunk.map(|c| Bytes::copy_from_slice(&c)))
+    fn read_snapshot_at(&self, slot: SnapshotSlot, offset: u64, max: usize) -> Result<Bytes> {
+        self.snapshots.read_at(slot, offset, max)
     }
 
-    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
-        let mut value = Vec::with_capacity(20);
-        value.extend_from_slice(&seal.chunks.to_be_bytes());
-        value.extend_from_slice(&seal.len.to_be_bytes());
-        value.extend_from_slice(&seal.checksum.to_be_bytes());
-        self.snapshot_seals.insert(key(zxid), value)?;
-        Ok(())
+    fn seal_snapshot(&mut self, slot: SnapshotSlot, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
+        self.snapshots.seal(slot, zxid, seal)
     }
 
     fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>> {
-        self.snapshot_seals
-            .iter()
-            .map(|item| {
-                let (k, v) = item?;
-                Ok((zxid_of(&k)?, seal_of(&v)?))
-            })
-            .collect()
+        self.snapshots.seals()
     }
 
     fn snapshot_zxids(&self) -> Result<Vec<Zxid>> {
-        let mut zxids = Vec::new();
-        for k in self.snapshot_seals.iter().keys() {
-            zxids.push(zxid_of(&k?)?);
-        }
-        for k in self.snapshot_chunks.iter().keys() {
-            let k = k?;
-            zxids.push(zxid_of(&k[..k.len().min(8)])?);
-        }
-        zxids.sort();
-        zxids.dedup();
-        Ok(zxids)
+        self.snapshots.zxids()
     }
 
     fn remove_snapshot(&mut self, slot: SnapshotSlot) -> Result<()> {
-        match slot {
-            SnapshotSlot::Saved(zxid) => {
-                self.snapshot_seals.remove(key(zxid))?;
-                for k in self.snapshot_chunks.scan_prefix(key(zxid)).keys() {
-                    self.snapshot_chunks.remove(k?)?;
-                }
-            }
-            SnapshotSlot::Staging => self.snapshot_staging.clear()?,
-        }
-        Ok(())
+        self.snapshots.remove(slot)
     }
 
     fn sync_snapshots(&mut self) -> Result<()> {
-        self.flush_data()
+        self.snapshots.sync_dir()
     }
-}
-
-fn chunk_key(zxid: Zxid, index: u32) -> [u8; 12] {
-    let mut k = [0; 12];
-    k[..8].copy_from_slice(&key(zxid));
-    k[8..].copy_from_slice(&index.to_be_bytes());
-    k
-}
-
-fn seal_of(value: &[u8]) -> Result<SnapshotSeal> {
-    let corrupt = || StorageError::Corrupt("snapshot seal".into());
-    let field = |range: std::ops::Range<usize>| value.get(range).ok_or_else(corrupt);
-    if value.len() != 20 {
-        return Err(corrupt());
-    }
-    Ok(SnapshotSeal {
-        chunks: u32::from_be_bytes(field(0..4)?.try_into().map_err(|_| corrupt())?),
-        len: u64::from_be_bytes(field(4..12)?.try_into().map_err(|_| corrupt())?),
-        checksum: u64::from_be_bytes(field(12..20)?.try_into().map_err(|_| corrupt())?),
-    })
 }
 
 impl EpochStore for SledStorage {
@@ -410,5 +357,40 @@ impl EpochStore for SledStorage {
     }
     fn set_current_epoch(&mut self, epoch: u32) -> Result<()> {
         self.set_epoch("currentEpoch", epoch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A data dir from before snapshots were files: its images are moved
+    /// into files on open, damaged ones dropped.
+    #[test]
+    fn whole_snapshots_of_the_old_format_become_files() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let old = ::sled::open(dir.path().join("version-2").join("data")).unwrap();
+            let tree = old.open_tree("snapshots").unwrap();
+            for (zxid, image) in [(4i64, &b"image4"[..]), (7, b"image7")] {
+                let mut value = image.to_vec();
+                value.extend_from_slice(&fnv1a_of(image).to_be_bytes());
+                tree.insert(key(Zxid(zxid)), value).unwrap();
+            }
+            tree.insert(key(Zxid(9)), &b"rotten image and sum"[..])
+                .unwrap();
+            old.flush().unwrap();
+        }
+        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let latest = s.latest_snapshot().unwrap().unwrap();
+        assert_eq!(latest.zxid, Zxid(7));
+        let image =
+            crate::snapshot::read_whole(&s, SnapshotSlot::Saved(Zxid(7)), latest.seal).unwrap();
+        assert_eq!(&image[..], b"image7");
+        assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(4), Zxid(7)]);
+        drop(s);
+        // The old tree is gone, so a second open has nothing to move.
+        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(4), Zxid(7)]);
     }
 }

@@ -44,9 +44,9 @@ pub enum StorageJob {
     SetAcceptedEpoch(u32),
     /// Records currentEpoch, durably, after every job before it.
     SetCurrentEpoch(u32),
-    /// A piece of a SNAP streaming in, written to the staging slot (chunk 0
-    /// empties it first). Not durable by itself: the install copies it.
-    StageSnapshotChunk { index: u32, data: bytes::Bytes },
+    /// A piece of a SNAP streaming in, appended to the staging slot (the
+    /// first one empties it). Not durable by itself: the install seals it.
+    StageSnapshotPiece { first: bool, data: bytes::Bytes },
     /// A follower's SNAP: the history becomes this image, as of `zxid`
     /// (`zkd_storage::store::install_snapshot`). Durable before any later job runs.
     InstallSnapshot {
@@ -182,12 +182,11 @@ impl<S: Store> Worker<S> {
                 zkd_storage::store::truncate_history(&mut self.storage, zxid)?;
                 tracing::info!(%zxid, "log truncated");
             }
-            StorageJob::StageSnapshotChunk { index, data } => {
-                if index == 0 {
+            StorageJob::StageSnapshotPiece { first, data } => {
+                if first {
                     self.storage.remove_snapshot(SnapshotSlot::Staging)?;
                 }
-                self.storage
-                    .put_snapshot_chunk(SnapshotSlot::Staging, index, &data)?;
+                self.storage.append_snapshot(SnapshotSlot::Staging, &data)?;
             }
             StorageJob::InstallSnapshot { zxid, image } => {
                 self.settle_snapshots()?;

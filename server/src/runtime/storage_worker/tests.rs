@@ -68,14 +68,14 @@ impl TxnLog for Recorder {
 }
 
 impl SnapshotStore for Recorder {
-    fn put_snapshot_chunk(&mut self, slot: SnapshotSlot, index: u32, data: &[u8]) -> Result<()> {
-        self.inner.put_snapshot_chunk(slot, index, data)
+    fn append_snapshot(&mut self, slot: SnapshotSlot, piece: &[u8]) -> Result<()> {
+        self.inner.append_snapshot(slot, piece)
     }
-    fn snapshot_chunk(&self, slot: SnapshotSlot, index: u32) -> Result<Option<Bytes>> {
-        self.inner.snapshot_chunk(slot, index)
+    fn read_snapshot_at(&self, slot: SnapshotSlot, offset: u64, max: usize) -> Result<Bytes> {
+        self.inner.read_snapshot_at(slot, offset, max)
     }
-    fn put_snapshot_seal(&mut self, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
-        self.inner.put_snapshot_seal(zxid, seal)
+    fn seal_snapshot(&mut self, slot: SnapshotSlot, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
+        self.inner.seal_snapshot(slot, zxid, seal)
     }
     fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>> {
         self.inner.snapshot_seals()
