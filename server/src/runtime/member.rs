@@ -280,7 +280,14 @@ impl<S: Store> Member<S> {
                     timeout_ms,
                 },
             ),
-            (Role::Leading(l), message) => l.handle_message(ctx.now.mono_ms, from, message),
+            (Role::Leading(l), message) => {
+                if let ZabMessage::FollowerInfo { .. } = message {
+                    // A new handshake comes on a new link: an image still
+                    // streaming to this follower belonged to the old one.
+                    self.snaps_out.cancel(from);
+                }
+                l.handle_message(ctx.now.mono_ms, from, message)
+            }
             (Role::Following(_), ZabMessage::RevalidateReply { session, valid }) => ctx
                 .node
                 .handle_event(ctx.now, Event::Revalidated { session, valid }),
