@@ -18,6 +18,7 @@ need_apt=""
 [ -x /usr/bin/fiu-ctrl ] || need_apt=1
 # ip (iproute2) builds the network namespaces of tests/ensemble_faults.rs.
 command -v ip >/dev/null || need_apt=1
+command -v nft >/dev/null || need_apt=1
 # node (and npm, to fetch node-zookeeper-client) for tests/node_client.rs.
 NODE_DIR=client-tests/tests/node
 node_pkgs=""
@@ -31,7 +32,7 @@ if [ -n "$need_apt" ]; then
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086 # node_pkgs is a list of package names
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils iproute2 $node_pkgs >/dev/null
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils iproute2 nftables $node_pkgs >/dev/null
 fi
 
 # kazoo, the stock Python client, for the kazoo smoke test.

@@ -7,6 +7,7 @@
 pub mod ensemble;
 pub mod in_process;
 pub mod lazyfs;
+pub mod nemesis;
 pub mod netns;
 pub mod oracle;
 pub mod oracle_ensemble;

@@ -40,8 +40,13 @@ pub fn require_tool(path: &str) {
 /// port on loopback, every 4lw allowed, no admin server. Callers append the
 /// rest (an ensemble's `initLimit`, `syncLimit` and `server.N` lines).
 pub fn base_config(tick_time_ms: u64, data_dir: &Path, client_port: u16) -> String {
+    base_config_at(tick_time_ms, data_dir, "127.0.0.1", client_port)
+}
+
+/// [`base_config`] with the client port on `host`.
+pub fn base_config_at(tick_time_ms: u64, data_dir: &Path, host: &str, client_port: u16) -> String {
     format!(
-        "tickTime={tick_time_ms}\ndataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+        "tickTime={tick_time_ms}\ndataDir={}\nclientPort={client_port}\nclientPortAddress={host}\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
         data_dir.display()
     )
 }
@@ -52,6 +57,18 @@ pub fn base_config(tick_time_ms: u64, data_dir: &Path, client_port: u16) -> Stri
 /// to `log`, so a restarted server keeps its earlier log. Fails the test when
 /// ZooKeeper is not installed; does not wait for the server to answer.
 pub fn launch(
+    main_class: &str,
+    config: &Path,
+    properties: &[(String, String)],
+    log: &Path,
+) -> Child {
+    launch_wrapped(&[], main_class, config, properties, log)
+}
+
+/// [`launch`] under `wrapper`, a command prefix such as
+/// `ip netns exec NS` (which execs, so the child is the JVM itself).
+pub fn launch_wrapped(
+    wrapper: &[String],
     main_class: &str,
     config: &Path,
     properties: &[(String, String)],
@@ -68,7 +85,15 @@ pub fn launch(
         classpath.push(':');
         classpath.push_str(SLF4J_SIMPLE_JAR);
     }
-    Command::new("java")
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg("java");
+            c
+        }
+        None => Command::new("java"),
+    };
+    command
         .args([
             "-Xmx256m",
             "-Dzookeeper.extendedTypesEnabled=true",

@@ -12,10 +12,12 @@
 //! Every JVM is killed when its member drops, and every wait is bounded by
 //! [`ZOOKEEPER_START_TIMEOUT`] (ZooKeeper's elections take seconds).
 
+use crate::netns::Topology;
 use crate::oracle::{
-    base_config, launch, require_tool, QUORUM_PEER_MAIN, ZOOKEEPER_JAR, ZOOKEEPER_START_TIMEOUT,
+    base_config, base_config_at, launch_wrapped, require_tool, QUORUM_PEER_MAIN, ZOOKEEPER_JAR,
+    ZOOKEEPER_START_TIMEOUT,
 };
-use crate::process::{four_letter_word, free_port};
+use crate::process::{four_letter_word_at, free_port};
 use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -30,11 +32,15 @@ const START_ATTEMPTS: usize = 3;
 /// the same ports and data directory.
 pub struct ZooKeeperMember {
     child: Option<Child>,
-    /// The client port, on 127.0.0.1.
+    /// The client port, on `host`.
     pub port: u16,
+    /// The client port's address (127.0.0.1, or a namespace's client path).
+    pub host: String,
     dir: tempfile::TempDir,
     config: PathBuf,
     properties: Vec<(String, String)>,
+    /// A command prefix the JVM runs under (`ip netns exec NS`), or none.
+    wrapper: Vec<String>,
 }
 
 impl ZooKeeperMember {
@@ -43,7 +49,8 @@ impl ZooKeeperMember {
     }
 
     fn spawn(&mut self) {
-        let child = launch(
+        let child = launch_wrapped(
+            &self.wrapper,
             QUORUM_PEER_MAIN,
             &self.config,
             &self.properties,
@@ -52,9 +59,9 @@ impl ZooKeeperMember {
         self.child = Some(child);
     }
 
-    /// `127.0.0.1:port`.
+    /// `host:port`.
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
     }
 
     /// The JVM's process id, while running.
@@ -69,7 +76,7 @@ impl ZooKeeperMember {
 
     /// Sends a four-letter word to the client port.
     pub fn four_letter_word(&self, word: &str) -> String {
-        four_letter_word(self.port, word).expect("4lw")
+        four_letter_word_at(&self.host, self.port, word).expect("4lw")
     }
 
     /// kill -9: the JVM gets no chance to flush or to say goodbye to peers.
@@ -88,7 +95,7 @@ impl ZooKeeperMember {
         self.kill9();
         self.spawn();
         let deadline = Instant::now() + LISTEN_TIMEOUT;
-        while !four_letter_word(self.port, "srvr").is_ok_and(|r| !r.is_empty()) {
+        while !four_letter_word_at(&self.host, self.port, "srvr").is_ok_and(|r| !r.is_empty()) {
             if let Some(status) = self
                 .child
                 .as_mut()
@@ -119,6 +126,9 @@ impl Drop for ZooKeeperMember {
 /// Running ZooKeeper members, indexed from 0 (member `i` has myid `i + 1`).
 pub struct ZooKeeperEnsemble {
     pub members: Vec<ZooKeeperMember>,
+    /// The namespaces the members run in, if any (after `members`, so the
+    /// JVMs are killed before their namespaces go).
+    net: Option<Topology>,
 }
 
 impl ZooKeeperEnsemble {
@@ -187,15 +197,72 @@ impl ZooKeeperEnsemble {
                 let mut member = ZooKeeperMember {
                     child: None,
                     port,
+                    host: "127.0.0.1".into(),
                     dir,
                     config,
                     properties: properties.to_vec(),
+                    wrapper: Vec::new(),
                 };
                 member.spawn();
                 member
             })
             .collect();
-        ZooKeeperEnsemble { members }
+        ZooKeeperEnsemble { members, net: None }
+    }
+
+    /// Starts one member per member of `net`, each in its namespace: peers on
+    /// the namespaces' peer network, the client port on the member's client
+    /// path, all on the same ports (as zkd's
+    /// [`crate::ensemble::Ensemble::start_in_namespaces`]). Waits until every
+    /// one serves.
+    pub fn start_in_namespaces(net: Topology, tick_time_ms: u64) -> ZooKeeperEnsemble {
+        require_tool(ZOOKEEPER_JAR);
+        let (client_port, quorum_port, election_port) = (2181, 2888, 3888);
+        let n = net.members();
+        let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
+        for i in 0..n {
+            let ip = net.peer_ip(i);
+            servers.push_str(&format!(
+                "server.{}={ip}:{quorum_port}:{election_port}\n",
+                i + 1
+            ));
+        }
+        let members = (0..n)
+            .map(|i| {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let data = dir.path().join("data");
+                std::fs::create_dir_all(&data).expect("data dir");
+                std::fs::write(data.join("myid"), format!("{}\n", i + 1)).expect("write myid");
+                let host = net.client_ip(i).to_string();
+                let config = dir.path().join("zoo.cfg");
+                let text = base_config_at(tick_time_ms, &data, &host, client_port) + &servers;
+                std::fs::write(&config, text).expect("write zoo.cfg");
+                let mut member = ZooKeeperMember {
+                    child: None,
+                    port: client_port,
+                    host,
+                    dir,
+                    config,
+                    properties: Vec::new(),
+                    wrapper: net.wrapper(i),
+                };
+                member.spawn();
+                member
+            })
+            .collect();
+        let mut ensemble = ZooKeeperEnsemble {
+            members,
+            net: Some(net),
+        };
+        ensemble.wait_until_serving(&(0..n).collect::<Vec<_>>());
+        ensemble
+    }
+
+    /// The namespaces, for an ensemble started in them.
+    pub fn net(&self) -> &Topology {
+        self.net
+            .as_ref()
+            .expect("an ensemble started with ZooKeeperEnsemble::start_in_namespaces")
     }
 
     /// The connect string of the members listed.
@@ -211,7 +278,8 @@ impl ZooKeeperEnsemble {
     /// Member `i`'s `Mode:` as `srvr` reports it, or None if it does not
     /// serve (a LOOKING member answers "not currently serving requests").
     pub fn mode(&self, i: usize) -> Option<String> {
-        let reply = four_letter_word(self.members[i].port, "srvr").ok()?;
+        let member = &self.members[i];
+        let reply = four_letter_word_at(&member.host, member.port, "srvr").ok()?;
         crate::process::srvr_mode(&reply)
     }
 

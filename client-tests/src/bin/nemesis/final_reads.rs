@@ -1,0 +1,114 @@
+//! After the last heal: the reads each checker needs (the whole set, the
+//! counter's total, the queue drained, the ephemerals left), each retried
+//! until the ensemble answers, within a bound.
+
+use crate::workload::{self, Process, Shared, Workload, SESSION_TIMEOUT};
+use std::time::Duration;
+use zkd_client_tests::nemesis::history::{Call, Outcome, Value};
+use zookeeper_client as zk;
+
+/// The process id of the final reads (no worker reaches it).
+const FINAL: u32 = 1_000_000;
+
+/// How long the final reads may keep retrying.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs the final reads of `shared.workload`; `processes` are the workers
+/// as they ended (the sessions workload checks their sessions).
+pub async fn run(shared: &Shared, processes: Vec<Process>, registers: u32) {
+    let Some(client) = connect(shared).await else {
+        return;
+    };
+    match shared.workload {
+        Workload::Register => {
+            for key in 0..registers.min(5) {
+                until_ok(shared, &client, Call::Read { key }).await;
+            }
+        }
+        Workload::Set => {
+            until_ok(shared, &client, Call::SetRead).await;
+        }
+        Workload::Counter => {
+            until_ok(shared, &client, Call::CounterRead).await;
+        }
+        Workload::Queue => drain(shared, &client).await,
+        Workload::Sessions => sessions(shared, &client, processes).await,
+        Workload::UniqueIds | Workload::Fifo => {}
+    }
+}
+
+async fn connect(shared: &Shared) -> Option<zk::Client> {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while tokio::time::Instant::now() < deadline {
+        if let Some(c) = workload::connect(&shared.connect).await {
+            return Some(c);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
+
+/// Runs `call` until it succeeds (each attempt recorded); its value if it did.
+async fn until_ok(shared: &Shared, client: &zk::Client, call: Call) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while tokio::time::Instant::now() < deadline {
+        let pending = shared.rec.invoke(FINAL, call.clone());
+        let outcome = workload::execute(shared, client, &call).await;
+        let value = match &outcome {
+            Outcome::Ok { value } => Some(value.clone()),
+            _ => None,
+        };
+        shared.rec.complete(pending, outcome);
+        if value.is_some() {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
+
+/// Dequeues until the queue is empty, then records the (empty) drain.
+async fn drain(shared: &Shared, client: &zk::Client) {
+    loop {
+        match until_ok(shared, client, Call::Dequeue).await {
+            Some(Value::Int(_)) => continue,
+            Some(_) => break,
+            None => return,
+        }
+    }
+    let pending = shared.rec.invoke(FINAL, Call::Drain);
+    shared.rec.complete(
+        pending,
+        Outcome::Ok {
+            value: Value::Ints(Vec::new()),
+        },
+    );
+}
+
+/// Waits out every session that can expire, has each live one confirm it
+/// lives, lists the ephemerals, then closes the live sessions.
+async fn sessions(shared: &Shared, client: &zk::Client, processes: Vec<Process>) {
+    tokio::time::sleep(2 * SESSION_TIMEOUT).await;
+    let mut live = Vec::new();
+    for mut p in processes {
+        if let Some(c) = p.client.clone() {
+            workload::probe_session(shared, &mut p, &c).await;
+        }
+        if p.client.is_some() {
+            live.push(p);
+        }
+    }
+    until_ok(shared, client, Call::EphemeralList).await;
+    for p in live {
+        if let Some(c) = p.client {
+            let pending = shared.rec.invoke(
+                p.id,
+                Call::SessionClose {
+                    session: c.session_id().0,
+                },
+            );
+            drop(c);
+            shared.rec.complete(pending, Outcome::ok());
+        }
+    }
+}
