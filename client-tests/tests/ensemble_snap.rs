@@ -117,3 +117,139 @@ async fn a_snap_of_a_large_tree_streams_without_holding_the_image() {
         mib(newcomer_peak)
     );
 }
+
+/// The image is fuzzy: the leader keeps applying writes while it writes the
+/// image, so nodes change, appear and vanish behind and ahead of its cursor.
+/// The newcomer replays those txns over the image and must end with exactly
+/// the leader's tree: every node's data, version and mzxid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snap_taken_under_writes_ends_with_the_leaders_tree() {
+    const SMALL: usize = 20_000;
+    const BIG: usize = 48;
+    let options = ServerOptions {
+        tick_time_ms: 500,
+        ..ServerOptions::default()
+    }
+    .with("snapCount", "5000");
+    let mut ensemble = Ensemble::start_with(3, options);
+    let leader = ensemble.leader().expect("a leader");
+    let client = connect(&ensemble.connect_string(&[leader]), SESSION).await;
+    within(client.create("/s", b"", &persistent()))
+        .await
+        .unwrap();
+    // Pipelined: each batch's requests are all sent before the first answer.
+    let paths: Vec<String> = (0..SMALL).map(|i| format!("/s/n{i}")).collect();
+    let options = persistent();
+    for batch in paths.chunks(1000) {
+        let creates: Vec<_> = batch
+            .iter()
+            .map(|p| client.create(p, b"0", &options))
+            .collect();
+        for create in creates {
+            within(create).await.unwrap();
+        }
+    }
+    // Large nodes sort first, so the image takes a while to pass them and
+    // the writes below land both behind the leader's cursor and ahead of it.
+    for k in 0..BIG {
+        let (path, data) = (format!("/s/big{k}"), data_of(k));
+        within(client.create(&path, &data, &options)).await.unwrap();
+    }
+    let newcomer = (0..3).find(|i| *i != leader).unwrap();
+    ensemble.members[newcomer].kill9();
+    ensemble.members[newcomer].wipe_data();
+    for member in &mut ensemble.members {
+        member.kill9();
+    }
+    let others: Vec<usize> = (0..3).filter(|i| *i != newcomer).collect();
+    for &i in &others {
+        ensemble.members[i].restart();
+    }
+    ensemble.wait_until_serving(&others);
+    let leader = ensemble.leader().expect("a leader of the two");
+    let writer = connect(&ensemble.connect_string(&[leader]), SESSION).await;
+
+    // Writes while the newcomer is SNAPped, from four writers: fresh
+    // children of /s (always behind the cursor, which took /s's child list
+    // first), the large nodes it passes first, and deletes of small nodes
+    // (mostly ahead of it).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4usize)
+        .map(|w| {
+            let (stop, writer) = (stop.clone(), writer.clone());
+            tokio::spawn(async move {
+                let mut i = w;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let data = i.to_string();
+                    let _ = match i % 3 {
+                        0 => {
+                            let path = format!("/s/x{i}");
+                            writer
+                                .create(&path, data.as_bytes(), &persistent())
+                                .await
+                                .map(drop)
+                        }
+                        1 => {
+                            let big = format!("/s/big{}", i % BIG);
+                            writer.set_data(&big, data.as_bytes(), None).await.map(drop)
+                        }
+                        _ => {
+                            writer
+                                .delete(&format!("/s/n{}", (i * 7919) % SMALL), None)
+                                .await
+                        }
+                    };
+                    i += 4;
+                }
+                i / 4
+            })
+        })
+        .collect();
+    ensemble.members[newcomer].restart();
+    ensemble.wait_until_serving(&[newcomer]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut writes = 0;
+    for w in writers {
+        writes += w.await.unwrap();
+    }
+    assert!(writes > 100, "only {writes} writes during the SNAP");
+
+    let a = connect(&ensemble.connect_string(&[leader]), SESSION).await;
+    let b = connect(&ensemble.connect_string(&[newcomer]), SESSION).await;
+    within(b.sync("/s")).await.unwrap();
+    let mut children_a = within(a.list_children("/s")).await.unwrap();
+    let mut children_b = within(b.list_children("/s")).await.unwrap();
+    children_a.sort();
+    children_b.sort();
+    assert!(
+        children_a == children_b,
+        "the newcomer's /s differs from the leader's"
+    );
+    for child in &children_a {
+        let path = format!("/s/{child}");
+        let (da, sa) = within(a.get_data(&path)).await.unwrap();
+        let (db, sb) = within(b.get_data(&path)).await.unwrap();
+        assert_eq!(
+            (da, sa.version, sa.mzxid, sa.czxid),
+            (db, sb.version, sb.mzxid, sb.czxid),
+            "{path} differs"
+        );
+    }
+    // The image must really have been fuzzy: txns applied while it was written.
+    let log = ensemble.members[leader].log();
+    let sent = log
+        .lines()
+        .find(|l| l.contains("leader: snapshot sent"))
+        .unwrap_or_else(|| panic!("synced by SNAP:\n{log}"));
+    let field = |name: &str| {
+        sent.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    assert_ne!(
+        field("zxid="),
+        field("fuzzy_through="),
+        "no write landed while the image was written: {sent}"
+    );
+}
