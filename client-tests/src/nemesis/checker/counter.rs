@@ -18,7 +18,7 @@
 //! The final read, after every add completed, is held to the same rule,
 //! which there pins the total to the acknowledged sum plus any unknowns.
 
-use super::{Anomaly, Verdict};
+use super::{capped, Anomaly, Verdict};
 use crate::nemesis::history::{Call, Op, Outcome, Value};
 
 /// Anomalies of one kind listed: a report needs examples, not thousands.
@@ -112,68 +112,30 @@ pub fn check(ops: &[Op]) -> Verdict {
             ));
         }
     }
-    let mut anomalies = capped(lost, "lost-write reads");
-    anomalies.extend(capped(impossible, "impossible reads"));
+    let mut anomalies = capped(lost, REPORT_CAP, "lost-write reads");
+    anomalies.extend(capped(impossible, REPORT_CAP, "impossible reads"));
     anomalies.extend(malformed);
     Verdict::from_anomalies(anomalies)
-}
-
-/// The first `REPORT_CAP` anomalies, the last saying how many were left off.
-fn capped(mut all: Vec<Anomaly>, what: &str) -> Vec<Anomaly> {
-    let more = all.len().saturating_sub(REPORT_CAP);
-    all.truncate(REPORT_CAP);
-    if let (Some(last), true) = (all.last_mut(), more > 0) {
-        last.detail += &format!(" ({more} more {what} not listed)");
-    }
-    all
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nemesis::checker::test_ops::{self, completed, fail, found, ok, unknown};
 
+    /// Op `id` of its own process over `span`, never completed if unknown.
     fn op(id: u64, span: (u64, u64), call: Call, outcome: Outcome) -> Op {
-        let complete = Some(span.1).filter(|_| !matches!(outcome, Outcome::Unknown { .. }));
-        Op {
-            id,
-            process: id as u32,
-            invoke_ns: span.0,
-            complete_ns: complete,
-            call,
-            outcome,
-        }
+        let complete = completed(span.1, &outcome);
+        test_ops::op(id, id as u32, span.0, complete, call, outcome)
     }
     fn add(id: u64, span: (u64, u64), delta: i64) -> Op {
         op(id, span, Call::CounterAdd { delta }, Outcome::ok())
     }
     fn read(id: u64, span: (u64, u64), total: i64) -> Op {
-        op(
-            id,
-            span,
-            Call::CounterRead,
-            Outcome::Ok {
-                value: Value::Int(total),
-            },
-        )
+        op(id, span, Call::CounterRead, ok(Value::Int(total)))
     }
     fn unknown_add(id: u64, invoke: u64, delta: i64) -> Op {
-        op(
-            id,
-            (invoke, 0),
-            Call::CounterAdd { delta },
-            Outcome::Unknown {
-                error: "timeout".into(),
-            },
-        )
-    }
-    /// (kind, ops) of each anomaly.
-    fn found(v: Verdict) -> Vec<(String, Vec<u64>)> {
-        match v {
-            Verdict::Invalid { anomalies } => {
-                anomalies.into_iter().map(|a| (a.kind, a.ops)).collect()
-            }
-            other => panic!("not invalid: {other:?}"),
-        }
+        op(id, (invoke, 0), Call::CounterAdd { delta }, unknown())
     }
 
     #[test]
@@ -188,14 +150,7 @@ mod tests {
         ]);
         assert_eq!(check(&h), Verdict::Valid);
         // Failed adds count for nothing: a read of 3 + 5 is impossible.
-        h.extend([op(
-            6,
-            (70, 80),
-            Call::CounterAdd { delta: 5 },
-            Outcome::Fail {
-                error: "bad version".into(),
-            },
-        )]);
+        h.extend([op(6, (70, 80), Call::CounterAdd { delta: 5 }, fail())]);
         h.push(read(7, (90, 95), 8));
         assert_eq!(
             found(check(&h)),

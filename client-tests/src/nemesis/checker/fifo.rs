@@ -35,26 +35,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Anomaly, Verdict};
+use super::{status, Anomaly, Status, Verdict};
 use crate::nemesis::history::{Call, Op, Outcome, Value};
-
-/// What an op certainly did, folding "never completed" into `Unknown`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Status {
-    Ok,
-    Fail,
-    Unknown,
-}
-
-fn status(op: &Op) -> Status {
-    match (&op.outcome, op.complete_ns) {
-        // Without a completion nobody learned the outcome, whatever it says.
-        (_, None) => Status::Unknown,
-        (Outcome::Ok { .. }, Some(_)) => Status::Ok,
-        (Outcome::Fail { .. }, Some(_)) => Status::Fail,
-        (Outcome::Unknown { .. }, Some(_)) => Status::Unknown,
-    }
-}
 
 /// The writes that may have taken effect (ok or unknown), by key and value.
 type Writes<'a> = BTreeMap<(u32, i64), Vec<&'a Op>>;
@@ -243,30 +225,7 @@ fn backwards(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn op(
-        id: u64,
-        process: u32,
-        invoke: u64,
-        complete: Option<u64>,
-        call: Call,
-        outcome: Outcome,
-    ) -> Op {
-        Op {
-            id,
-            process,
-            invoke_ns: invoke,
-            complete_ns: complete,
-            call,
-            outcome,
-        }
-    }
-
-    fn unknown() -> Outcome {
-        Outcome::Unknown {
-            error: "connection loss".to_owned(),
-        }
-    }
+    use crate::nemesis::checker::test_ops::{fail, first_ops, kinds, ok, op, unknown};
 
     /// Process 1's write of `value` to its key 1, over `[at, at + 5]`.
     fn write(id: u64, at: u64, value: i64, outcome: Outcome) -> Op {
@@ -276,25 +235,9 @@ mod tests {
 
     /// `process`'s ok read of key 1, over `[at, at + 5]`.
     fn read(id: u64, process: u32, at: u64, value: Option<i64>, zxid: i64) -> Op {
-        let got = Outcome::Ok {
-            value: Value::Versioned { value, zxid },
-        };
+        let got = ok(Value::Versioned { value, zxid });
         let call = Call::FifoRead { key: 1 };
         op(id, process, at, Some(at + 5), call, got)
-    }
-
-    fn kinds(v: &Verdict) -> Vec<&str> {
-        match v {
-            Verdict::Invalid { anomalies } => anomalies.iter().map(|a| a.kind.as_str()).collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    fn first_ops(v: &Verdict) -> Vec<u64> {
-        match v {
-            Verdict::Invalid { anomalies } => anomalies[0].ops.clone(),
-            _ => Vec::new(),
-        }
     }
 
     #[test]
@@ -396,10 +339,7 @@ mod tests {
         let h = [write(0, 0, 1, Outcome::ok()), read(1, 2, 20, Some(9), 100)];
         assert_eq!(kinds(&check(&h)), ["phantom-read"]);
         // A failed write certainly did nothing.
-        let fail = Outcome::Fail {
-            error: "refused".to_owned(),
-        };
-        let h = [write(0, 0, 1, fail), read(1, 2, 20, Some(1), 100)];
+        let h = [write(0, 0, 1, fail()), read(1, 2, 20, Some(1), 100)];
         assert_eq!(kinds(&check(&h)), ["phantom-read"]);
         // Nor can a read return a write not yet invoked.
         let h = [read(0, 2, 0, Some(1), 100), write(1, 10, 1, Outcome::ok())];
@@ -418,12 +358,10 @@ mod tests {
 
     #[test]
     fn keys_are_judged_separately() {
-        let other = Outcome::Ok {
-            value: Value::Versioned {
-                value: Some(5),
-                zxid: 50,
-            },
-        };
+        let other = ok(Value::Versioned {
+            value: Some(5),
+            zxid: 50,
+        });
         let h = [
             write(0, 0, 1, Outcome::ok()),
             op(

@@ -55,6 +55,37 @@ impl Anomaly {
     }
 }
 
+/// The first `cap` of `all`, the last of them saying how many more `what`
+/// (a plural noun, e.g. "lost writes") were left off.
+pub(crate) fn capped(mut all: Vec<Anomaly>, cap: usize, what: &str) -> Vec<Anomaly> {
+    let more = all.len().saturating_sub(cap);
+    all.truncate(cap);
+    if let (Some(last), true) = (all.last_mut(), more > 0) {
+        last.detail += &format!(" ({more} more {what} not listed)");
+    }
+    all
+}
+
+/// What an op certainly did, folding "never completed" into `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    Ok,
+    Fail,
+    Unknown,
+}
+
+/// The status of `op`.
+pub(crate) fn status(op: &crate::nemesis::history::Op) -> Status {
+    use crate::nemesis::history::Outcome;
+    match (&op.outcome, op.complete_ns) {
+        // Without a completion nobody learned the outcome, whatever it says.
+        (_, None) => Status::Unknown,
+        (Outcome::Ok { .. }, Some(_)) => Status::Ok,
+        (Outcome::Fail { .. }, Some(_)) => Status::Fail,
+        (Outcome::Unknown { .. }, Some(_)) => Status::Unknown,
+    }
+}
+
 pub mod counter;
 pub mod fifo;
 pub mod queue;
@@ -62,3 +93,6 @@ pub mod register;
 pub mod sessions;
 pub mod set;
 pub mod unique_ids;
+
+#[cfg(test)]
+pub(crate) mod test_ops;

@@ -24,26 +24,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Anomaly, Verdict};
+use super::{status, Anomaly, Status, Verdict};
 use crate::nemesis::history::{Call, Op, Outcome, Value};
-
-/// What an op certainly did, folding "never completed" into `Unknown`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Status {
-    Ok,
-    Fail,
-    Unknown,
-}
-
-fn status(op: &Op) -> Status {
-    match (&op.outcome, op.complete_ns) {
-        // Without a completion nobody learned the outcome, whatever it says.
-        (_, None) => Status::Unknown,
-        (Outcome::Ok { .. }, Some(_)) => Status::Ok,
-        (Outcome::Fail { .. }, Some(_)) => Status::Fail,
-        (Outcome::Unknown { .. }, Some(_)) => Status::Unknown,
-    }
-}
 
 /// Completion time of an op known to be ok (`status == Ok` implies `Some`).
 fn done(op: &Op) -> u64 {
@@ -235,30 +217,7 @@ fn empty_while_nonempty(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn op(
-        id: u64,
-        process: u32,
-        invoke: u64,
-        complete: Option<u64>,
-        call: Call,
-        outcome: Outcome,
-    ) -> Op {
-        Op {
-            id,
-            process,
-            invoke_ns: invoke,
-            complete_ns: complete,
-            call,
-            outcome,
-        }
-    }
-
-    fn unknown() -> Outcome {
-        Outcome::Unknown {
-            error: "connection loss".to_owned(),
-        }
-    }
+    use crate::nemesis::checker::test_ops::{fail, first_ops, kinds, ok, op, unknown};
 
     fn enq(id: u64, invoke: u64, complete: u64, value: i64) -> Op {
         let call = Call::Enqueue { value };
@@ -266,29 +225,13 @@ mod tests {
     }
 
     fn deq(id: u64, invoke: u64, complete: u64, got: Option<i64>) -> Op {
-        let got = Outcome::Ok {
-            value: got.map_or(Value::None, Value::Int),
-        };
+        let got = ok(got.map_or(Value::None, Value::Int));
         op(id, 1, invoke, Some(complete), Call::Dequeue, got)
     }
 
     fn drain(id: u64, at: u64, left: Vec<i64>) -> Op {
         let value = Value::Ints(left);
-        op(id, 9, at, Some(at + 1), Call::Drain, Outcome::Ok { value })
-    }
-
-    fn kinds(v: &Verdict) -> Vec<&str> {
-        match v {
-            Verdict::Invalid { anomalies } => anomalies.iter().map(|a| a.kind.as_str()).collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    fn first_ops(v: &Verdict) -> Vec<u64> {
-        match v {
-            Verdict::Invalid { anomalies } => anomalies[0].ops.clone(),
-            _ => Vec::new(),
-        }
+        op(id, 9, at, Some(at + 1), Call::Drain, ok(value))
     }
 
     #[test]
@@ -370,11 +313,8 @@ mod tests {
         let h = [deq(0, 20, 30, Some(7)), drain(1, 100, vec![])];
         assert_eq!(kinds(&check(&h)), ["phantom-read"]);
         // A failed enqueue certainly took no effect.
-        let fail = Outcome::Fail {
-            error: "refused".to_owned(),
-        };
         let h = [
-            op(0, 0, 0, Some(10), Call::Enqueue { value: 7 }, fail),
+            op(0, 0, 0, Some(10), Call::Enqueue { value: 7 }, fail()),
             drain(1, 100, vec![7]),
         ];
         assert_eq!(kinds(&check(&h)), ["phantom-read"]);

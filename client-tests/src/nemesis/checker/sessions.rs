@@ -24,26 +24,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Anomaly, Verdict};
+use super::{status, Anomaly, Status, Verdict};
 use crate::nemesis::history::{Call, Op, Outcome, Value};
-
-/// What an op certainly did, folding "never completed" into `Unknown`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Status {
-    Ok,
-    Fail,
-    Unknown,
-}
-
-fn status(op: &Op) -> Status {
-    match (&op.outcome, op.complete_ns) {
-        // Without a completion nobody learned the outcome, whatever it says.
-        (_, None) => Status::Unknown,
-        (Outcome::Ok { .. }, Some(_)) => Status::Ok,
-        (Outcome::Fail { .. }, Some(_)) => Status::Fail,
-        (Outcome::Unknown { .. }, Some(_)) => Status::Unknown,
-    }
-}
 
 /// What the history says about one session, relative to `L`.
 #[derive(Default)]
@@ -170,30 +152,7 @@ pub fn check(ops: &[Op]) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn op(
-        id: u64,
-        process: u32,
-        invoke: u64,
-        complete: Option<u64>,
-        call: Call,
-        outcome: Outcome,
-    ) -> Op {
-        Op {
-            id,
-            process,
-            invoke_ns: invoke,
-            complete_ns: complete,
-            call,
-            outcome,
-        }
-    }
-
-    fn unknown() -> Outcome {
-        Outcome::Unknown {
-            error: "connection loss".to_owned(),
-        }
-    }
+    use crate::nemesis::checker::test_ops::{fail, first_ops, kinds, ok, op, unknown};
 
     fn create(id: u64, session: i64, outcome: Outcome) -> Op {
         op(
@@ -230,24 +189,8 @@ mod tests {
 
     /// The final list, invoked at 100 and done at 110.
     fn list(id: u64, owners: Vec<i64>) -> Op {
-        let outcome = Outcome::Ok {
-            value: Value::Ints(owners),
-        };
+        let outcome = ok(Value::Ints(owners));
         op(id, 99, 100, Some(110), Call::EphemeralList, outcome)
-    }
-
-    fn kinds(v: &Verdict) -> Vec<&str> {
-        match v {
-            Verdict::Invalid { anomalies } => anomalies.iter().map(|a| a.kind.as_str()).collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    fn first_ops(v: &Verdict) -> Vec<u64> {
-        match v {
-            Verdict::Invalid { anomalies } => anomalies[0].ops.clone(),
-            _ => Vec::new(),
-        }
     }
 
     #[test]
@@ -343,10 +286,7 @@ mod tests {
         let h = [create(0, 1, Outcome::ok()), list(1, vec![1, 9])];
         assert_eq!(kinds(&check(&h)), ["phantom-read"]);
         // A failed create certainly made nothing.
-        let fail = Outcome::Fail {
-            error: "NodeExists".to_owned(),
-        };
-        let h = [create(0, 9, fail), list(1, vec![9])];
+        let h = [create(0, 9, fail()), list(1, vec![9])];
         assert_eq!(kinds(&check(&h)), ["phantom-read"]);
     }
 
@@ -365,9 +305,7 @@ mod tests {
             50,
             Some(60),
             Call::EphemeralList,
-            Outcome::Ok {
-                value: Value::Ints(vec![]),
-            },
+            ok(Value::Ints(vec![])),
         );
         let h = [create(0, 1, Outcome::ok()), early.clone(), list(2, vec![1])];
         assert_eq!(check(&h), Verdict::Valid);

@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::{Anomaly, Verdict};
+use super::{capped, Anomaly, Verdict};
 use crate::nemesis::history::{Call, Op, Outcome, Value};
 
 /// Anomalies of one kind listed: a report needs examples, not thousands.
@@ -145,69 +145,31 @@ pub fn check(ops: &[Op]) -> Verdict {
             phantoms.push(Anomaly::new("phantom-read", detail, ids));
         }
     }
-    let mut anomalies = capped(lost, "lost writes");
-    anomalies.extend(capped(phantoms, "phantom elements"));
+    let mut anomalies = capped(lost, REPORT_CAP, "lost writes");
+    anomalies.extend(capped(phantoms, REPORT_CAP, "phantom elements"));
     anomalies.extend(malformed);
     Verdict::from_anomalies(anomalies)
-}
-
-/// The first `REPORT_CAP` anomalies, the last saying how many were left off.
-fn capped(mut all: Vec<Anomaly>, what: &str) -> Vec<Anomaly> {
-    let more = all.len().saturating_sub(REPORT_CAP);
-    all.truncate(REPORT_CAP);
-    if let (Some(last), true) = (all.last_mut(), more > 0) {
-        last.detail += &format!(" ({more} more {what} not listed)");
-    }
-    all
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nemesis::checker::test_ops::{completed, fail, found, ok, op, unknown};
 
-    fn op(id: u64, invoke: u64, complete: Option<u64>, call: Call, outcome: Outcome) -> Op {
-        Op {
-            id,
-            process: id as u32,
-            invoke_ns: invoke,
-            complete_ns: complete,
-            call,
-            outcome,
-        }
-    }
     fn add(id: u64, value: i64, outcome: Outcome) -> Op {
-        let complete = Some(id * 10 + 5).filter(|_| !matches!(outcome, Outcome::Unknown { .. }));
-        op(id, id * 10, complete, Call::SetAdd { value }, outcome)
-    }
-    fn read(id: u64, invoke: u64, xs: &[i64]) -> Op {
+        let complete = completed(id * 10 + 5, &outcome);
         op(
             id,
-            invoke,
-            Some(invoke + 5),
-            Call::SetRead,
-            Outcome::Ok {
-                value: Value::Ints(xs.to_vec()),
-            },
+            id as u32,
+            id * 10,
+            complete,
+            Call::SetAdd { value },
+            outcome,
         )
     }
-    fn unknown() -> Outcome {
-        Outcome::Unknown {
-            error: "connection loss".into(),
-        }
-    }
-    fn fail() -> Outcome {
-        Outcome::Fail {
-            error: "node exists".into(),
-        }
-    }
-    /// (kind, ops) of each anomaly.
-    fn found(v: Verdict) -> Vec<(String, Vec<u64>)> {
-        match v {
-            Verdict::Invalid { anomalies } => {
-                anomalies.into_iter().map(|a| (a.kind, a.ops)).collect()
-            }
-            other => panic!("not invalid: {other:?}"),
-        }
+    fn read(id: u64, invoke: u64, xs: &[i64]) -> Op {
+        let got = ok(Value::Ints(xs.to_vec()));
+        op(id, id as u32, invoke, Some(invoke + 5), Call::SetRead, got)
     }
 
     #[test]
@@ -250,7 +212,7 @@ mod tests {
     fn no_final_read_is_unknown() {
         let h = [
             add(0, 1, Outcome::ok()),
-            op(1, 50, None, Call::SetRead, unknown()),
+            op(1, 1, 50, None, Call::SetRead, unknown()),
         ];
         assert!(matches!(check(&h), Verdict::Unknown { reason } if reason == "no final read"));
     }
@@ -287,7 +249,7 @@ mod tests {
         // Other workloads' ops and failed adds are ignored.
         let h = [
             add(0, 1, fail()),
-            op(1, 0, Some(1), Call::NextId, Outcome::ok()),
+            op(1, 1, 0, Some(1), Call::NextId, Outcome::ok()),
             read(2, 100, &[]),
         ];
         assert_eq!(check(&h), Verdict::Valid);

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Anomaly, Verdict};
+use super::{capped, Anomaly, Verdict};
 use crate::nemesis::history::{Call, Op, Outcome, Value};
 
 /// Anomalies of one kind listed: a report needs examples, not thousands.
@@ -47,40 +47,22 @@ pub fn check(ops: &[Op]) -> Verdict {
         let detail = format!("{} ok ops got id {id}", ops.len());
         duplicates.push(Anomaly::new("duplicate-id", detail, ops));
     }
-    let mut anomalies = capped(duplicates, "duplicated ids");
-    anomalies.extend(capped(invalid, "invalid ids"));
+    let mut anomalies = capped(duplicates, REPORT_CAP, "duplicated ids");
+    anomalies.extend(capped(invalid, REPORT_CAP, "invalid ids"));
     Verdict::from_anomalies(anomalies)
-}
-
-/// The first `REPORT_CAP` anomalies, the last saying how many were left off.
-fn capped(mut all: Vec<Anomaly>, what: &str) -> Vec<Anomaly> {
-    let more = all.len().saturating_sub(REPORT_CAP);
-    all.truncate(REPORT_CAP);
-    if let (Some(last), true) = (all.last_mut(), more > 0) {
-        last.detail += &format!(" ({more} more {what} not listed)");
-    }
-    all
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nemesis::checker::test_ops::{fail, ok, op, unknown};
 
     fn next_id(id: u64, outcome: Outcome) -> Op {
         let complete = Some(id * 10 + 5).filter(|_| outcome.is_ok());
-        Op {
-            id,
-            process: 0,
-            invoke_ns: id * 10,
-            complete_ns: complete,
-            call: Call::NextId,
-            outcome,
-        }
+        op(id, 0, id * 10, complete, Call::NextId, outcome)
     }
     fn got(id: i64) -> Outcome {
-        Outcome::Ok {
-            value: Value::Int(id),
-        }
+        ok(Value::Int(id))
     }
 
     #[test]
@@ -121,19 +103,13 @@ mod tests {
 
     #[test]
     fn unknown_and_failed_ops_are_ignored() {
-        let unknown = Outcome::Unknown {
-            error: "connection loss".into(),
-        };
-        let failed = Outcome::Fail {
-            error: "no node".into(),
-        };
         // An "ok" without a completion time is unknown too.
         let mut late = next_id(3, got(0));
         late.complete_ns = None;
         let h = [
             next_id(0, got(0)),
-            next_id(1, unknown),
-            next_id(2, failed),
+            next_id(1, unknown()),
+            next_id(2, fail()),
             late,
         ];
         assert_eq!(check(&h), Verdict::Valid);

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use super::{Anomaly, Verdict};
+use super::{capped, Anomaly, Verdict};
 use crate::nemesis::history::{Call, Op, Outcome, Value};
 use wgl::{wgl, Search};
 
@@ -260,8 +260,8 @@ fn check_key(
         }
         keep.push(*o);
     }
-    let mut out = capped(phantoms, "phantom reads");
-    out.extend(capped(stales, "stale reads"));
+    let mut out = capped(phantoms, REPORT_CAP, "phantom reads");
+    out.extend(capped(stales, REPORT_CAP, "stale reads"));
     match wgl(prune(keep), max_states, deadline) {
         (_, Search::Linearizable) => (out, None),
         (_, Search::OverBudget(why)) => (out, Some(why)),
@@ -287,16 +287,6 @@ fn prune(mut ops: Vec<KOp>) -> Vec<KOp> {
             return ops;
         }
     }
-}
-
-/// The first `REPORT_CAP` anomalies, the last saying how many were left off.
-fn capped(mut all: Vec<Anomaly>, what: &str) -> Vec<Anomaly> {
-    let more = all.len().saturating_sub(REPORT_CAP);
-    all.truncate(REPORT_CAP);
-    if let (Some(last), true) = (all.last_mut(), more > 0) {
-        last.detail += &format!(" ({more} more {what} not listed)");
-    }
-    all
 }
 
 /// The anomaly for op `b`, whose return the search reached furthest in the

@@ -3,6 +3,7 @@
 //! and a large simulated valid history.
 
 use super::*;
+use crate::nemesis::checker::test_ops::{self, fail, first_ops, ok, op, unknown};
 
 /// Ops (ids in order, one process each) from `(invoke, complete, what)`:
 /// `w5` writes 5, `r5` reads 5, `r_` reads nothing, `c5:6` is a CAS;
@@ -41,26 +42,14 @@ fn hist(spec: &[(u64, u64, &str)]) -> Vec<Op> {
             };
             let (tail, mut complete_ns) = (spec[id].2.chars().last(), Some(complete));
             let outcome = match tail {
-                Some('?') => Outcome::Unknown {
-                    error: "timeout".into(),
-                },
-                Some('!') => Outcome::Fail {
-                    error: "bad version".into(),
-                },
-                _ => Outcome::Ok { value },
+                Some('?') => unknown(),
+                Some('!') => fail(),
+                _ => ok(value),
             };
             if tail == Some('?') {
                 complete_ns = None;
             }
-            let (id, process) = (id as u64, id as u32);
-            Op {
-                id,
-                process,
-                invoke_ns: invoke,
-                complete_ns,
-                call,
-                outcome,
-            }
+            op(id as u64, id as u32, invoke, complete_ns, call, outcome)
         })
         .collect()
 }
@@ -71,13 +60,7 @@ fn run(spec: &[(u64, u64, &str)]) -> Verdict {
 
 /// The kinds of the anomalies, with the ops of the first.
 fn kinds(v: &Verdict) -> (Vec<&str>, Vec<u64>) {
-    match v {
-        Verdict::Invalid { anomalies } => (
-            anomalies.iter().map(|a| a.kind.as_str()).collect(),
-            anomalies[0].ops.clone(),
-        ),
-        _ => (Vec::new(), Vec::new()),
-    }
+    (test_ops::kinds(v), first_ops(v))
 }
 
 #[test]
@@ -289,14 +272,7 @@ fn simulated(seed: u64, n: usize, procs: usize, keys: u64) -> Vec<Op> {
         };
         points.push((invoke + rng.below(complete - invoke + 1), ops.len()));
         let (process, complete_ns, outcome) = (p as u32, Some(complete), Outcome::ok());
-        ops.push(Op {
-            id: 0,
-            process,
-            invoke_ns: invoke,
-            complete_ns,
-            call,
-            outcome,
-        });
+        ops.push(op(0, process, invoke, complete_ns, call, outcome));
     }
     points.sort_unstable();
     let mut reg: HashMap<u32, Reg> = HashMap::new();
@@ -307,18 +283,9 @@ fn simulated(seed: u64, n: usize, procs: usize, keys: u64) -> Vec<Op> {
         };
         let now = reg.entry(key).or_insert(None);
         match &mut o.call {
-            Call::Read { .. } => {
-                o.outcome = Outcome::Ok {
-                    value: now.map_or(Value::None, Value::Int),
-                }
-            }
+            Call::Read { .. } => o.outcome = ok(now.map_or(Value::None, Value::Int)),
             Call::Write { value, .. } if rng.below(30) == 0 => {
-                (o.complete_ns, o.outcome) = (
-                    None,
-                    Outcome::Unknown {
-                        error: "timeout".into(),
-                    },
-                );
+                (o.complete_ns, o.outcome) = (None, unknown());
                 if rng.below(2) == 0 {
                     *now = Some(*value);
                 }
@@ -326,14 +293,7 @@ fn simulated(seed: u64, n: usize, procs: usize, keys: u64) -> Vec<Op> {
             Call::Write { value, .. } => *now = Some(*value),
             Call::Cas { from, to, .. } => match *now {
                 Some(cur) if rng.below(2) == 0 => (*from, *now) = (cur, Some(*to)),
-                _ => {
-                    (*from, o.outcome) = (
-                        -1,
-                        Outcome::Fail {
-                            error: "bad version".into(),
-                        },
-                    )
-                }
+                _ => (*from, o.outcome) = (-1, fail()),
             },
             _ => unreachable!(),
         }
