@@ -13,7 +13,7 @@
 //! queued can land under the new one.
 
 use super::peer::convert::SnapPiece;
-use super::peer::{PeerEvent, PeerNetwork};
+use super::peer::{PeerEvent, PeerNetwork, SnapPermit};
 use super::recovery;
 use super::snap_receiver::SnapReceiver;
 use super::snap_sender::SnapSender;
@@ -206,7 +206,11 @@ impl<S: Store> Member<S> {
                 }
                 self.zab_message(ctx, from, message)
             }
-            PeerEvent::SnapChunk { from, piece } => self.snap_piece(ctx, from, piece),
+            PeerEvent::SnapChunk {
+                from,
+                piece,
+                permit,
+            } => self.snap_piece(ctx, from, piece, permit),
             PeerEvent::ZabClosed { peer } => {
                 self.snaps_out.cancel(peer);
                 match &mut self.role {
@@ -227,6 +231,7 @@ impl<S: Store> Member<S> {
         ctx: &mut Ctx<'_>,
         from: ServerId,
         piece: SnapPiece,
+        permit: SnapPermit,
     ) -> Result<(), ServeError> {
         let from_leader = matches!(&self.role, Role::Following(f) if f.leader() == from);
         if !from_leader || !matches!(self.waiting, Waiting::Nothing) {
@@ -236,7 +241,7 @@ impl<S: Store> Member<S> {
             self.peers.close_zab(from);
             return Ok(());
         }
-        let received = SnapReceiver::receive(&mut self.snap_in, piece);
+        let received = SnapReceiver::receive(&mut self.snap_in, piece, permit);
         submit(ctx, received.job)?;
         match received.snap {
             Some(snap) => self.zab_message(ctx, from, snap),

@@ -1,9 +1,12 @@
 //! A follower's SNAP streaming in: each piece goes to the storage thread's
 //! staging slot as it arrives, and the role gets the image once the last
 //! piece is queued, as a staged image that its install copies into place.
-//! The member never holds more than the piece in hand.
+//! Each piece holds its share of the bytes a member lets into flight until
+//! the storage thread has written it, so the link reads no faster than the
+//! disk writes.
 
 use super::peer::convert::SnapPiece;
+use super::peer::SnapPermit;
 use super::storage_worker::StorageJob;
 use crate::core::zab::{SnapshotSource, ZabMessage};
 use zkd_protocol::Zxid;
@@ -26,7 +29,11 @@ pub(super) struct Received {
 impl SnapReceiver {
     /// Takes the next piece of the image. The link's decoder has checked that
     /// pieces are contiguous from offset 0, so a piece at 0 starts a new image.
-    pub fn receive(receiving: &mut Option<SnapReceiver>, piece: SnapPiece) -> Received {
+    pub fn receive(
+        receiving: &mut Option<SnapReceiver>,
+        piece: SnapPiece,
+        permit: SnapPermit,
+    ) -> Received {
         let receiver = match receiving {
             Some(r) if piece.offset != 0 && r.zxid == piece.zxid => r,
             _ => receiving.insert(SnapReceiver {
@@ -38,6 +45,7 @@ impl SnapReceiver {
         let job = StorageJob::StageSnapshotPiece {
             first: piece.offset == 0,
             data: piece.data,
+            permit,
         };
         let Some(fuzzy_through) = piece.fuzzy_through else {
             return Received { job, snap: None };

@@ -45,6 +45,9 @@ fn describe_call(call: &Call) -> String {
         Call::EphemeralList => "ephemeral-list".into(),
         Call::FifoWrite { key, value } => format!("fifo-write k{key}={value}"),
         Call::FifoRead { key } => format!("fifo-read k{key}"),
+        Call::WatchRead { key } => format!("watch-read k{key}"),
+        Call::WatchWrite { key, value } => format!("watch-write k{key}={value}"),
+        Call::WatchFired { key, read } => format!("watch-fired k{key} (set by #{read})"),
     }
 }
 

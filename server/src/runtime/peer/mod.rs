@@ -38,13 +38,14 @@ use bytes::Bytes;
 use convert::SnapPiece;
 use link::Outbox;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use zkd_protocol::peer::election::MAX_ELECTION_PAYLOAD;
 use zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME;
@@ -67,11 +68,41 @@ pub enum PeerEvent {
     Notification(Notification),
     /// A Zab message on the quorum link with `from`.
     Zab { from: ServerId, message: ZabMessage },
-    /// The next piece of the SNAP image `from` is streaming to us.
-    SnapChunk { from: ServerId, piece: SnapPiece },
+    /// The next piece of the SNAP image `from` is streaming to us, with its
+    /// share of the bytes in flight (drop it once the piece is written).
+    SnapChunk {
+        from: ServerId,
+        piece: SnapPiece,
+        permit: SnapPermit,
+    },
     /// The quorum link with `peer` closed (after every message it delivered).
     ZabClosed { peer: ServerId },
 }
+
+/// Bytes of SNAP pieces received and not yet written (dropped) that a
+/// member allows: while they are spent the link stops reading, so a slow
+/// disk slows the leader's stream instead of filling this member's memory.
+const SNAP_BYTES_IN_FLIGHT: usize = 8 << 20;
+
+/// A received SNAP piece's share of [`SNAP_BYTES_IN_FLIGHT`], given back
+/// when the last clone drops.
+#[derive(Clone)]
+pub struct SnapPermit(Arc<OwnedSemaphorePermit>);
+
+impl fmt::Debug for SnapPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SnapPermit({} KiB)", self.0.num_permits())
+    }
+}
+
+// Permits carry no information: events compare by what they say.
+impl PartialEq for SnapPermit {
+    fn eq(&self, _: &SnapPermit) -> bool {
+        true
+    }
+}
+
+impl Eq for SnapPermit {}
 
 /// Limits and timeouts of the peer links.
 #[derive(Clone, Debug)]
@@ -176,6 +207,7 @@ impl PeerNetwork {
             settings,
             events,
             state: Mutex::new(state),
+            snap_budget: Arc::new(Semaphore::new(SNAP_BYTES_IN_FLIGHT >> 10)),
         });
         shared.spawn(accept_loop(
             shared.clone(),
@@ -283,6 +315,8 @@ struct Shared {
     settings: PeerSettings,
     events: mpsc::Sender<PeerEvent>,
     state: Mutex<State>,
+    /// [`SNAP_BYTES_IN_FLIGHT`], in KiB.
+    snap_budget: Arc<Semaphore>,
 }
 
 /// The links, under one short-held lock (never across an await).
@@ -342,6 +376,19 @@ impl State {
 }
 
 impl Shared {
+    /// Waits until `bytes` more of SNAP pieces may be in flight.
+    async fn snap_permit(&self, bytes: usize) -> SnapPermit {
+        // Rounded up to KiB, and never more than the whole budget.
+        let units = bytes.div_ceil(1024).clamp(1, SNAP_BYTES_IN_FLIGHT >> 10) as u32;
+        let permit = self
+            .snap_budget
+            .clone()
+            .acquire_many_owned(units)
+            .await
+            .expect("the SNAP budget is never closed");
+        SnapPermit(Arc::new(permit))
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -261,7 +261,14 @@ async fn read_loop(
                 from: peer,
                 message,
             },
-            Ok(Some(Inbound::SnapChunk(piece))) => PeerEvent::SnapChunk { from: peer, piece },
+            Ok(Some(Inbound::SnapChunk(piece))) => {
+                let permit = shared.snap_permit(piece.data.len()).await;
+                PeerEvent::SnapChunk {
+                    from: peer,
+                    piece,
+                    permit,
+                }
+            }
             Ok(None) => continue,
             Err(e) => return LinkEnd::Protocol(e.0),
         };

@@ -321,7 +321,7 @@ async fn a_three_mib_snapshot_streams_in_pieces() {
             .send_zab(ServerId(1), ZabMessage::NewLeader { epoch: 3 });
         let mut received = Vec::new();
         loop {
-            let PeerEvent::SnapChunk { from, piece } = next_event(f).await else {
+            let PeerEvent::SnapChunk { from, piece, .. } = next_event(f).await else {
                 panic!("pieces of the image come first");
             };
             assert_eq!((from, piece.zxid), (ServerId(2), zxid));

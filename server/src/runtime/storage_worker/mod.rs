@@ -46,7 +46,12 @@ pub enum StorageJob {
     SetCurrentEpoch(u32),
     /// A piece of a SNAP streaming in, appended to the staging slot (the
     /// first one empties it). Not durable by itself: the install seals it.
-    StageSnapshotPiece { first: bool, data: bytes::Bytes },
+    StageSnapshotPiece {
+        first: bool,
+        data: bytes::Bytes,
+        /// Dropped once the piece is written, letting the link read on.
+        permit: super::peer::SnapPermit,
+    },
     /// A follower's SNAP: the history becomes this image, as of `zxid`
     /// (`zkd_storage::store::install_snapshot`). Durable before any later job runs.
     InstallSnapshot {
@@ -182,7 +187,7 @@ impl<S: Store> Worker<S> {
                 zkd_storage::store::truncate_history(&mut self.storage, zxid)?;
                 tracing::info!(%zxid, "log truncated");
             }
-            StorageJob::StageSnapshotPiece { first, data } => {
+            StorageJob::StageSnapshotPiece { first, data, .. } => {
                 if first {
                     self.storage.remove_snapshot(SnapshotSlot::Staging)?;
                 }
