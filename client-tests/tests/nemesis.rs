@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Each workload with two nemeses: together every fault kind, and the mix.
-const MATRIX: [(&str, &str); 7] = [
+const MATRIX: [(&str, &str); 8] = [
     ("register", "partition-leader,kill-leader"),
     ("set", "kill-all,partition-halves"),
     ("unique-ids", "pause-leader,partition-ring"),
@@ -15,6 +15,7 @@ const MATRIX: [(&str, &str); 7] = [
     ("queue", "pause-random,partition-one-way"),
     ("sessions", "rolling-restart,partition-client"),
     ("fifo", "pause-all,mix"),
+    ("watches", "partition-client,kill-leader"),
 ];
 
 fn assert_report(dir: &Path) {

@@ -68,6 +68,21 @@ pub enum Call {
     FifoWrite { key: u32, value: i64 },
     /// FIFO: read key `key` (`Value::Versioned`).
     FifoRead { key: u32 },
+    /// Watches: read key `key` and leave a data watch on it
+    /// (`Value::Versioned`: the value and the mzxid the watch was set at).
+    WatchRead { key: u32 },
+    /// Watches: read key `key` without a watch (`Value::Versioned`), to see
+    /// whether an event owed for it came first.
+    WatchPeek { key: u32 },
+    /// Watches: write `value` to key `key` (`Value::Versioned`: the value and
+    /// the write's zxid, its new mzxid).
+    WatchWrite { key: u32, value: i64 },
+    /// Watches: the process observed the watch left by its op `read` fire
+    /// (`Value::Versioned` with no value and the event's zxid, -1 where the
+    /// server does not send it). `invoke_ns == complete_ns`; the process
+    /// looks for events right after each of its own operations completes,
+    /// so an event delivered before a reply is observed no later than it.
+    WatchFired { key: u32, read: u64 },
 }
 
 /// A value an operation returned.

@@ -2,7 +2,9 @@
 //! counter's total, the queue drained, the ephemerals left), each retried
 //! until the ensemble answers, within a bound.
 
+use crate::watching;
 use crate::workload::{self, Process, Shared, Workload, SESSION_TIMEOUT};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use zkd_client_tests::nemesis::history::{Call, Outcome, Value};
 use zookeeper_client as zk;
@@ -15,7 +17,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs the final reads of `shared.workload`; `processes` are the workers
 /// as they ended (the sessions workload checks their sessions).
-pub async fn run(shared: &Shared, processes: Vec<Process>, registers: u32) {
+pub async fn run(shared: &Shared, mut processes: Vec<Process>, registers: u32) {
     let Some(client) = connect(shared).await else {
         return;
     };
@@ -33,6 +35,26 @@ pub async fn run(shared: &Shared, processes: Vec<Process>, registers: u32) {
         }
         Workload::Queue => drain(shared, &client).await,
         Workload::Sessions => sessions(shared, &client, processes).await,
+        Workload::Watches => {
+            // One more write to every key, so every watch left has a reason to fire.
+            for key in 0..watching::KEYS {
+                let value = shared.next_value.fetch_add(1, Ordering::Relaxed);
+                let deadline = tokio::time::Instant::now() + LIMIT;
+                while tokio::time::Instant::now() < deadline {
+                    let pending = shared.rec.invoke(FINAL, Call::WatchWrite { key, value });
+                    let outcome = watching::write(shared, &client, key, value).await;
+                    let done = !matches!(outcome, Outcome::Unknown { .. });
+                    shared.rec.complete(pending, outcome);
+                    if done {
+                        break;
+                    }
+                }
+            }
+            watching::collect(&shared.rec, &mut processes).await;
+            // Each live session's last op comes after the final writes, so a
+            // watch that never fired is a lost one, not a process that stopped.
+            close_sessions(shared, processes);
+        }
         Workload::UniqueIds | Workload::Fifo => {}
     }
 }
@@ -99,14 +121,15 @@ async fn sessions(shared: &Shared, client: &zk::Client, processes: Vec<Process>)
         }
     }
     until_ok(shared, client, Call::EphemeralList).await;
-    for p in live {
+    close_sessions(shared, live);
+}
+
+/// Closes every process's live session, recording it.
+fn close_sessions(shared: &Shared, processes: Vec<Process>) {
+    for p in processes {
         if let Some(c) = p.client {
-            let pending = shared.rec.invoke(
-                p.id,
-                Call::SessionClose {
-                    session: c.session_id().0,
-                },
-            );
+            let session = c.session_id().0;
+            let pending = shared.rec.invoke(p.id, Call::SessionClose { session });
             drop(c);
             shared.rec.complete(pending, Outcome::ok());
         }

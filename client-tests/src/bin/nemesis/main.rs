@@ -18,6 +18,7 @@ mod cluster;
 mod faults;
 mod final_reads;
 mod recorder;
+mod watching;
 mod workload;
 
 use clap::Parser;
@@ -287,6 +288,7 @@ fn check(workload: Workload, ops: &[Op]) -> Verdict {
         Workload::Queue => checker::queue::check(ops),
         Workload::Sessions => checker::sessions::check(ops),
         Workload::Fifo => checker::fifo::check(ops),
+        Workload::Watches => checker::watches::check(ops),
     }
 }
 

@@ -36,6 +36,13 @@ pub struct Pending {
     call: Call,
 }
 
+impl Pending {
+    /// The operation's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 impl Recorder {
     /// A recorder whose clock starts now.
     pub fn new() -> Recorder {

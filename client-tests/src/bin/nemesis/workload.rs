@@ -6,6 +6,7 @@
 //! still take effect at any later time.
 
 use crate::recorder::Recorder;
+use crate::watching;
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
@@ -31,11 +32,14 @@ pub enum Workload {
     Sessions,
     /// Per-session FIFO writes and monotonic reads.
     Fifo,
+    /// Data watches: each fires once, in zxid order, before the data it
+    /// announces is seen, and none is lost across reconnects.
+    Watches,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Register,
         Workload::Set,
         Workload::UniqueIds,
@@ -43,6 +47,7 @@ impl Workload {
         Workload::Queue,
         Workload::Sessions,
         Workload::Fifo,
+        Workload::Watches,
     ];
 
     /// The name on the command line.
@@ -53,7 +58,7 @@ impl Workload {
     }
 
     /// The workload's directory.
-    fn dir(self) -> String {
+    pub fn dir(self) -> String {
         format!("/nemesis-{}", self.name())
     }
 }
@@ -103,6 +108,7 @@ pub async fn prepare(shared: &Shared, limit: Duration) -> bool {
         match shared.workload {
             Workload::Register => paths.extend((0..KEYS).map(|k| format!("{dir}/k{k}"))),
             Workload::Counter => paths.push(format!("{dir}/total")),
+            Workload::Watches => paths.extend((0..watching::KEYS).map(|k| format!("{dir}/w{k}"))),
             _ => {}
         }
         let mut done = true;
@@ -147,6 +153,20 @@ pub struct Process {
     pub client: Option<zk::Client>,
     /// Sessions opened so far.
     sessions: u32,
+    /// The watches workload's watches not yet fired.
+    pub watches: Vec<watching::Watch>,
+}
+
+impl Process {
+    /// Worker `worker`'s process before its first session.
+    pub fn new(worker: u32) -> Process {
+        Process {
+            id: worker,
+            client: None,
+            sessions: 0,
+            watches: Vec::new(),
+        }
+    }
 }
 
 /// One process's loop until `until`: generate, run, record. Returns the
@@ -158,12 +178,11 @@ pub async fn run_process(
     seed: u64,
     until: tokio::time::Instant,
 ) -> Process {
+    if shared.workload == Workload::Watches {
+        return watching::run_process(shared, worker, stride, seed, until).await;
+    }
     let mut rng: StdRng = rand::SeedableRng::seed_from_u64(seed);
-    let mut me = Process {
-        id: worker,
-        client: None,
-        sessions: 0,
-    };
+    let mut me = Process::new(worker);
     while tokio::time::Instant::now() < until {
         let c = match me.client.clone().filter(alive) {
             Some(c) => c,
@@ -206,7 +225,7 @@ pub async fn run_process(
     me
 }
 
-fn alive(c: &zk::Client) -> bool {
+pub fn alive(c: &zk::Client) -> bool {
     !matches!(
         c.state(),
         zk::SessionState::Expired | zk::SessionState::Closed
@@ -216,7 +235,7 @@ fn alive(c: &zk::Client) -> bool {
 /// A new session for `me`; in the sessions workload it creates its ephemeral.
 /// A process's guarantees (FIFO, monotonic reads) hold within one session,
 /// so every session after the first runs under a new process id.
-async fn open_session(shared: &Shared, me: &mut Process, stride: u32) -> Option<zk::Client> {
+pub async fn open_session(shared: &Shared, me: &mut Process, stride: u32) -> Option<zk::Client> {
     let c = connect(&shared.connect).await?;
     if me.sessions > 0 {
         me.id += stride;
@@ -283,7 +302,9 @@ fn generate(shared: &Shared, rng: &mut StdRng, process: u32, stride: u32) -> Cal
             _ => Call::Dequeue,
         },
         // Sessions are opened, probed and closed by the loop itself.
-        Workload::Sessions => unreachable!("the sessions workload generates no calls"),
+        Workload::Sessions | Workload::Watches => {
+            unreachable!("the sessions and watches workloads run loops of their own")
+        }
         // A process writes only its own key; it reads any worker's current one.
         Workload::Fifo => match rng.gen_range(0..2) {
             0 => Call::FifoWrite {
@@ -301,7 +322,7 @@ fn generate(shared: &Shared, rng: &mut StdRng, process: u32, stride: u32) -> Cal
 }
 
 /// Awaits `f` for at most [`OP_TIMEOUT`]; an error is its outcome.
-async fn finish<T>(
+pub async fn finish<T>(
     f: impl std::future::Future<Output = Result<T, zk::Error>>,
 ) -> Result<T, Outcome> {
     match tokio::time::timeout(OP_TIMEOUT, f).await {
@@ -439,7 +460,11 @@ pub async fn execute(shared: &Shared, c: &zk::Client, call: &Call) -> Outcome {
             Call::Drain
             | Call::EphemeralCreate { .. }
             | Call::SessionClose { .. }
-            | Call::SessionExpired { .. } => Err(Outcome::Fail {
+            | Call::SessionExpired { .. }
+            | Call::WatchRead { .. }
+            | Call::WatchPeek { .. }
+            | Call::WatchWrite { .. }
+            | Call::WatchFired { .. } => Err(Outcome::Fail {
                 error: "not a generated call".into(),
             }),
         }

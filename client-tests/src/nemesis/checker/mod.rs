@@ -93,6 +93,7 @@ pub mod register;
 pub mod sessions;
 pub mod set;
 pub mod unique_ids;
+pub mod watches;
 
 #[cfg(test)]
 pub(crate) mod test_ops;

@@ -46,6 +46,7 @@ fn describe_call(call: &Call) -> String {
         Call::FifoWrite { key, value } => format!("fifo-write k{key}={value}"),
         Call::FifoRead { key } => format!("fifo-read k{key}"),
         Call::WatchRead { key } => format!("watch-read k{key}"),
+        Call::WatchPeek { key } => format!("watch-peek k{key}"),
         Call::WatchWrite { key, value } => format!("watch-write k{key}={value}"),
         Call::WatchFired { key, read } => format!("watch-fired k{key} (set by #{read})"),
     }
