@@ -27,6 +27,7 @@ use faults::Nemesis;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use recorder::Recorder;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU32};
 use std::sync::Arc;
@@ -115,7 +116,7 @@ fn main() {
         );
         let result = run_cell(&runtime, &args, *w, *n, cell_seed, &label);
         eprintln!(
-            "\r{label}: {} ({} ops) {}",
+            "\r{label}: {} ({} ops) {}   ",
             verdict_word(&result.verdict),
             result.ops,
             result.dir.display()
@@ -191,7 +192,10 @@ fn run_cell(
             ))
         })
         .collect();
-    let progress = runtime.spawn(progress(rec.clone(), label.to_owned(), run_time));
+    // A log (CI) gets the one line per cell below, not a line rewritten each second.
+    let progress = std::io::stderr()
+        .is_terminal()
+        .then(|| runtime.spawn(progress(rec.clone(), label.to_owned(), run_time)));
     run_nemesis(&mut cluster, nemesis, &mut rng, &rec, run_time);
     let processes: Vec<workload::Process> = runtime.block_on(async {
         let mut done = Vec::new();
@@ -202,7 +206,9 @@ fn run_cell(
         }
         done
     });
-    progress.abort();
+    if let Some(progress) = progress {
+        progress.abort();
+    }
     cluster.heal();
     if !cluster.wait_all_serving(Duration::from_secs(60)) {
         eprintln!("\r{label}: not every member serves 60 s after the last heal");
