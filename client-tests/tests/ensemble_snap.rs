@@ -7,6 +7,7 @@
 use std::time::Duration;
 use zkd_client_tests::ensemble::Ensemble;
 use zkd_client_tests::{connect, persistent, within, ServerOptions};
+use zookeeper_client as zk;
 
 const SESSION: Duration = Duration::from_secs(10);
 const NODES: usize = 96;
@@ -38,19 +39,44 @@ fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("clear_refs");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snap_of_a_large_tree_streams_without_holding_the_image() {
+/// A 3-member ensemble with `snapCount` as given, a client on its leader,
+/// and the node `root` created.
+async fn ensemble_with(snap_count: &str, root: &str) -> (Ensemble, zk::Client, usize) {
     let options = ServerOptions {
         tick_time_ms: 500,
         ..ServerOptions::default()
     }
-    .with("snapCount", "40");
-    let mut ensemble = Ensemble::start_with(3, options);
+    .with("snapCount", snap_count);
+    let ensemble = Ensemble::start_with(3, options);
     let leader = ensemble.leader().expect("a leader");
     let client = connect(&ensemble.connect_string(&[leader]), SESSION).await;
-    within(client.create("/big", b"", &persistent()))
+    within(client.create(root, b"", &persistent()))
         .await
         .unwrap();
+    (ensemble, client, leader)
+}
+
+/// A follower gets a new disk while every member is down; the others come
+/// back first. After the restart the leader's history starts at its latest
+/// snapshot, so the empty member can only be sent a SNAP. Returns (the
+/// newcomer, not yet started; the new leader).
+fn replace_a_disk(ensemble: &mut Ensemble, leader: usize) -> (usize, usize) {
+    let newcomer = (0..3).find(|i| *i != leader).unwrap();
+    for member in &mut ensemble.members {
+        member.kill9();
+    }
+    ensemble.members[newcomer].wipe_data();
+    let others: Vec<usize> = (0..3).filter(|i| *i != newcomer).collect();
+    for &i in &others {
+        ensemble.members[i].restart();
+    }
+    ensemble.wait_until_serving(&others);
+    (newcomer, ensemble.leader().expect("a leader of the two"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snap_of_a_large_tree_streams_without_holding_the_image() {
+    let (mut ensemble, client, leader) = ensemble_with("40", "/big").await;
     for i in 0..NODES {
         let path = format!("/big/n{i:03}");
         within(client.create(&path, &data_of(i), &persistent()))
@@ -59,19 +85,7 @@ async fn a_snap_of_a_large_tree_streams_without_holding_the_image() {
     }
     drop(client);
 
-    // A member gets a new disk. After a restart the leader's history starts
-    // at its latest snapshot, so the empty member can only be sent a SNAP.
-    let newcomer = (0..3).find(|i| *i != leader).unwrap();
-    let others: Vec<usize> = (0..3).filter(|i| *i != newcomer).collect();
-    for member in &mut ensemble.members {
-        member.kill9();
-    }
-    ensemble.members[newcomer].wipe_data();
-    for &i in &others {
-        ensemble.members[i].restart();
-    }
-    ensemble.wait_until_serving(&others);
-    let leader = ensemble.leader().expect("a leader of the two");
+    let (newcomer, leader) = replace_a_disk(&mut ensemble, leader);
     let leader_pid = ensemble.members[leader].pid().expect("leader running");
     reset_peak(leader_pid);
     let leader_before = status_bytes(leader_pid, "VmRSS:");
@@ -126,17 +140,7 @@ async fn a_snap_of_a_large_tree_streams_without_holding_the_image() {
 async fn a_snap_taken_under_writes_ends_with_the_leaders_tree() {
     const SMALL: usize = 20_000;
     const BIG: usize = 48;
-    let options = ServerOptions {
-        tick_time_ms: 500,
-        ..ServerOptions::default()
-    }
-    .with("snapCount", "5000");
-    let mut ensemble = Ensemble::start_with(3, options);
-    let leader = ensemble.leader().expect("a leader");
-    let client = connect(&ensemble.connect_string(&[leader]), SESSION).await;
-    within(client.create("/s", b"", &persistent()))
-        .await
-        .unwrap();
+    let (mut ensemble, client, leader) = ensemble_with("5000", "/s").await;
     // Pipelined: each batch's requests are all sent before the first answer.
     let paths: Vec<String> = (0..SMALL).map(|i| format!("/s/n{i}")).collect();
     let options = persistent();
@@ -155,18 +159,7 @@ async fn a_snap_taken_under_writes_ends_with_the_leaders_tree() {
         let (path, data) = (format!("/s/big{k}"), data_of(k));
         within(client.create(&path, &data, &options)).await.unwrap();
     }
-    let newcomer = (0..3).find(|i| *i != leader).unwrap();
-    ensemble.members[newcomer].kill9();
-    ensemble.members[newcomer].wipe_data();
-    for member in &mut ensemble.members {
-        member.kill9();
-    }
-    let others: Vec<usize> = (0..3).filter(|i| *i != newcomer).collect();
-    for &i in &others {
-        ensemble.members[i].restart();
-    }
-    ensemble.wait_until_serving(&others);
-    let leader = ensemble.leader().expect("a leader of the two");
+    let (newcomer, leader) = replace_a_disk(&mut ensemble, leader);
     let writer = connect(&ensemble.connect_string(&[leader]), SESSION).await;
 
     // Writes while the newcomer is SNAPped, from four writers: fresh
