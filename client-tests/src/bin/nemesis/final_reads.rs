@@ -39,16 +39,7 @@ pub async fn run(shared: &Shared, mut processes: Vec<Process>, registers: u32) {
             // One more write to every key, so every watch left has a reason to fire.
             for key in 0..watching::KEYS {
                 let value = shared.next_value.fetch_add(1, Ordering::Relaxed);
-                let deadline = tokio::time::Instant::now() + LIMIT;
-                while tokio::time::Instant::now() < deadline {
-                    let pending = shared.rec.invoke(FINAL, Call::WatchWrite { key, value });
-                    let outcome = watching::write(shared, &client, key, value).await;
-                    let done = !matches!(outcome, Outcome::Unknown { .. });
-                    shared.rec.complete(pending, outcome);
-                    if done {
-                        break;
-                    }
-                }
+                until_ok(shared, &client, Call::WatchWrite { key, value }).await;
             }
             watching::collect(&shared.rec, &mut processes).await;
             // Each live session's last op comes after the final writes, so a

@@ -6,7 +6,9 @@
 //! which the checker's order rules rely on.
 
 use crate::recorder::{Pending, Recorder};
-use crate::workload::{alive, finish, open_session, Process, Shared, OP_TIMEOUT};
+use crate::workload::{
+    alive, finish, open_session, parse, read_failed, Process, Shared, OP_TIMEOUT,
+};
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::future::Future;
@@ -101,7 +103,7 @@ async fn watch(shared: &Shared, c: &zk::Client, me: &mut Process, key: u32) -> (
                 read,
                 event: Box::pin(watcher.changed()),
             });
-            let value = std::str::from_utf8(&data).ok().and_then(|s| s.parse().ok());
+            let value = parse(&data);
             Outcome::Ok {
                 value: Value::Versioned {
                     value,
@@ -110,8 +112,7 @@ async fn watch(shared: &Shared, c: &zk::Client, me: &mut Process, key: u32) -> (
             }
         }
         // A read has no effect: whatever went wrong, nothing happened.
-        Err(Outcome::Fail { error } | Outcome::Unknown { error }) => Outcome::Fail { error },
-        Err(ok) => ok,
+        Err(failed) => read_failed(failed),
     };
     (pending, outcome)
 }
@@ -124,12 +125,11 @@ async fn peek(shared: &Shared, c: &zk::Client, process: u32, key: u32) -> (Pendi
     let outcome = match finish(c.get_data(&path)).await {
         Ok((data, stat)) => Outcome::Ok {
             value: Value::Versioned {
-                value: std::str::from_utf8(&data).ok().and_then(|s| s.parse().ok()),
+                value: parse(&data),
                 zxid: stat.mzxid,
             },
         },
-        Err(Outcome::Fail { error } | Outcome::Unknown { error }) => Outcome::Fail { error },
-        Err(ok) => ok,
+        Err(failed) => read_failed(failed),
     };
     (pending, outcome)
 }

@@ -143,7 +143,7 @@ fn outcome_of(e: &zk::Error) -> Outcome {
     }
 }
 
-fn parse(data: &[u8]) -> Option<i64> {
+pub fn parse(data: &[u8]) -> Option<i64> {
     std::str::from_utf8(data).ok()?.parse().ok()
 }
 
@@ -335,7 +335,7 @@ pub async fn finish<T>(
 }
 
 /// A read-only call's failure has no effect.
-fn read_failed(o: Outcome) -> Outcome {
+pub fn read_failed(o: Outcome) -> Outcome {
     match o {
         Outcome::Unknown { error } | Outcome::Fail { error } => Outcome::Fail { error },
         ok => ok,
@@ -428,6 +428,11 @@ pub async fn execute(shared: &Shared, c: &zk::Client, call: &Call) -> Outcome {
                 Ok(Value::None)
             }
             Call::Dequeue => dequeue(c, &dir).await,
+            Call::WatchWrite { key, value } => match watching::write(shared, c, *key, *value).await
+            {
+                Outcome::Ok { value } => Ok(value),
+                other => Err(other),
+            },
             Call::EphemeralList => {
                 finish(c.sync(&dir)).await.map_err(read_failed)?;
                 let children = finish(c.list_children(&dir)).await.map_err(read_failed)?;
@@ -463,7 +468,6 @@ pub async fn execute(shared: &Shared, c: &zk::Client, call: &Call) -> Outcome {
             | Call::SessionExpired { .. }
             | Call::WatchRead { .. }
             | Call::WatchPeek { .. }
-            | Call::WatchWrite { .. }
             | Call::WatchFired { .. } => Err(Outcome::Fail {
                 error: "not a generated call".into(),
             }),
