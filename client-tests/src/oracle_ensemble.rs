@@ -17,7 +17,7 @@ use crate::oracle::{
     base_config, base_config_at, launch_wrapped, require_tool, QUORUM_PEER_MAIN, ZOOKEEPER_JAR,
     ZOOKEEPER_START_TIMEOUT,
 };
-use crate::process::{four_letter_word_at, free_port};
+use crate::process::{four_letter_word_at, free_port, ServerOptions};
 use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -92,24 +92,37 @@ impl ZooKeeperMember {
     /// whether it has rejoined is [`ZooKeeperEnsemble::wait_until_serving`]'s
     /// question.
     pub fn restart(&mut self) {
+        self.try_restart().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`ZooKeeperMember::restart`], with a JVM that exits or never listens
+    /// as an error (with its log) rather than a panic.
+    pub fn try_restart(&mut self) -> Result<(), String> {
         self.kill9();
         self.spawn();
         let deadline = Instant::now() + LISTEN_TIMEOUT;
         while !four_letter_word_at(&self.host, self.port, "srvr").is_ok_and(|r| !r.is_empty()) {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("ZooKeeper exited early with {status}; log:\n{}", self.log());
+            if let Some(status) = self.exit_status() {
+                self.child = None;
+                return Err(format!(
+                    "ZooKeeper exited early with {status}; log:\n{}",
+                    self.log()
+                ));
             }
-            assert!(
-                Instant::now() < deadline,
-                "restarted ZooKeeper member did not listen within {LISTEN_TIMEOUT:?}; log:\n{}",
-                self.log()
-            );
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "restarted ZooKeeper member did not listen within {LISTEN_TIMEOUT:?}; log:\n{}",
+                    self.log()
+                ));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
+        Ok(())
+    }
+
+    /// Whether the JVM runs (it may have exited by itself).
+    pub fn running(&mut self) -> bool {
+        self.child.is_some() && self.exit_status().is_none()
     }
 
     fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
@@ -213,12 +226,14 @@ impl ZooKeeperEnsemble {
     /// Starts one member per member of `net`, each in its namespace: peers on
     /// the namespaces' peer network, the client port on the member's client
     /// path, all on the same ports (as zkd's
-    /// [`crate::ensemble::Ensemble::start_in_namespaces`]). Waits until every
-    /// one serves.
-    pub fn start_in_namespaces(net: Topology, tick_time_ms: u64) -> ZooKeeperEnsemble {
+    /// [`crate::ensemble::Ensemble::start_in_namespaces`]). Member `i` takes
+    /// its tick, dataDir and command wrapper from `options[i]` (its `extra`
+    /// zoo.cfg lines are not used). Waits until every one serves.
+    pub fn start_in_namespaces(net: Topology, options: Vec<ServerOptions>) -> ZooKeeperEnsemble {
         require_tool(ZOOKEEPER_JAR);
         let (client_port, quorum_port, election_port) = (2181, 2888, 3888);
         let n = net.members();
+        assert_eq!(options.len(), n, "options for every member");
         let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
         for i in 0..n {
             let ip = net.peer_ip(i);
@@ -230,12 +245,16 @@ impl ZooKeeperEnsemble {
         let members = (0..n)
             .map(|i| {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let data = dir.path().join("data");
+                let data = options[i]
+                    .data_dir
+                    .clone()
+                    .unwrap_or_else(|| dir.path().join("data"));
                 std::fs::create_dir_all(&data).expect("data dir");
                 std::fs::write(data.join("myid"), format!("{}\n", i + 1)).expect("write myid");
                 let host = net.client_ip(i).to_string();
                 let config = dir.path().join("zoo.cfg");
-                let text = base_config_at(tick_time_ms, &data, &host, client_port) + &servers;
+                let tick = options[i].tick_time_ms;
+                let text = base_config_at(tick, &data, &host, client_port) + &servers;
                 std::fs::write(&config, text).expect("write zoo.cfg");
                 let mut member = ZooKeeperMember {
                     child: None,
@@ -244,7 +263,11 @@ impl ZooKeeperEnsemble {
                     dir,
                     config,
                     properties: Vec::new(),
-                    wrapper: net.wrapper(i),
+                    wrapper: net
+                        .wrapper(i)
+                        .into_iter()
+                        .chain(options[i].wrapper.iter().cloned())
+                        .collect(),
                 };
                 member.spawn();
                 member
@@ -334,6 +357,11 @@ impl ZooKeeperEnsemble {
     /// Restarts member `i` on its ports and data; see [`ZooKeeperMember::restart`].
     pub fn restart(&mut self, i: usize) {
         self.members[i].restart();
+    }
+
+    /// Restarts member `i`; see [`ZooKeeperMember::try_restart`].
+    pub fn try_restart(&mut self, i: usize) -> Result<(), String> {
+        self.members[i].try_restart()
     }
 
     /// Every member's log, labelled, for failure messages.

@@ -17,6 +17,9 @@ pub struct ServerOptions {
     pub extra: Vec<(String, String)>,
     /// A command that runs zkd, e.g. `["fiu-run", "-x"]`; empty runs it directly.
     pub wrapper: Vec<String>,
+    /// The dataDir (which must exist), e.g. on a filesystem the test
+    /// controls; by default a `data` folder in the server's temporary directory.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -25,6 +28,7 @@ impl Default for ServerOptions {
             tick_time_ms: 2000,
             extra: Vec::new(),
             wrapper: Vec::new(),
+            data_dir: None,
         }
     }
 }
@@ -148,6 +152,7 @@ pub struct ZkdProcess {
     /// The address the client port listens on (`clientPortAddress`).
     pub host: String,
     dir: tempfile::TempDir,
+    data: PathBuf,
     config: PathBuf,
     wrapper: Vec<String>,
 }
@@ -185,7 +190,10 @@ impl ZkdProcess {
     ) -> ZkdProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("zoo.cfg");
-        let data = dir.path().join("data");
+        let data = options
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| dir.path().join("data"));
         let mut text = format!(
             "tickTime={}\ndataDir={}\nclientPort={port}\nclientPortAddress={host}\n4lw.commands.whitelist=*\n{more}",
             options.tick_time_ms,
@@ -204,14 +212,17 @@ impl ZkdProcess {
             port,
             host: host.to_owned(),
             dir,
+            data,
             config,
             wrapper: options.wrapper,
         };
-        p.spawn();
+        p.spawn().unwrap_or_else(|e| panic!("{e}"));
         p
     }
 
-    fn spawn(&mut self) {
+    /// Starts the process and waits until it answers; the error says why not,
+    /// with its log.
+    fn spawn(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -235,31 +246,35 @@ impl ZkdProcess {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("spawn zkd");
+            .map_err(|e| format!("spawn zkd: {e}"))?;
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready()
     }
 
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_TIMEOUT;
         while Instant::now() < deadline {
             // Any answer to a 4lw proves the listener is up, whitelisted or not.
             if four_letter_word_at(&self.host, self.port, "srvr").is_ok_and(|r| !r.is_empty()) {
-                return;
+                return Ok(());
             }
             if let Some(status) = self
                 .child
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
-                panic!("zkd exited early with {status}; log:\n{}", self.log());
+                self.child = None;
+                return Err(format!(
+                    "zkd exited early with {status}; log:\n{}",
+                    self.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!(
+        Err(format!(
             "zkd did not answer ruok within {START_TIMEOUT:?}; log:\n{}",
             self.log()
-        );
+        ))
     }
 
     /// `host:port` of the client port (`127.0.0.1:port` unless started with
@@ -281,6 +296,13 @@ impl ZkdProcess {
     /// The process id, while running.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the process runs (it may have exited by itself).
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// Waits up to `limit` for the server to exit by itself; its exit status.
@@ -307,7 +329,7 @@ impl ZkdProcess {
     /// Deletes everything the server stored (its myid stays): a member
     /// whose disk was replaced. Only while it is stopped.
     pub fn wipe_data(&self) {
-        let stored = self.dir.path().join("data").join("version-2");
+        let stored = self.data.join("version-2");
         if stored.exists() {
             std::fs::remove_dir_all(&stored).expect("wipe the data dir");
         }
@@ -315,8 +337,14 @@ impl ZkdProcess {
 
     /// Starts the server again on the same port and data directory.
     pub fn restart(&mut self) {
+        self.try_restart().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`ZkdProcess::restart`], with a server that exits or never answers
+    /// as an error (with its log) rather than a panic.
+    pub fn try_restart(&mut self) -> Result<(), String> {
         self.kill9();
-        self.spawn();
+        self.spawn()
     }
 
     /// SIGSTOP: the process freezes with its sockets open.

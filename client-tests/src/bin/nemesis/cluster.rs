@@ -3,8 +3,10 @@
 //! can cut any link: member to member, either way, or client to member.
 //!
 //! Links are cut with nftables rules in the members' namespaces (packets
-//! dropped silently, as by a pulled cable); healing flushes them.
+//! dropped silently, as by a pulled cable); healing flushes them. Each
+//! member's dataDir is on a [`MemberDisk`] that the disk nemeses act on.
 
+use crate::disk::{DiskPlan, MemberDisk};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use zkd_client_tests::ensemble::Ensemble;
@@ -24,31 +26,51 @@ pub enum Server {
 /// The nftables table the harness owns in each member's namespace.
 const TABLE: &str = "zkdnemesis";
 
-/// A running ensemble.
-pub enum Cluster {
+/// The running members, of one server or the other.
+enum Members {
     Zkd(Ensemble),
     ZooKeeper(ZooKeeperEnsemble),
 }
 
+/// A running ensemble and its members' disks.
+pub struct Cluster {
+    /// Declared first: the members die before their disks go.
+    members: Members,
+    disks: Vec<MemberDisk>,
+}
+
 impl Cluster {
-    /// Starts `members` members of `server`, tick `tick_ms`, and waits until all serve.
-    pub fn start(server: Server, members: usize, tick_ms: u64) -> Cluster {
-        let cluster = match server {
+    /// Starts `members` members of `server`, tick `tick_ms`, on disks as
+    /// `plan` asks, and waits until all serve.
+    pub fn start(server: Server, members: usize, tick_ms: u64, plan: DiskPlan) -> Cluster {
+        let lazyfs = std::env::current_exe()
+            .expect("own path")
+            .with_file_name("zkd-lazyfs");
+        let disks: Vec<MemberDisk> = (0..members)
+            .map(|i| MemberDisk::new(plan, i + 1, &lazyfs))
+            .collect();
+        let options: Vec<ServerOptions> = disks
+            .iter()
+            .map(|d| ServerOptions {
+                tick_time_ms: tick_ms,
+                wrapper: d.wrapper(),
+                data_dir: Some(d.data_dir().to_owned()),
+                ..ServerOptions::default()
+            })
+            .collect();
+        let running = match server {
             Server::Zkd => {
-                let options = ServerOptions {
-                    tick_time_ms: tick_ms,
-                    ..ServerOptions::default()
-                };
                 let order: Vec<usize> = (0..members).collect();
-                Cluster::Zkd(Ensemble::start_in_namespaces(
-                    vec![options; members],
-                    &order,
-                ))
+                Members::Zkd(Ensemble::start_in_namespaces(options, &order))
             }
-            Server::Zookeeper => Cluster::ZooKeeper(ZooKeeperEnsemble::start_in_namespaces(
+            Server::Zookeeper => Members::ZooKeeper(ZooKeeperEnsemble::start_in_namespaces(
                 Topology::new(members),
-                tick_ms,
+                options,
             )),
+        };
+        let cluster = Cluster {
+            members: running,
+            disks,
         };
         for i in 0..members {
             cluster.nft(i, &format!("add table inet {TABLE}"));
@@ -66,40 +88,40 @@ impl Cluster {
 
     /// Members.
     pub fn len(&self) -> usize {
-        match self {
-            Cluster::Zkd(e) => e.members.len(),
-            Cluster::ZooKeeper(e) => e.members.len(),
+        match &self.members {
+            Members::Zkd(e) => e.members.len(),
+            Members::ZooKeeper(e) => e.members.len(),
         }
     }
 
     fn net(&self) -> &Topology {
-        match self {
-            Cluster::Zkd(e) => e.net(),
-            Cluster::ZooKeeper(e) => e.net(),
+        match &self.members {
+            Members::Zkd(e) => e.net(),
+            Members::ZooKeeper(e) => e.net(),
         }
     }
 
     /// The connect string of every member.
     pub fn connect_string(&self) -> String {
-        match self {
-            Cluster::Zkd(e) => e.all(),
-            Cluster::ZooKeeper(e) => e.all(),
+        match &self.members {
+            Members::Zkd(e) => e.all(),
+            Members::ZooKeeper(e) => e.all(),
         }
     }
 
     /// The member whose `srvr` says leader, if one does.
     pub fn leader(&self) -> Option<usize> {
-        match self {
-            Cluster::Zkd(e) => e.leader(),
-            Cluster::ZooKeeper(e) => e.leader(),
+        match &self.members {
+            Members::Zkd(e) => e.leader(),
+            Members::ZooKeeper(e) => e.leader(),
         }
     }
 
     /// Whether member `i` serves clients (leader or follower).
     pub fn serving(&self, i: usize) -> bool {
-        let mode = match self {
-            Cluster::Zkd(e) => e.mode(i),
-            Cluster::ZooKeeper(e) => e.mode(i),
+        let mode = match &self.members {
+            Members::Zkd(e) => e.mode(i),
+            Members::ZooKeeper(e) => e.mode(i),
         };
         matches!(mode.as_deref(), Some("leader" | "follower"))
     }
@@ -120,24 +142,64 @@ impl Cluster {
 
     /// kill -9 member `i` (no effect if it is down).
     pub fn kill9(&mut self, i: usize) {
-        match self {
-            Cluster::Zkd(e) => e.members[i].kill9(),
-            Cluster::ZooKeeper(e) => e.kill9(i),
+        match &mut self.members {
+            Members::Zkd(e) => e.members[i].kill9(),
+            Members::ZooKeeper(e) => e.kill9(i),
         }
     }
 
-    /// Starts member `i` again on its data (killing it first if it runs).
-    pub fn restart(&mut self, i: usize) {
-        match self {
-            Cluster::Zkd(e) => e.members[i].restart(),
-            Cluster::ZooKeeper(e) => e.restart(i),
+    /// Starts member `i` again on its data (killing it first if it runs);
+    /// the error (with its log) if it exits or never answers.
+    pub fn restart(&mut self, i: usize) -> Result<(), String> {
+        match &mut self.members {
+            Members::Zkd(e) => e.members[i].try_restart(),
+            Members::ZooKeeper(e) => e.try_restart(i),
         }
     }
 
-    fn pid(&self, i: usize) -> Option<u32> {
-        match self {
-            Cluster::Zkd(e) => e.members[i].pid(),
-            Cluster::ZooKeeper(e) => e.members[i].pid(),
+    /// kill -9 of member `i` and a power cut of its disk: what it had not
+    /// fsynced is gone. [`Cluster::power_on`] brings the disk back.
+    pub fn power_loss(&mut self, i: usize) {
+        self.kill9(i);
+        self.disks[i].power_cut();
+    }
+
+    /// Powers member `i`'s disk on again (the member stays down).
+    pub fn power_on(&mut self, i: usize) {
+        self.disks[i].power_on();
+    }
+
+    /// Member `i`'s disk.
+    pub fn disk(&self, i: usize) -> &MemberDisk {
+        &self.disks[i]
+    }
+
+    /// Member `i`'s disk, to change it.
+    pub fn disk_mut(&mut self, i: usize) -> &mut MemberDisk {
+        &mut self.disks[i]
+    }
+
+    /// Whether member `i`'s process runs (it may have exited by itself).
+    pub fn running(&mut self, i: usize) -> bool {
+        match &mut self.members {
+            Members::Zkd(e) => e.members[i].running(),
+            Members::ZooKeeper(e) => e.members[i].running(),
+        }
+    }
+
+    /// Member `i`'s log so far.
+    pub fn log(&self, i: usize) -> String {
+        match &self.members {
+            Members::Zkd(e) => e.members[i].log(),
+            Members::ZooKeeper(e) => e.members[i].log(),
+        }
+    }
+
+    /// Member `i`'s process id, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        match &self.members {
+            Members::Zkd(e) => e.members[i].pid(),
+            Members::ZooKeeper(e) => e.members[i].pid(),
         }
     }
 
@@ -199,21 +261,20 @@ impl Cluster {
         );
     }
 
-    /// Every member's log: (name, text).
+    /// Every member's log, and its filesystem's if it has one: (name, text).
     pub fn logs(&self) -> Vec<(String, String)> {
-        match self {
-            Cluster::Zkd(e) => e
-                .members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| (format!("zkd-{}.log", i + 1), m.log()))
-                .collect(),
-            Cluster::ZooKeeper(e) => e
-                .members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| (format!("zookeeper-{}.log", i + 1), m.log()))
-                .collect(),
+        let server = match &self.members {
+            Members::Zkd(_) => "zkd",
+            Members::ZooKeeper(_) => "zookeeper",
+        };
+        let mut logs = Vec::new();
+        for i in 0..self.len() {
+            logs.push((format!("{server}-{}.log", i + 1), self.log(i)));
+            let lazyfs = self.disks[i].root().join("lazyfs.log");
+            if let Ok(text) = std::fs::read_to_string(lazyfs) {
+                logs.push((format!("lazyfs-{}.log", i + 1), text));
+            }
         }
+        logs
     }
 }

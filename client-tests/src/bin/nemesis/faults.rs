@@ -3,11 +3,13 @@
 //! split) come from the run's seeded random generator.
 
 use crate::cluster::Cluster;
+use crate::disk::{self, DiskPlan, IoFault};
 use crate::recorder::Recorder;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// A kind of fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -40,13 +42,38 @@ pub enum Nemesis {
     PartitionClient,
     /// Every member in turn: kill -9, restart, wait until it serves.
     RollingRestart,
+    /// Power loss of a random member: what it had not fsynced is gone.
+    PowerLossRandom,
+    /// Power loss of the leader.
+    PowerLossLeader,
+    /// Power loss of every member at once (a correlated outage).
+    PowerLossAll,
+    /// A member gets a new, empty disk, and loses power within its first
+    /// seconds back (while it syncs and writes its first snapshot).
+    PowerLossNewMember,
+    /// fsync or write fails with EIO on a random member or the leader; on
+    /// heal the member loses power (a failed fsync persisted nothing) and
+    /// restarts.
+    DiskError,
+    /// A random member's or the leader's disk fills up; freed on heal.
+    DiskFull,
+    /// kill -9 of a member, then its newest log loses up to 4 KiB at its end
+    /// (a torn write); restarted on heal.
+    TornLog,
+    /// kill -9 of a member, then one byte of its newest log is flipped near
+    /// the end; restarted on heal (a member that refuses to start gets a
+    /// new disk, as an operator would do).
+    CorruptLog,
+    /// A random member's wall clock jumps by a minute to a day, either way;
+    /// set right on heal.
+    ClockJump,
     /// Any of the above, chosen afresh each time.
     Mix,
 }
 
 impl Nemesis {
     /// The kinds that inject faults (all but `None` and `Mix`).
-    pub const FAULTS: [Nemesis; 13] = [
+    pub const FAULTS: [Nemesis; 22] = [
         Nemesis::KillRandom,
         Nemesis::KillLeader,
         Nemesis::KillAll,
@@ -60,6 +87,15 @@ impl Nemesis {
         Nemesis::PartitionRing,
         Nemesis::PartitionClient,
         Nemesis::RollingRestart,
+        Nemesis::PowerLossRandom,
+        Nemesis::PowerLossLeader,
+        Nemesis::PowerLossAll,
+        Nemesis::PowerLossNewMember,
+        Nemesis::DiskError,
+        Nemesis::DiskFull,
+        Nemesis::TornLog,
+        Nemesis::CorruptLog,
+        Nemesis::ClockJump,
     ];
 
     /// The name on the command line.
@@ -68,13 +104,47 @@ impl Nemesis {
             .map(|v| v.get_name().to_owned())
             .unwrap_or_default()
     }
+
+    /// What the members' disks must support for this nemesis.
+    pub fn disk_plan(self) -> DiskPlan {
+        let none = DiskPlan::default();
+        match self {
+            Nemesis::PowerLossRandom
+            | Nemesis::PowerLossLeader
+            | Nemesis::PowerLossAll
+            | Nemesis::PowerLossNewMember => DiskPlan {
+                lazyfs: true,
+                ..none
+            },
+            Nemesis::DiskError => DiskPlan {
+                lazyfs: true,
+                fiu: true,
+                ..none
+            },
+            Nemesis::DiskFull => DiskPlan {
+                tmpfs: true,
+                ..none
+            },
+            Nemesis::ClockJump => DiskPlan {
+                faketime: true,
+                ..none
+            },
+            Nemesis::Mix => DiskPlan::ALL,
+            _ => none,
+        }
+    }
 }
 
 /// How to undo an injected fault.
-pub enum Heal {
+enum Heal {
     Restart(Vec<usize>),
+    PowerOn(Vec<usize>),
     Resume(Vec<usize>),
     Reconnect,
+    DiskError(usize, IoFault),
+    DiskFull(usize),
+    RestartDamaged(usize),
+    Clock(usize),
 }
 
 /// A fault in force.
@@ -83,126 +153,328 @@ pub struct Injected {
     heal: Heal,
 }
 
-/// Injects `nemesis` (a concrete kind for `Mix`), recording its window.
-pub fn inject(
-    nemesis: Nemesis,
-    cluster: &mut Cluster,
-    rng: &mut StdRng,
-    rec: &Recorder,
-) -> Option<Injected> {
-    let n = cluster.len();
-    let mut members: Vec<usize> = (0..n).collect();
-    members.shuffle(rng);
-    let random = members[0];
-    let leader = cluster.leader().unwrap_or(random);
-    let (kind, hit, heal) = match nemesis {
-        Nemesis::None => return None,
-        Nemesis::Mix => {
-            let pick = *Nemesis::FAULTS.choose(rng).expect("faults");
-            return inject(pick, cluster, rng, rec);
-        }
-        Nemesis::KillRandom | Nemesis::KillLeader | Nemesis::KillAll => {
-            let hit = match nemesis {
-                Nemesis::KillRandom => vec![random],
-                Nemesis::KillLeader => vec![leader],
-                _ => members.clone(),
-            };
-            for &i in &hit {
-                cluster.kill9(i);
-            }
-            ("kill -9", hit.clone(), Heal::Restart(hit))
-        }
-        Nemesis::PauseRandom | Nemesis::PauseLeader | Nemesis::PauseAll => {
-            let hit = match nemesis {
-                Nemesis::PauseRandom => vec![random],
-                Nemesis::PauseLeader => vec![leader],
-                _ => members.clone(),
-            };
-            for &i in &hit {
-                cluster.pause(i);
-            }
-            ("SIGSTOP", hit.clone(), Heal::Resume(hit))
-        }
-        Nemesis::PartitionHalves => {
-            let (a, b) = members.split_at(n / 2);
-            cut_between(cluster, a, b);
-            ("partition halves", a.to_vec(), Heal::Reconnect)
-        }
-        Nemesis::PartitionLeader => {
-            // The largest minority: the leader alone of 3, with one other of 5.
-            let mut minority = vec![leader];
-            let others = members.iter().copied().filter(|m| *m != leader);
-            minority.extend(others.take((n - 1) / 2 - 1));
-            let rest: Vec<usize> = (0..n).filter(|m| !minority.contains(m)).collect();
-            cut_between(cluster, &minority, &rest);
-            ("partition leader", minority, Heal::Reconnect)
-        }
-        Nemesis::PartitionBridge => {
-            // members[0] bridges; the rest split in two halves that only reach it.
-            let bridge = members[0];
-            let (a, b) = members[1..].split_at((n - 1) / 2);
-            cut_between(cluster, a, b);
-            ("partition bridge", vec![bridge], Heal::Reconnect)
-        }
-        Nemesis::PartitionOneWay => {
-            let others: Vec<usize> = (0..n).filter(|m| *m != random).collect();
-            let outbound = rng.gen_bool(0.5);
-            for &o in &others {
-                if outbound {
-                    cluster.cut(random, o);
-                } else {
-                    cluster.cut(o, random);
-                }
-            }
-            let kind = if outbound {
-                "one-way from"
-            } else {
-                "one-way to"
-            };
-            (kind, vec![random], Heal::Reconnect)
-        }
-        Nemesis::PartitionRing => {
-            ring(cluster, &members);
-            ("partition ring", members.clone(), Heal::Reconnect)
-        }
-        Nemesis::PartitionClient => {
-            cluster.cut_clients(random);
-            ("clients cut", vec![random], Heal::Reconnect)
-        }
-        Nemesis::RollingRestart => {
-            let window = rec.fault_started("rolling restart", members.clone());
-            for &i in &members {
-                cluster.restart(i);
-                // Bounded: a member that does not rejoin is the checker's problem.
-                let deadline = std::time::Instant::now() + Duration::from_secs(30);
-                while !cluster.serving(i) && std::time::Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-            rec.fault_ended(window);
-            return None;
-        }
-    };
-    let window = rec.fault_started(kind, hit);
-    Some(Injected { window, heal })
+/// The nemesis's hands: the cluster, the seeded choices, the recorder, and
+/// the problems met while healing (a member that does not come back).
+pub struct Faults<'a> {
+    pub cluster: &'a mut Cluster,
+    pub rng: &'a mut StdRng,
+    pub rec: &'a Recorder,
+    /// One line per member that could not be brought back.
+    pub problems: Vec<String>,
 }
 
-/// Undoes a fault and closes its window.
-pub fn heal(injected: Injected, cluster: &mut Cluster, rec: &Recorder) {
-    match injected.heal {
-        Heal::Restart(members) => {
-            for i in members {
-                cluster.restart(i);
+impl Faults<'_> {
+    /// Injects `nemesis` (a concrete kind for `Mix`), recording its window.
+    pub fn inject(&mut self, nemesis: Nemesis) -> Option<Injected> {
+        let n = self.cluster.len();
+        let mut members: Vec<usize> = (0..n).collect();
+        members.shuffle(self.rng);
+        let random = members[0];
+        let leader = self.cluster.leader().unwrap_or(random);
+        let random_or_leader = if self.rng.gen_bool(0.5) {
+            random
+        } else {
+            leader
+        };
+        let cluster = &mut *self.cluster;
+        let (kind, hit, heal): (String, Vec<usize>, Heal) = match nemesis {
+            Nemesis::None => return None,
+            Nemesis::Mix => {
+                let pick = *Nemesis::FAULTS.choose(self.rng).expect("faults");
+                return self.inject(pick);
             }
-        }
-        Heal::Resume(members) => {
-            for i in members {
-                cluster.resume(i);
+            Nemesis::KillRandom | Nemesis::KillLeader | Nemesis::KillAll => {
+                let hit = match nemesis {
+                    Nemesis::KillRandom => vec![random],
+                    Nemesis::KillLeader => vec![leader],
+                    _ => members.clone(),
+                };
+                for &i in &hit {
+                    cluster.kill9(i);
+                }
+                ("kill -9".into(), hit.clone(), Heal::Restart(hit))
             }
-        }
-        Heal::Reconnect => cluster.heal(),
+            Nemesis::PauseRandom | Nemesis::PauseLeader | Nemesis::PauseAll => {
+                let hit = match nemesis {
+                    Nemesis::PauseRandom => vec![random],
+                    Nemesis::PauseLeader => vec![leader],
+                    _ => members.clone(),
+                };
+                for &i in &hit {
+                    cluster.pause(i);
+                }
+                ("SIGSTOP".into(), hit.clone(), Heal::Resume(hit))
+            }
+            Nemesis::PartitionHalves => {
+                let (a, b) = members.split_at(n / 2);
+                cut_between(cluster, a, b);
+                ("partition halves".into(), a.to_vec(), Heal::Reconnect)
+            }
+            Nemesis::PartitionLeader => {
+                // The largest minority: the leader alone of 3, with one other of 5.
+                let mut minority = vec![leader];
+                let others = members.iter().copied().filter(|m| *m != leader);
+                minority.extend(others.take((n - 1) / 2 - 1));
+                let rest: Vec<usize> = (0..n).filter(|m| !minority.contains(m)).collect();
+                cut_between(cluster, &minority, &rest);
+                ("partition leader".into(), minority, Heal::Reconnect)
+            }
+            Nemesis::PartitionBridge => {
+                // members[0] bridges; the rest split in two halves that only reach it.
+                let bridge = members[0];
+                let (a, b) = members[1..].split_at((n - 1) / 2);
+                cut_between(cluster, a, b);
+                ("partition bridge".into(), vec![bridge], Heal::Reconnect)
+            }
+            Nemesis::PartitionOneWay => {
+                let others: Vec<usize> = (0..n).filter(|m| *m != random).collect();
+                let outbound = self.rng.gen_bool(0.5);
+                for &o in &others {
+                    if outbound {
+                        cluster.cut(random, o);
+                    } else {
+                        cluster.cut(o, random);
+                    }
+                }
+                let kind = if outbound {
+                    "one-way from"
+                } else {
+                    "one-way to"
+                };
+                (kind.into(), vec![random], Heal::Reconnect)
+            }
+            Nemesis::PartitionRing => {
+                ring(cluster, &members);
+                ("partition ring".into(), members.clone(), Heal::Reconnect)
+            }
+            Nemesis::PartitionClient => {
+                cluster.cut_clients(random);
+                ("clients cut".into(), vec![random], Heal::Reconnect)
+            }
+            Nemesis::RollingRestart => {
+                self.rolling_restart(&members);
+                return None;
+            }
+            Nemesis::PowerLossRandom | Nemesis::PowerLossLeader | Nemesis::PowerLossAll => {
+                let hit = match nemesis {
+                    Nemesis::PowerLossRandom => vec![random],
+                    Nemesis::PowerLossLeader => vec![leader],
+                    _ => members.clone(),
+                };
+                for &i in &hit {
+                    cluster.power_loss(i);
+                }
+                ("power loss".into(), hit.clone(), Heal::PowerOn(hit))
+            }
+            Nemesis::PowerLossNewMember => {
+                let window = self.rec.fault_started("new disk, power loss", vec![random]);
+                self.new_member_power_loss(random, window);
+                return Some(Injected {
+                    window,
+                    heal: Heal::PowerOn(vec![random]),
+                });
+            }
+            Nemesis::DiskError => {
+                let fault = if self.rng.gen_bool(0.5) {
+                    IoFault::Sync
+                } else {
+                    IoFault::Write
+                };
+                if let Some(pid) = cluster.pid(random_or_leader) {
+                    disk::fiu_ctrl(pid, true, fault);
+                }
+                let kind = format!("EIO on {fault:?}").to_lowercase();
+                (
+                    kind,
+                    vec![random_or_leader],
+                    Heal::DiskError(random_or_leader, fault),
+                )
+            }
+            Nemesis::DiskFull => {
+                cluster.disk(random_or_leader).fill();
+                (
+                    "disk full".into(),
+                    vec![random_or_leader],
+                    Heal::DiskFull(random_or_leader),
+                )
+            }
+            Nemesis::TornLog | Nemesis::CorruptLog => {
+                cluster.power_loss(random);
+                let damage = match cluster.disk(random).newest_log() {
+                    Some(file) if nemesis == Nemesis::TornLog => tear(&file, self.rng),
+                    Some(file) => corrupt(&file, self.rng),
+                    None => "no log to damage".to_owned(),
+                };
+                cluster.power_on(random);
+                (damage, vec![random], Heal::RestartDamaged(random))
+            }
+            Nemesis::ClockJump => {
+                let seconds =
+                    self.rng.gen_range(60..86_400) * if self.rng.gen_bool(0.5) { 1 } else { -1 };
+                cluster.disk(random).set_clock_offset(seconds);
+                (
+                    format!("clock {seconds:+} s"),
+                    vec![random],
+                    Heal::Clock(random),
+                )
+            }
+        };
+        let window = self.rec.fault_started(&kind, hit);
+        Some(Injected { window, heal })
     }
-    rec.fault_ended(injected.window);
+
+    /// Undoes a fault and closes its window.
+    pub fn heal(&mut self, injected: Injected) {
+        let window = injected.window;
+        match injected.heal {
+            Heal::Restart(members) => {
+                for i in members {
+                    self.restart(i, window);
+                }
+            }
+            Heal::PowerOn(members) => {
+                for &i in &members {
+                    self.cluster.power_on(i);
+                }
+                for i in members {
+                    self.restart(i, window);
+                }
+            }
+            Heal::Resume(members) => {
+                for i in members {
+                    self.cluster.resume(i);
+                }
+            }
+            Heal::Reconnect => self.cluster.heal(),
+            Heal::DiskError(i, fault) => {
+                self.note_if_exited(i, window);
+                if let Some(pid) = self.cluster.pid(i) {
+                    disk::fiu_ctrl(pid, false, fault);
+                }
+                self.cluster.power_loss(i);
+                self.cluster.power_on(i);
+                self.restart(i, window);
+            }
+            Heal::DiskFull(i) => {
+                self.note_if_exited(i, window);
+                self.cluster.disk(i).free();
+                if !self.cluster.running(i) {
+                    self.restart(i, window);
+                }
+            }
+            Heal::RestartDamaged(i) => {
+                if let Err(refusal) = self.cluster.restart(i) {
+                    // The operator's move: a new disk, synced from the leader.
+                    self.rec
+                        .fault_note(window, &format!("refused: {}", last_line(&refusal)));
+                    self.cluster.disk_mut(i).replace();
+                    self.restart(i, window);
+                }
+            }
+            Heal::Clock(i) => self.cluster.disk(i).set_clock_offset(0),
+        }
+        self.rec.fault_ended(window);
+    }
+
+    /// Restarts member `i`; one that does not come back is a problem.
+    fn restart(&mut self, i: usize, window: usize) {
+        if let Err(e) = self.cluster.restart(i) {
+            let kind = self.rec.fault_kind(window);
+            self.problems.push(format!(
+                "member {} did not restart after {kind}: {}",
+                i + 1,
+                last_line(&e)
+            ));
+        }
+    }
+
+    /// Notes in the window whether member `i` exited on its own.
+    fn note_if_exited(&mut self, i: usize, window: usize) {
+        if !self.cluster.running(i) {
+            let log = self.cluster.log(i);
+            let why = log
+                .lines()
+                .rev()
+                .find(|l| l.contains("fatal"))
+                .unwrap_or("no fatal line");
+            self.rec
+                .fault_note(window, &format!("member stopped: {why}"));
+        }
+    }
+
+    /// Every member in turn: kill -9, restart, wait (bounded) until it serves.
+    fn rolling_restart(&mut self, members: &[usize]) {
+        let window = self.rec.fault_started("rolling restart", members.to_vec());
+        for &i in members {
+            self.restart(i, window);
+            // Bounded: a member that does not rejoin is the final check's problem.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !self.cluster.serving(i) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        self.rec.fault_ended(window);
+    }
+
+    /// Member `i` gets a new disk, starts, and loses power again a moment
+    /// later: within its first seconds (catching up and writing its first
+    /// snapshot).
+    fn new_member_power_loss(&mut self, i: usize, window: usize) {
+        self.cluster.power_loss(i);
+        self.cluster.disk_mut(i).replace();
+        self.restart(i, window);
+        let first_seconds = Duration::from_millis(self.rng.gen_range(0..3000));
+        std::thread::sleep(first_seconds);
+        self.cluster.power_loss(i);
+        self.rec.fault_note(
+            window,
+            &format!("cut {} ms after the start", first_seconds.as_millis()),
+        );
+    }
+}
+
+/// The last non-empty line of `text` (a log, or an error ending in one).
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+/// A torn write: cuts 1 B to 4 KiB off the end of `file`.
+fn tear(file: &Path, rng: &mut StdRng) -> String {
+    let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let cut = rng.gen_range(1..=4096).min(len);
+    let done = std::fs::OpenOptions::new()
+        .write(true)
+        .open(file)
+        .and_then(|f| f.set_len(len - cut));
+    match done {
+        Ok(()) => format!("torn log: {cut} B cut off {}", name(file)),
+        Err(e) => format!("torn log: {} not cut: {e}", name(file)),
+    }
+}
+
+/// Flips one byte of `file` within its last 64 KiB.
+fn corrupt(file: &Path, rng: &mut StdRng) -> String {
+    let Ok(mut bytes) = std::fs::read(file) else {
+        return format!("corrupt log: {} unreadable", name(file));
+    };
+    if bytes.is_empty() {
+        return format!("corrupt log: {} empty", name(file));
+    }
+    let at = rng.gen_range(bytes.len().saturating_sub(64 * 1024)..bytes.len());
+    bytes[at] ^= 0xff;
+    match std::fs::write(file, &bytes) {
+        Ok(()) => format!("corrupt log: byte {at} of {} flipped", name(file)),
+        Err(e) => format!("corrupt log: {} not written: {e}", name(file)),
+    }
+}
+
+fn name(file: &Path) -> String {
+    file.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Cuts every link between `a` and `b`, both ways.

@@ -15,6 +15,7 @@
 //! (faults, choices and operations); its replay command is in its report.
 
 mod cluster;
+mod disk;
 mod faults;
 mod final_reads;
 mod recorder;
@@ -23,7 +24,7 @@ mod workload;
 
 use clap::Parser;
 use cluster::{Cluster, Server};
-use faults::Nemesis;
+use faults::{Faults, Nemesis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use recorder::Recorder;
@@ -33,7 +34,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use workload::{Shared, Workload};
-use zkd_client_tests::nemesis::checker::{self, Verdict};
+use zkd_client_tests::nemesis::checker::{self, Anomaly, Verdict};
 use zkd_client_tests::nemesis::history::Op;
 use zkd_client_tests::nemesis::report::{self, RunInfo, WorkloadResult};
 
@@ -85,6 +86,12 @@ fn main() {
     all_nemeses.extend(Nemesis::FAULTS);
     all_nemeses.push(Nemesis::Mix);
     let nemeses = parse_list(&args.nemesis, &all_nemeses, "nemesis");
+    for n in &nemeses {
+        if let Err(e) = n.disk_plan().check_tools() {
+            eprintln!("zkd-nemesis: {} needs: {e}", n.name());
+            std::process::exit(2);
+        }
+    }
     let seed = args.seed.unwrap_or_else(|| rand::thread_rng().gen());
     let cells: Vec<(Workload, Nemesis)> = workloads
         .iter()
@@ -166,7 +173,7 @@ fn run_cell(
         .out
         .join(format!("{}-{}", workload.name(), nemesis.name()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut cluster = Cluster::start(args.server, args.members, args.tick_ms);
+    let mut cluster = Cluster::start(args.server, args.members, args.tick_ms, nemesis.disk_plan());
     let rec = Recorder::new();
     let shared = Shared {
         workload,
@@ -196,7 +203,14 @@ fn run_cell(
     let progress = std::io::stderr()
         .is_terminal()
         .then(|| runtime.spawn(progress(rec.clone(), label.to_owned(), run_time)));
-    run_nemesis(&mut cluster, nemesis, &mut rng, &rec, run_time);
+    let mut faults = Faults {
+        cluster: &mut cluster,
+        rng: &mut rng,
+        rec: &rec,
+        problems: Vec::new(),
+    };
+    run_nemesis(&mut faults, nemesis, run_time);
+    let mut problems = faults.problems;
     let processes: Vec<workload::Process> = runtime.block_on(async {
         let mut done = Vec::new();
         for c in clients {
@@ -211,11 +225,18 @@ fn run_cell(
     }
     cluster.heal();
     if !cluster.wait_all_serving(Duration::from_secs(60)) {
-        eprintln!("\r{label}: not every member serves 60 s after the last heal");
+        let down: Vec<String> = (0..args.members)
+            .filter(|i| !cluster.serving(*i))
+            .map(|i| (i + 1).to_string())
+            .collect();
+        problems.push(format!(
+            "member(s) {} not serving 60 s after the last heal",
+            down.join(", ")
+        ));
     }
     runtime.block_on(final_reads::run(&shared, processes, args.clients));
     let history = rec.history();
-    let verdict = check(workload, &history.ops);
+    let verdict = with_problems(check(workload, &history.ops), &problems);
     let info = RunInfo {
         seed,
         server: format!("{:?}", args.server).to_lowercase(),
@@ -241,30 +262,44 @@ fn run_cell(
 }
 
 /// Faults for `run_time`: a quiet spell, a fault held for a while, healed.
-fn run_nemesis(
-    cluster: &mut Cluster,
-    nemesis: Nemesis,
-    rng: &mut StdRng,
-    rec: &Recorder,
-    run_time: Duration,
-) {
+fn run_nemesis(faults: &mut Faults, nemesis: Nemesis, run_time: Duration) {
     let end = Instant::now() + run_time;
     let remaining = || end.saturating_duration_since(Instant::now());
     loop {
-        std::thread::sleep(Duration::from_millis(rng.gen_range(1000..3000)).min(remaining()));
+        let quiet = Duration::from_millis(faults.rng.gen_range(1000..3000));
+        std::thread::sleep(quiet.min(remaining()));
         if remaining().is_zero() {
             return;
         }
-        let injected = faults::inject(nemesis, cluster, rng, rec);
-        std::thread::sleep(Duration::from_millis(rng.gen_range(2000..6000)).min(remaining()));
+        let injected = faults.inject(nemesis);
+        let held = Duration::from_millis(faults.rng.gen_range(2000..6000));
+        std::thread::sleep(held.min(remaining()));
         if let Some(injected) = injected {
-            faults::heal(injected, cluster, rec);
+            faults.heal(injected);
         }
         if nemesis == Nemesis::None {
             std::thread::sleep(remaining());
             return;
         }
     }
+}
+
+/// The checker's verdict, with every member that did not come back (after
+/// a restart, or by the end) as an `unavailable` anomaly.
+fn with_problems(verdict: Verdict, problems: &[String]) -> Verdict {
+    if problems.is_empty() {
+        return verdict;
+    }
+    let mut anomalies = match verdict {
+        Verdict::Invalid { anomalies } => anomalies,
+        Verdict::Valid | Verdict::Unknown { .. } => Vec::new(),
+    };
+    anomalies.extend(
+        problems
+            .iter()
+            .map(|p| Anomaly::new("unavailable", p.clone(), Vec::new())),
+    );
+    Verdict::Invalid { anomalies }
 }
 
 /// The progress line, rewritten every second until aborted.

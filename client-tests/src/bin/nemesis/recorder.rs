@@ -123,6 +123,22 @@ impl Recorder {
         }
     }
 
+    /// Adds `note` to fault `index`'s description (what the fault led to).
+    pub fn fault_note(&self, index: usize, note: &str) {
+        if let Some(f) = lock(&self.inner.history).faults.get_mut(index) {
+            f.kind = format!("{} ({note})", f.kind);
+        }
+    }
+
+    /// Fault `index`'s description.
+    pub fn fault_kind(&self, index: usize) -> String {
+        lock(&self.inner.history)
+            .faults
+            .get(index)
+            .map(|f| f.kind.clone())
+            .unwrap_or_default()
+    }
+
     /// Outcomes so far.
     pub fn counts(&self) -> Counts {
         *lock(&self.inner.counts)

@@ -1,0 +1,297 @@
+//! A member's disk and what the disk and clock nemeses do to it.
+//!
+//! What a cell needs is decided before its ensemble starts ([`DiskPlan`]):
+//! - power loss: the dataDir is a `zkd-lazyfs` mount, so cutting the power
+//!   (killing the filesystem) leaves only what was fsynced in the backing
+//!   directory (see `zkd_client_tests::lazyfs`);
+//! - a full disk: the backing directory is a tmpfs mount of its own, shrunk
+//!   to what is in use to fill it;
+//! - I/O errors: the member runs with libfiu's preload libraries, and
+//!   `fiu-ctrl` makes its fsyncs or writes fail with EIO;
+//! - clock jumps: the member runs with libfaketime, whose offset is read from
+//!   a file the nemesis rewrites. Only the wall clock jumps (as when NTP steps
+//!   it); the monotonic clock never does, on any real machine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use zkd_client_tests::lazyfs::LazyFsMount;
+
+/// libfiu's preload libraries, as `fiu-run -x` loads them.
+const FIU_PRELOAD: &str = "/usr/lib/fiu/fiu_run_preload.so /usr/lib/fiu/fiu_posix_preload.so";
+/// The FIFO prefix `fiu-ctrl` looks for by default.
+const FIU_FIFO: &str = "/tmp/fiu-ctrl";
+const FIU_CTRL: &str = "/usr/bin/fiu-ctrl";
+/// libfaketime (Debian's `libfaketime`).
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+/// The size of a member's tmpfs: far more than a cell writes.
+const TMPFS_SIZE: &str = "512m";
+
+/// What the members' disks must support in a cell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskPlan {
+    /// The dataDir on `zkd-lazyfs` (power loss).
+    pub lazyfs: bool,
+    /// The backing directory on a tmpfs of its own (a full disk).
+    pub tmpfs: bool,
+    /// libfiu preloaded (EIO on fsync or write).
+    pub fiu: bool,
+    /// libfaketime preloaded (wall-clock jumps).
+    pub faketime: bool,
+}
+
+impl DiskPlan {
+    /// Every capability at once (for the mix).
+    pub const ALL: DiskPlan = DiskPlan {
+        lazyfs: true,
+        tmpfs: true,
+        fiu: true,
+        faketime: true,
+    };
+
+    /// Checks that the tools the plan needs are installed.
+    pub fn check_tools(&self) -> Result<(), String> {
+        let mut needed = Vec::new();
+        if self.lazyfs {
+            zkd_client_tests::lazyfs::check_fuse_available()?;
+        }
+        if self.fiu {
+            needed.extend(FIU_PRELOAD.split(' '));
+            needed.push(FIU_CTRL);
+        }
+        if self.faketime {
+            needed.push(FAKETIME);
+        }
+        match needed.iter().find(|p| !Path::new(p).exists()) {
+            Some(missing) => Err(format!(
+                "{missing} is missing: install fiu-utils and faketime (client-tests/run-all.sh does)"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One member's disk.
+pub struct MemberDisk {
+    /// Dropped last (fields drop in order): holds everything below.
+    lazyfs: Option<LazyFsMount>,
+    backing: PathBuf,
+    data: PathBuf,
+    tmpfs: bool,
+    clock: PathBuf,
+    plan: DiskPlan,
+    root: tempfile::TempDir,
+}
+
+impl MemberDisk {
+    /// Prepares member `myid`'s disk as `plan` asks, with the `zkd-lazyfs`
+    /// binary at `lazyfs`. The myid file is written durably, as an operator
+    /// provisions it once.
+    pub fn new(plan: DiskPlan, myid: usize, lazyfs: &Path) -> MemberDisk {
+        let root = tempfile::tempdir().expect("tempdir");
+        let backing = root.path().join("backing");
+        let mnt = root.path().join("mnt");
+        std::fs::create_dir_all(&backing).expect("backing dir");
+        if plan.tmpfs {
+            run(
+                "mount",
+                &["-t", "tmpfs", "-o", &format!("size={TMPFS_SIZE}"), "tmpfs"],
+                &backing,
+            );
+        }
+        std::fs::write(backing.join("myid"), format!("{myid}\n")).expect("myid");
+        let clock = root.path().join("clock");
+        std::fs::write(&clock, "+0\n").expect("clock file");
+        let (data, mount) = if plan.lazyfs {
+            std::fs::create_dir_all(&mnt).expect("mountpoint");
+            let log = root.path().join("lazyfs.log");
+            (
+                mnt.clone(),
+                Some(LazyFsMount::mount(lazyfs, &backing, &mnt, &log)),
+            )
+        } else {
+            (backing.clone(), None)
+        };
+        MemberDisk {
+            lazyfs: mount,
+            backing,
+            data,
+            tmpfs: plan.tmpfs,
+            clock,
+            plan,
+            root,
+        }
+    }
+
+    /// The member's dataDir.
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// The command prefix that preloads what the plan needs (`env ...`), or
+    /// nothing. `ip netns exec` and `env` both exec, so the member's pid is
+    /// the server's own.
+    pub fn wrapper(&self) -> Vec<String> {
+        let mut preload = Vec::new();
+        let mut env = Vec::new();
+        if self.plan.fiu {
+            preload.push(FIU_PRELOAD.to_owned());
+            env.push(format!("FIU_CTRL_FIFO={FIU_FIFO}"));
+            env.push("FIU_ENABLE=".to_owned());
+        }
+        if self.plan.faketime {
+            preload.push(FAKETIME.to_owned());
+            env.push(format!("FAKETIME_TIMESTAMP_FILE={}", self.clock.display()));
+            env.push("FAKETIME_CACHE_DURATION=1".to_owned());
+            env.push("FAKETIME_DONT_FAKE_MONOTONIC=1".to_owned());
+        }
+        if preload.is_empty() {
+            return Vec::new();
+        }
+        let mut wrapper = vec![
+            "env".to_owned(),
+            format!("LD_PRELOAD={}", preload.join(" ")),
+        ];
+        wrapper.extend(env);
+        wrapper
+    }
+
+    /// Cuts the power (the member must be dead already): everything not
+    /// fsynced is gone.
+    pub fn power_cut(&mut self) {
+        if let Some(fs) = &mut self.lazyfs {
+            fs.power_loss();
+        }
+    }
+
+    /// Powers the disk on again with what survived.
+    pub fn power_on(&mut self) {
+        if let Some(fs) = &mut self.lazyfs {
+            fs.remount();
+        }
+    }
+
+    /// A new, empty disk (the member must be stopped; its myid stays).
+    pub fn replace(&mut self) {
+        self.power_cut();
+        let stored = self.backing.join("version-2");
+        if stored.exists() {
+            std::fs::remove_dir_all(&stored).expect("wipe the backing dir");
+        }
+        self.power_on();
+    }
+
+    /// Fills the disk: the tmpfs shrinks to what is in use.
+    pub fn fill(&self) {
+        if self.tmpfs {
+            let used_kib = used_kib(&self.backing).max(4);
+            let size = format!("remount,size={used_kib}k");
+            run("mount", &["-o", &size], &self.backing);
+        }
+    }
+
+    /// Gives the disk its space back.
+    pub fn free(&self) {
+        if self.tmpfs {
+            let size = format!("remount,size={TMPFS_SIZE}");
+            run("mount", &["-o", &size], &self.backing);
+        }
+    }
+
+    /// Sets the wall clock's offset from the real time (libfaketime).
+    pub fn set_clock_offset(&self, seconds: i64) {
+        std::fs::write(&self.clock, format!("{seconds:+}\n")).expect("clock file");
+    }
+
+    /// The file the member's newest log data is in, for the log nemeses:
+    /// zkd's sled log database, or ZooKeeper's newest `log.*` file.
+    pub fn newest_log(&self) -> Option<PathBuf> {
+        let v2 = self.backing.join("version-2");
+        let sled = v2.join("log").join("db");
+        if sled.exists() {
+            return Some(sled);
+        }
+        std::fs::read_dir(&v2)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("log."))
+            .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+            .map(|e| e.path())
+    }
+
+    /// The root folder of this disk's files (lazyfs log, clock file).
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+}
+
+/// Makes member `pid`'s fsyncs (`sync`) or writes fail with EIO, or heals it.
+pub fn fiu_ctrl(pid: u32, enable: bool, what: IoFault) {
+    let names: &[&str] = match what {
+        IoFault::Sync => &["posix/io/sync/fsync", "posix/io/sync/fdatasync"],
+        IoFault::Write => &[
+            "posix/io/rw/write",
+            "posix/io/rw/pwrite",
+            "posix/io/rw/writev",
+        ],
+    };
+    for name in names {
+        let command = if enable {
+            format!("enable name={name},failinfo=5")
+        } else {
+            format!("disable name={name}")
+        };
+        // The member may have died of the first error already: nothing to do then.
+        let _ = Command::new(FIU_CTRL)
+            .args(["-c", &command, &pid.to_string()])
+            .output();
+    }
+}
+
+/// Which calls an I/O fault fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoFault {
+    /// fsync and fdatasync.
+    Sync,
+    /// write, pwrite, writev.
+    Write,
+}
+
+impl Drop for MemberDisk {
+    fn drop(&mut self) {
+        if let Some(fs) = &mut self.lazyfs {
+            fs.power_loss();
+        }
+        if self.tmpfs {
+            let _ = nix::mount::umount2(&self.backing, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+/// KiB in use on the filesystem at `dir`.
+fn used_kib(dir: &Path) -> u64 {
+    let out = Command::new("df")
+        .args(["-k", "--output=used"])
+        .arg(dir)
+        .output()
+        .expect("run df");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs `program args... path`, failing loudly.
+fn run(program: &str, args: &[&str], path: &Path) {
+    let out = Command::new(program)
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
