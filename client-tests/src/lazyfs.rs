@@ -132,6 +132,23 @@ impl LazyFsMount {
         }
     }
 
+    /// A power cut that tears (SIGUSR1): every file keeps a random prefix of
+    /// its unsynced writes, as a disk that wrote part of its queue; then the
+    /// mount is detached. Falls back to [`LazyFsMount::power_loss`] if the
+    /// filesystem does not exit in time.
+    pub fn torn_power_loss(&mut self) {
+        if let Some(child) = &mut self.child {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR1).is_ok() {
+                let deadline = Instant::now() + MOUNT_TIMEOUT;
+                while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+        self.power_loss();
+    }
+
     /// Mounts the filesystem again over the same backing directory, which
     /// seeds it: what was durable before the power loss.
     pub fn remount(&mut self) {

@@ -7,6 +7,10 @@
 //! flush [`FileSync`] fdatasyncs the database file and every new blob file:
 //! nothing is acknowledged before it is truly on disk.
 //!
+//! A log that sled recovered shorter than it was synced (sled takes a torn
+//! or corrupted record for the end of its log, silently) is refused on open,
+//! by the synced mark kept beside it ([`log_mark`]).
+//!
 //! Layout: the txn log lives in its own sled database under
 //! `dataLogDir/version-2/log`, epochs in one under `dataDir/version-2/data`,
 //! and snapshots are files in `dataDir/version-2/snapshots`
@@ -16,8 +20,10 @@
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
 use crate::snapshot::{fnv1a_of, SnapshotSeal, SnapshotSlot, SnapshotStore};
+use log_mark::LogMark;
 use snapshot_files::SnapshotFiles;
 
+mod log_mark;
 mod snapshot_files;
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
@@ -94,6 +100,10 @@ impl FileSync {
 #[derive(Clone, Debug)]
 pub struct SledStorage {
     log_sync: Arc<Mutex<FileSync>>,
+    /// How far the log reached at its last sync (see [`log_mark`]).
+    log_mark: Arc<Mutex<LogMark>>,
+    /// The epochs last written, packed as (accepted, current) (see [`log_mark`]).
+    epochs_mark: Arc<Mutex<LogMark>>,
     data_sync: Arc<Mutex<FileSync>>,
     log_db: ::sled::Db,
     log: ::sled::Tree,
@@ -139,8 +149,12 @@ impl SledStorage {
         let log_db = open(&log_dir)?;
         let data_db = open(&data_dir)?;
         let io = |e: std::io::Error| StorageError::Db(e.to_string());
+        let log_mark = LogMark::open(&log_dir)?;
+        let epochs_mark = LogMark::open_file(&data_dir, log_mark::EPOCHS_FILE)?;
         let mut storage = SledStorage {
             log_sync: Arc::new(Mutex::new(FileSync::open(&log_dir).map_err(io)?)),
+            log_mark: Arc::new(Mutex::new(log_mark)),
+            epochs_mark: Arc::new(Mutex::new(epochs_mark)),
             data_sync: Arc::new(Mutex::new(FileSync::open(&data_dir).map_err(io)?)),
             log: log_db.open_tree("txnlog")?,
             log_meta: log_db.open_tree("txnlog-meta")?,
@@ -149,8 +163,63 @@ impl SledStorage {
             log_db,
             data_db,
         };
+        storage.check_log_reaches_its_mark(&log_dir)?;
+        storage.check_epochs_reach_their_mark(&data_dir)?;
         storage.migrate_whole_snapshots()?;
         Ok(storage)
+    }
+
+    /// Refuses a log that ends (with its purge mark) below the zxid it was
+    /// synced through: sled stopped its recovery at a torn or corrupted
+    /// record, dropping synced, possibly acknowledged, txns after it.
+    fn check_log_reaches_its_mark(&self, log_dir: &Path) -> Result<()> {
+        // Zxid 0 (a log cut to nothing) holds no txn.
+        let Some(synced) = self.mark().zxid().filter(|z| *z > Zxid::ZERO) else {
+            return Ok(());
+        };
+        let end = self.last_zxid()?.max(self.purged_through()?);
+        if end.is_some_and(|end| end >= synced) {
+            return Ok(());
+        }
+        let end = end.map_or("no txn".to_string(), |z| z.to_string());
+        Err(StorageError::Corrupt(format!(
+            "the txn log in {} was synced through zxid {synced} but now ends at {end}: \
+             a damaged (torn or corrupted) record cut it short, losing txns that may have \
+             been acknowledged. Refusing to start. Restore the log, or (in an ensemble) \
+             move {} away so this member resyncs from the leader",
+            log_dir.display(),
+            log_dir.parent().unwrap_or(log_dir).display(),
+        )))
+    }
+
+    /// Refuses epochs below those last written: sled dropped a damaged
+    /// epoch record, and a member must never forget an epoch it accepted.
+    fn check_epochs_reach_their_mark(&self, data_dir: &Path) -> Result<()> {
+        let Some(mark) = self.epochs_mark().zxid() else {
+            return Ok(());
+        };
+        let (accepted, current) = (self.accepted_epoch()?, self.current_epoch()?);
+        if accepted >= mark.epoch() && current >= mark.counter() {
+            return Ok(());
+        }
+        Err(StorageError::Corrupt(format!(
+            "the epochs in {} were written as accepted {} and current {} but now read \
+             {accepted} and {current}: a damaged record cut them short. Refusing to start. \
+             Restore them, or (in an ensemble) move {} away so this member resyncs from \
+             the leader",
+            data_dir.display(),
+            mark.epoch(),
+            mark.counter(),
+            data_dir.parent().unwrap_or(data_dir).display(),
+        )))
+    }
+
+    fn epochs_mark(&self) -> std::sync::MutexGuard<'_, LogMark> {
+        self.epochs_mark.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mark(&self) -> std::sync::MutexGuard<'_, LogMark> {
+        self.log_mark.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Data dirs written before snapshots were files keep each image whole
@@ -223,7 +292,9 @@ impl SledStorage {
     fn set_epoch(&mut self, name: &str, epoch: u32) -> Result<()> {
         self.epochs.insert(name, &epoch.to_be_bytes())?;
         self.flush_data()?;
-        Ok(())
+        // After the epochs are durable, so the mark never leads them.
+        let both = Zxid::new(self.accepted_epoch()?, self.current_epoch()?);
+        self.epochs_mark().record_durably(both)
     }
 }
 
@@ -238,7 +309,13 @@ impl TxnLog for SledStorage {
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.flush_log()
+        // Read before the flush, which covers every append before it.
+        let last = self.last_zxid()?;
+        self.flush_log()?;
+        match last {
+            Some(last) => self.mark().record(last),
+            None => Ok(()),
+        }
     }
 
     fn first_zxid(&self) -> Result<Option<Zxid>> {
@@ -280,6 +357,9 @@ impl TxnLog for SledStorage {
         if let Some(purged) = self.purged_through()?.filter(|p| zxid < *p) {
             return Err(crate::txn_log::cut_below_purge(zxid, purged));
         }
+        // The synced mark goes down first, durably: a crash after it leaves
+        // the mark below the log, which is allowed.
+        self.mark().lower(zxid)?;
         // Newest first: a crash part-way (sled recovers a prefix of its
         // writes) leaves a shorter log, never one with a hole.
         for item in self.log.range(key(zxid.next())..).rev() {
@@ -289,7 +369,9 @@ impl TxnLog for SledStorage {
     }
 
     fn reset(&mut self, through: Zxid) -> Result<()> {
-        // The mark first: a log cut short by a crash still says what is gone.
+        // The synced mark, then the purge mark first: a log cut short by a
+        // crash still says what is gone.
+        self.mark().lower(through)?;
         self.log_meta.insert(PURGED_THROUGH, &key(through))?;
         for item in self.log.iter().rev() {
             self.log.remove(item?.0)?;
@@ -363,6 +445,159 @@ impl EpochStore for SledStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Appends txns `from..=to` (200-byte values), then syncs if asked.
+    fn fill(s: &mut SledStorage, from: i64, to: i64, sync: bool) {
+        for z in from..=to {
+            s.append(Zxid(z), Bytes::from(vec![z as u8; 200])).unwrap();
+        }
+        if sync {
+            s.sync().unwrap();
+        }
+    }
+
+    /// Closes the store as a kill would leave it: sled's own snapshot files,
+    /// written on a clean close, are removed, so its recovery scans the log.
+    fn kill(s: SledStorage, dir: &Path) {
+        drop(s);
+        let log = dir.join("version-2").join("log");
+        for entry in std::fs::read_dir(&log).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("snap.")
+            {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+    }
+
+    fn log_file(dir: &Path) -> PathBuf {
+        dir.join("version-2").join("log").join("db")
+    }
+
+    fn expect_refused(dir: &Path) {
+        match SledStorage::open(dir, dir) {
+            Err(StorageError::Corrupt(e)) => assert!(e.contains("synced through"), "{e}"),
+            Err(e) => panic!("refused, but not as a cut log: {e}"),
+            Ok(s) => panic!(
+                "opened a log cut short by damage: it ends at {:?}",
+                s.last_zxid().unwrap()
+            ),
+        }
+    }
+
+    /// A torn tail of synced (acknowledged) txns: sled drops them silently;
+    /// the store must refuse to open.
+    #[test]
+    fn a_synced_tail_cut_by_damage_is_refused() {
+        for cut in [1u64, 100, 4096] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+            fill(&mut s, 1, 500, true);
+            kill(s, dir.path());
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(log_file(dir.path()))
+                .unwrap();
+            f.set_len(f.metadata().unwrap().len() - cut).unwrap();
+            expect_refused(dir.path());
+        }
+    }
+
+    /// A corrupted record in the middle of the log: sled ends its log there.
+    #[test]
+    fn a_corrupted_record_mid_log_is_refused() {
+        for zeroed in [1usize, 4096] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+            fill(&mut s, 1, 2000, true);
+            kill(s, dir.path());
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(log_file(dir.path()))
+                .unwrap();
+            let at = f.metadata().unwrap().len() / 2;
+            let mut bytes = vec![0u8; zeroed];
+            std::os::unix::fs::FileExt::read_exact_at(&f, &mut bytes, at).unwrap();
+            for b in &mut bytes {
+                *b = if zeroed == 1 { *b ^ 0xff } else { 0 };
+            }
+            std::os::unix::fs::FileExt::write_all_at(&f, &bytes, at).unwrap();
+            expect_refused(dir.path());
+        }
+    }
+
+    /// A torn tail past the last sync was never acknowledged: sled's cut is
+    /// the truncation ZooKeeper makes too, and the store opens.
+    #[test]
+    fn an_unsynced_torn_tail_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        fill(&mut s, 1, 500, true);
+        fill(&mut s, 501, 600, false);
+        kill(s, dir.path()); // sled's close writes the unsynced txns too
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(log_file(dir.path()))
+            .unwrap();
+        f.set_len(f.metadata().unwrap().len() - 100).unwrap();
+        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let last = s.last_zxid().unwrap().unwrap();
+        assert!((Zxid(500)..Zxid(600)).contains(&last), "{last}");
+        // And the cut is final: appends go on from there, and it reopens.
+        let mut s = s;
+        fill(&mut s, last.0 + 1, last.0 + 10, true);
+        kill(s, dir.path());
+        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        assert_eq!(s.last_zxid().unwrap(), Some(Zxid(last.0 + 10)));
+    }
+
+    /// A damaged epoch record: sled would hand back the older epoch.
+    #[test]
+    fn a_lost_epoch_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        s.set_accepted_epoch(3).unwrap();
+        s.set_current_epoch(3).unwrap();
+        s.set_accepted_epoch(4).unwrap();
+        kill(s, dir.path());
+        let db = dir.path().join("version-2").join("data").join("db");
+        let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
+        f.set_len(f.metadata().unwrap().len() - 1).unwrap();
+        match SledStorage::open(dir.path(), dir.path()) {
+            Err(StorageError::Corrupt(e)) => assert!(e.contains("epochs"), "{e}"),
+            Err(e) => panic!("refused, but not for the epochs: {e}"),
+            Ok(s) => panic!(
+                "opened with epochs {} and {}",
+                s.accepted_epoch().unwrap(),
+                s.current_epoch().unwrap()
+            ),
+        }
+    }
+
+    /// A TRUNC or a SNAP install lowers the mark before cutting: the shorter
+    /// log opens.
+    #[test]
+    fn a_deliberate_cut_lowers_the_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        fill(&mut s, 1, 100, true);
+        s.truncate_after(Zxid(40)).unwrap();
+        kill(s, dir.path());
+        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        assert_eq!(s.last_zxid().unwrap(), Some(Zxid(40)));
+        fill(&mut s, 41, 60, true);
+        s.reset(Zxid(50)).unwrap();
+        kill(s, dir.path());
+        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        assert_eq!(s.last_zxid().unwrap(), None);
+        assert_eq!(s.purged_through().unwrap(), Some(Zxid(50)));
+    }
 
     /// A data dir from before snapshots were files: its images are moved
     /// into files on open, damaged ones dropped.

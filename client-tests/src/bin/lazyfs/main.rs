@@ -34,6 +34,11 @@
 //!
 //! Every request is bounded (file size, total cached bytes, node count,
 //! directory depth); a bad request gets an errno, never a panic.
+//!
+//! SIGUSR1 is a power cut that tears: every file in the backing directory
+//! gets a random prefix of its unsynced writes (as a disk that had written
+//! part of its queue when the power went), then the process exits. SIGKILL
+//! is the clean cut, where no unsynced byte survives.
 
 mod state;
 
@@ -45,11 +50,11 @@ use fuser::{
 use state::*;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 /// The FUSE face of [`State`].
 struct LazyFs {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 impl LazyFs {
@@ -490,11 +495,33 @@ fn main() {
         MountOption::DefaultPermissions,
         MountOption::RW,
     ];
-    let fs = LazyFs {
-        state: Mutex::new(state),
-    };
+    let state = Arc::new(Mutex::new(state));
+    tear_on_sigusr1(Arc::clone(&state));
+    let fs = LazyFs { state };
     if let Err(e) = fuser::mount(fs, mountpoint, &config) {
         eprintln!("zkd-lazyfs: mounting on {mountpoint:?}: {e}");
         std::process::exit(1);
     }
+}
+
+/// Blocks SIGUSR1 (in this thread and every thread started after it) and
+/// starts a thread that waits for it, then tears the unsynced writes and
+/// exits while holding the state, so no later write or fsync gets through.
+fn tear_on_sigusr1(state: Arc<Mutex<State>>) {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGUSR1);
+    if let Err(e) = set.thread_block() {
+        eprintln!("zkd-lazyfs: blocking SIGUSR1: {e}");
+        std::process::exit(1);
+    }
+    std::thread::spawn(move || {
+        if set.wait().is_err() {
+            return;
+        }
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        let torn = state.tear(|len| rand::random::<u64>() % (len + 1));
+        eprintln!("zkd-lazyfs: torn power cut: {torn}");
+        std::process::exit(0);
+    });
 }

@@ -468,6 +468,52 @@ impl State {
         Ok(())
     }
 
+    /// A torn power cut: each file the backing directory holds gets the
+    /// first `keep(n)` of the `n` bytes written there since its last fsync
+    /// (a disk that wrote part of its queue). Files never fsynced stay out,
+    /// and sizes in the backing directory only grow. Returns a summary.
+    pub(crate) fn tear(&mut self, mut keep: impl FnMut(u64) -> u64) -> String {
+        let inos: Vec<u64> = self.nodes.keys().copied().collect();
+        let mut torn = Vec::new();
+        for ino in inos {
+            let Ok(Some(path)) = self.backing_path(ino) else {
+                continue;
+            };
+            let Some(Node {
+                body:
+                    Body::File {
+                        data,
+                        dirty: Some((lo, hi)),
+                        in_backing: true,
+                    },
+                ..
+            }) = self.nodes.get(&ino)
+            else {
+                continue;
+            };
+            let hi = (*hi).min(data.len() as u64);
+            if *lo >= hi {
+                continue;
+            }
+            let kept = keep(hi - lo).min(hi - lo);
+            let bytes = &data[*lo as usize..(*lo + kept) as usize];
+            let written = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.write_all_at(bytes, *lo).and_then(|()| f.sync_all()));
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            match written {
+                Ok(()) => torn.push(format!("{name}: {kept} of {} B", hi - lo)),
+                Err(e) => torn.push(format!("{name}: {e}")),
+            }
+        }
+        if torn.is_empty() {
+            "nothing unsynced".to_owned()
+        } else {
+            torn.join(", ")
+        }
+    }
+
     /// Removes whatever the backing directory holds at `path`.
     pub(crate) fn remove_backing(path: &Path) -> Res<()> {
         let result = match std::fs::symlink_metadata(path) {

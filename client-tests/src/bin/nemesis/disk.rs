@@ -163,6 +163,25 @@ impl MemberDisk {
         }
     }
 
+    /// Cuts the power so that it tears (the member must be dead already):
+    /// each file keeps a random prefix of its unsynced writes. Returns what
+    /// the filesystem says it kept.
+    pub fn torn_power_cut(&mut self) -> String {
+        let Some(fs) = &mut self.lazyfs else {
+            return "no lazyfs".to_owned();
+        };
+        let before = fs.log().len();
+        fs.torn_power_loss();
+        let log = fs.log();
+        log.get(before..)
+            .and_then(|l| {
+                l.lines()
+                    .find_map(|l| l.strip_prefix("zkd-lazyfs: torn power cut: "))
+            })
+            .unwrap_or("no report")
+            .to_owned()
+    }
+
     /// Powers the disk on again with what survived.
     pub fn power_on(&mut self) {
         if let Some(fs) = &mut self.lazyfs {
@@ -228,23 +247,23 @@ impl MemberDisk {
 pub fn fiu_ctrl(pid: u32, enable: bool, what: IoFault) {
     let names: &[&str] = match what {
         IoFault::Sync => &["posix/io/sync/fsync", "posix/io/sync/fdatasync"],
-        IoFault::Write => &[
-            "posix/io/rw/write",
-            "posix/io/rw/pwrite",
-            "posix/io/rw/writev",
-        ],
+        // Positioned writes only: plain write() also carries the log and
+        // the sockets, and failing those tests the logger, not the disk.
+        IoFault::Write => &["posix/io/rw/pwrite", "posix/io/rw/pwritev"],
     };
+    // One call for all of them (the member may die of the first), bounded:
+    // fiu-ctrl blocks on the FIFO of a process that died meanwhile.
+    let mut command = Command::new("timeout");
+    command.args(["5", FIU_CTRL]);
     for name in names {
-        let command = if enable {
+        let c = if enable {
             format!("enable name={name},failinfo=5")
         } else {
             format!("disable name={name}")
         };
-        // The member may have died of the first error already: nothing to do then.
-        let _ = Command::new(FIU_CTRL)
-            .args(["-c", &command, &pid.to_string()])
-            .output();
+        command.args(["-c", &c]);
     }
+    let _ = command.arg(pid.to_string()).output();
 }
 
 /// Which calls an I/O fault fails.
@@ -252,7 +271,8 @@ pub fn fiu_ctrl(pid: u32, enable: bool, what: IoFault) {
 pub enum IoFault {
     /// fsync and fdatasync.
     Sync,
-    /// write, pwrite, writev.
+    /// pwrite and pwritev (how zkd's log and ZooKeeper's positioned
+    /// writes reach a file).
     Write,
 }
 

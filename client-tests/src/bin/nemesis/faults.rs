@@ -57,12 +57,16 @@ pub enum Nemesis {
     DiskError,
     /// A random member's or the leader's disk fills up; freed on heal.
     DiskFull,
-    /// kill -9 of a member, then its newest log loses up to 4 KiB at its end
-    /// (a torn write); restarted on heal.
-    TornLog,
+    /// Power loss of a random member that tears: each file keeps a random
+    /// prefix of what it had not fsynced. The member must start by itself
+    /// (an unacknowledged torn tail is cut off).
+    TornWrite,
+    /// kill -9 of a member, then its newest log loses up to 4 KiB at its end,
+    /// bytes that were synced: the member must refuse to start (then gets
+    /// a new disk, as an operator would do) or have lost nothing.
+    TruncatedLog,
     /// kill -9 of a member, then one byte of its newest log is flipped near
-    /// the end; restarted on heal (a member that refuses to start gets a
-    /// new disk, as an operator would do).
+    /// the end: as for a truncated log.
     CorruptLog,
     /// A random member's wall clock jumps by a minute to a day, either way;
     /// set right on heal.
@@ -73,7 +77,7 @@ pub enum Nemesis {
 
 impl Nemesis {
     /// The kinds that inject faults (all but `None` and `Mix`).
-    pub const FAULTS: [Nemesis; 22] = [
+    pub const FAULTS: [Nemesis; 23] = [
         Nemesis::KillRandom,
         Nemesis::KillLeader,
         Nemesis::KillAll,
@@ -93,7 +97,8 @@ impl Nemesis {
         Nemesis::PowerLossNewMember,
         Nemesis::DiskError,
         Nemesis::DiskFull,
-        Nemesis::TornLog,
+        Nemesis::TornWrite,
+        Nemesis::TruncatedLog,
         Nemesis::CorruptLog,
         Nemesis::ClockJump,
     ];
@@ -112,7 +117,8 @@ impl Nemesis {
             Nemesis::PowerLossRandom
             | Nemesis::PowerLossLeader
             | Nemesis::PowerLossAll
-            | Nemesis::PowerLossNewMember => DiskPlan {
+            | Nemesis::PowerLossNewMember
+            | Nemesis::TornWrite => DiskPlan {
                 lazyfs: true,
                 ..none
             },
@@ -298,10 +304,19 @@ impl Faults<'_> {
                     Heal::DiskFull(random_or_leader),
                 )
             }
-            Nemesis::TornLog | Nemesis::CorruptLog => {
+            Nemesis::TornWrite => {
+                cluster.kill9(random);
+                let torn = cluster.disk_mut(random).torn_power_cut();
+                (
+                    format!("torn power loss: {torn}"),
+                    vec![random],
+                    Heal::PowerOn(vec![random]),
+                )
+            }
+            Nemesis::TruncatedLog | Nemesis::CorruptLog => {
                 cluster.power_loss(random);
                 let damage = match cluster.disk(random).newest_log() {
-                    Some(file) if nemesis == Nemesis::TornLog => tear(&file, self.rng),
+                    Some(file) if nemesis == Nemesis::TruncatedLog => truncate(&file, self.rng),
                     Some(file) => corrupt(&file, self.rng),
                     None => "no log to damage".to_owned(),
                 };
@@ -348,7 +363,7 @@ impl Faults<'_> {
             Heal::Reconnect => self.cluster.heal(),
             Heal::DiskError(i, fault) => {
                 self.note_if_exited(i, window);
-                if let Some(pid) = self.cluster.pid(i) {
+                if let Some(pid) = self.cluster.pid(i).filter(|_| self.cluster.running(i)) {
                     disk::fiu_ctrl(pid, false, fault);
                 }
                 self.cluster.power_loss(i);
@@ -441,8 +456,8 @@ fn last_line(text: &str) -> &str {
         .unwrap_or("")
 }
 
-/// A torn write: cuts 1 B to 4 KiB off the end of `file`.
-fn tear(file: &Path, rng: &mut StdRng) -> String {
+/// Cuts 1 B to 4 KiB off the end of `file`.
+fn truncate(file: &Path, rng: &mut StdRng) -> String {
     let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
     let cut = rng.gen_range(1..=4096).min(len);
     let done = std::fs::OpenOptions::new()
@@ -450,8 +465,8 @@ fn tear(file: &Path, rng: &mut StdRng) -> String {
         .open(file)
         .and_then(|f| f.set_len(len - cut));
     match done {
-        Ok(()) => format!("torn log: {cut} B cut off {}", name(file)),
-        Err(e) => format!("torn log: {} not cut: {e}", name(file)),
+        Ok(()) => format!("truncated log: {cut} B cut off {}", name(file)),
+        Err(e) => format!("truncated log: {} not cut: {e}", name(file)),
     }
 }
 
