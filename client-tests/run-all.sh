@@ -41,6 +41,13 @@ python3 -c 'import kazoo' 2>/dev/null || python3 -m pip install -q --root-user-a
 # node-zookeeper-client, pinned by package.json and package-lock.json.
 [ -d "$NODE_DIR/node_modules/node-zookeeper-client" ] || (cd "$NODE_DIR" && npm ci --no-audit --no-fund)
 
+# The deliberately broken zkd of tests/nemesis_planted.rs (planted bugs behind
+# the failpoints feature), built first and set aside: the same dependencies,
+# only zkd-server is compiled twice.
+cargo build --release --locked -p zkd-server --bin zkd --features failpoints 2>&1 | tail -n 1
+cp target/release/zkd target/zkd-failpoints
+export ZKD_FAILPOINTS_BIN="$PWD/target/zkd-failpoints"
+
 # The harness runs this binary instead of building its own.
 export ZKD_BIN="$PWD/target/release/zkd"
 cargo build --workspace --all-targets --release --locked 2>&1 | tail -n 3

@@ -6,16 +6,19 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Each workload with two nemeses: together every fault kind, and the mix.
+/// Each workload with three nemeses: together every fault kind, and the mix.
 const MATRIX: [(&str, &str); 8] = [
-    ("register", "partition-leader,kill-leader"),
-    ("set", "kill-all,partition-halves"),
-    ("unique-ids", "pause-leader,partition-ring"),
-    ("counter", "kill-random,partition-bridge"),
-    ("queue", "pause-random,partition-one-way"),
-    ("sessions", "rolling-restart,partition-client"),
-    ("fifo", "pause-all,mix"),
-    ("watches", "partition-client,kill-leader"),
+    (
+        "register",
+        "partition-leader,kill-leader,power-loss-new-member",
+    ),
+    ("set", "kill-all,partition-halves,power-loss-all"),
+    ("unique-ids", "pause-leader,partition-ring,torn-write"),
+    ("counter", "kill-random,partition-bridge,disk-error"),
+    ("queue", "pause-random,partition-one-way,disk-full"),
+    ("sessions", "rolling-restart,power-loss-random,clock-jump"),
+    ("fifo", "pause-all,mix,truncated-log"),
+    ("watches", "partition-client,power-loss-leader,corrupt-log"),
 ];
 
 fn assert_report(dir: &Path) {
@@ -65,6 +68,8 @@ fn a_short_matrix_finds_no_anomaly_on_zkd() {
     for (i, (workload, nemeses)) in MATRIX.iter().enumerate() {
         run(out.path(), 3, workload, nemeses, 1000 + i);
     }
-    // And a subset on 5 members, where a ring leaves every member a majority.
+    // And a subset on 5 members, where a ring leaves every member a majority
+    // and all five lose power at once.
     run(out.path(), 5, "register,queue", "partition-ring", 2000);
+    run(out.path(), 5, "set", "power-loss-all", 2001);
 }

@@ -57,6 +57,11 @@ fn main() -> ExitCode {
             client_port_address,
             data_dir,
         } => {
+            // Before anything else: an unknown failpoint must stop the start.
+            if let Err(e) = zkd_server::failpoints::init() {
+                tracing::error!("{e}");
+                return ExitCode::from(2);
+            }
             let mut cfg = match Config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {

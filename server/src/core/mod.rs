@@ -28,6 +28,7 @@ pub mod watch;
 pub mod zab;
 
 pub use node::Node;
+pub(crate) use node_apply::apply_to_tree;
 pub use types::{Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]

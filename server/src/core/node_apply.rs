@@ -8,9 +8,10 @@ use super::pipeline::outcome::write_reply;
 use super::reply;
 use super::session::SessionId;
 use super::types::{ConnId, Now};
-use zkd_protocol::records::SyncResponse;
+use crate::failpoints::{active, Failpoint};
+use zkd_protocol::records::{ErrorTxn, SyncResponse};
 use zkd_protocol::{ErrorCode, OpCode, Perms, Zxid};
-use zkd_storage::{Txn, TxnBody, TxnOutcome, WatchTrigger};
+use zkd_storage::{DataTree, Txn, TxnBody, TxnOutcome, WatchTrigger};
 
 impl Node {
     /// Standalone: storage reports every txn up to `zxid` durable, so
@@ -41,7 +42,7 @@ impl Node {
             // Already in the tree (a member catching up replays from its snapshot).
             return;
         }
-        let (outcome, triggers) = self.tree.apply(&txn);
+        let (outcome, triggers) = apply_to_tree(&mut self.tree, &txn);
         match failed_op(&txn.body, &outcome) {
             // Replayed over a fuzzy snapshot that already holds its effect.
             Some(code) if txn.zxid() <= self.fuzzy_through => {
@@ -190,6 +191,24 @@ impl Node {
         }
         self.flush(now, conn);
     }
+}
+
+/// Applies `txn` to `tree`. Live apply and startup recovery both come
+/// through here, so a planted bug in applying acts the same in both, as a
+/// bug in ZooKeeper's `DataTree.processTxn` would.
+pub(crate) fn apply_to_tree(tree: &mut DataTree, txn: &Txn) -> (TxnOutcome, Vec<WatchTrigger>) {
+    if active(Failpoint::CloseKeepsEphemerals) && matches!(txn.body, TxnBody::CloseSession(_)) {
+        // Planted: the close is applied as a txn that changes nothing but
+        // the zxid, so the session's ephemerals stay (and so does its
+        // entry in the tree's session table); the reply still says closed.
+        let noop = Txn {
+            header: txn.header.clone(),
+            body: TxnBody::Error(ErrorTxn { err: 0 }),
+        };
+        tree.apply(&noop);
+        return (TxnOutcome::SessionClosed, Vec::new());
+    }
+    tree.apply(txn)
 }
 
 /// The error of an operation that failed to apply although its txn is not

@@ -8,6 +8,7 @@ use super::pipeline::read::ReadCtx;
 use super::reply;
 use super::session::SessionId;
 use super::types::{Command, ConnId, Mode, Now};
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::records::{CreateRequest, ErrorTxn, TxnHeader};
@@ -109,7 +110,12 @@ impl Node {
             }
             r if r.is_write() => self.start_write(now, conn, session, xid, r),
             // In an ensemble a sync goes through the leader's quorum.
-            r @ ClientRequest::Sync(_) if self.mode != Mode::Standalone => {
+            // Planted (deposed-leader-serves): the leader answers it locally,
+            // as ZooKeeper 3.8 does, so a deposed one answers it too.
+            r @ ClientRequest::Sync(_)
+                if self.mode != Mode::Standalone
+                    && !(self.mode == Mode::Leading && active(Failpoint::DeposedLeaderServes)) =>
+            {
                 self.start_write(now, conn, session, xid, r)
             }
             r => self.enqueue(

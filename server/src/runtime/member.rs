@@ -23,9 +23,11 @@ use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
 };
 use crate::core::zab::{
-    DurableState, Follower, History, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
+    DurableState, Epoch, Follower, History, Leader, StorageOp, Timing, Voters, ZabCommand,
+    ZabMessage,
 };
 use crate::core::{Event, Node, Now};
+use crate::failpoints::{active, Failpoint};
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
 use zkd_protocol::Zxid;
@@ -90,6 +92,9 @@ pub(super) struct Member<S: Store> {
     snaps_out: SnapSender,
     /// Follower: a SNAP streaming in.
     snap_in: Option<SnapReceiver>,
+    /// Planted (skip-epoch-write): the acceptedEpoch and currentEpoch this
+    /// process meant to persist and did not. Always `(None, None)` otherwise.
+    unsaved_epochs: (Option<Epoch>, Option<Epoch>),
 }
 
 impl<S: Store> Member<S> {
@@ -123,7 +128,21 @@ impl<S: Store> Member<S> {
             waiting: Waiting::Nothing,
             snaps_out: SnapSender::default(),
             snap_in: None,
+            unsaved_epochs: (None, None),
         }
+    }
+
+    /// What is durable, as a role starts from it. Under skip-epoch-write the
+    /// epochs come from memory, as if written: the bug shows only after a
+    /// restart, as a lost epoch write would.
+    fn durable_state(&self) -> Result<DurableState, ServeError> {
+        let mut state = durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
+        if active(Failpoint::SkipEpochWrite) {
+            let (accepted, current) = self.unsaved_epochs;
+            state.accepted_epoch = accepted.unwrap_or(state.accepted_epoch);
+            state.current_epoch = current.unwrap_or(state.current_epoch);
+        }
+        Ok(state)
     }
 
     /// The role's name, for logs and `srvr`.
@@ -150,7 +169,7 @@ impl<S: Store> Member<S> {
     pub fn look(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
         self.role = Role::Looking;
         self.waiting = Waiting::Nothing;
-        let state = durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
+        let state = self.durable_state()?;
         let own = Vote {
             leader: self.id,
             zxid: state.history.last_zxid(),
@@ -379,7 +398,7 @@ impl<S: Store> Member<S> {
             "election decided"
         );
         self.catch_up_tree(ctx)?;
-        let state = durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
+        let state = self.durable_state()?;
         let tree_zxid = ctx.node.tree().last_zxid();
         let now_ms = ctx.now.mono_ms;
         self.role = match outcome.state {
@@ -526,6 +545,16 @@ impl<S: Store> Member<S> {
             } => {
                 submit(ctx, StorageJob::InstallSnapshot { zxid, image })?;
                 self.reload_after_storage(fuzzy_through)
+            }
+            // Planted (skip-epoch-write): the epoch changes in memory only;
+            // the barrier after it still comes, so the role carries on.
+            StorageOp::SetAcceptedEpoch(e) if active(Failpoint::SkipEpochWrite) => {
+                self.unsaved_epochs.0 = Some(e);
+                return Ok(());
+            }
+            StorageOp::SetCurrentEpoch(e) if active(Failpoint::SkipEpochWrite) => {
+                self.unsaved_epochs.1 = Some(e);
+                return Ok(());
             }
             StorageOp::SetAcceptedEpoch(e) => StorageJob::SetAcceptedEpoch(e),
             StorageOp::SetCurrentEpoch(e) => StorageJob::SetCurrentEpoch(e),

@@ -57,7 +57,7 @@ pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
                 txn.zxid()
             )));
         }
-        tree.apply(&txn);
+        crate::core::apply_to_tree(&mut tree, &txn);
         replayed += 1;
     }
     // Txns through the purge mark were durable once; the tree must hold them.

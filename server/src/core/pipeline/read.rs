@@ -5,6 +5,7 @@ use crate::core::acl::{mask_digests, user_of, AuthIds};
 use crate::core::reply;
 use crate::core::types::ConnId;
 use crate::core::watch::{Mode, Table, WatchRegistry};
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use zkd_protocol::records::*;
 use zkd_protocol::request::ClientRequest;
@@ -256,7 +257,11 @@ impl ReadCtx<'_> {
         for path in &r.data_watches {
             match self.tree.node(path) {
                 None => missed(EventType::NodeDeleted, path),
-                Some(n) if n.stat.mzxid > rel => missed(EventType::NodeDataChanged, path),
+                // Planted (setwatches-rearm): the change since `rel` is
+                // overlooked and the watch re-armed, so that event is lost.
+                Some(n) if n.stat.mzxid > rel && !active(Failpoint::SetwatchesRearm) => {
+                    missed(EventType::NodeDataChanged, path)
+                }
                 Some(_) => self
                     .watches
                     .add(Table::Data, path, self.conn, Mode::Standard),

@@ -6,6 +6,7 @@ use super::{
     epoch_zxid, DurableState, Epoch, SnapshotSource, StorageOp, Timing, ZabCommand, ZabMessage,
 };
 use crate::core::election::ServerId;
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::Zxid;
@@ -341,6 +342,11 @@ impl Follower {
         self.state.history.push(zxid, txn.clone());
         self.pending.insert(zxid, txn);
         self.last_logged = zxid;
+        if active(Failpoint::AckBeforeFsync) {
+            // Planted: "handed to the log" taken for "durable", so the ACK
+            // goes out before the fsync a power loss would need.
+            self.handle_persisted(zxid);
+        }
     }
 
     fn commit(&mut self, zxid: Zxid) {

@@ -6,6 +6,7 @@ use super::learner_handler::{HandlerPhase, LearnerHandler};
 use super::SyncPlan;
 use super::{epoch_zxid, DurableState, Epoch, StorageOp, Timing, Voters, ZabCommand, ZabMessage};
 use crate::core::election::ServerId;
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::Zxid;
@@ -196,7 +197,14 @@ impl Leader {
         if self.phase == Phase::Broadcast {
             let synced = self.synced();
             if !self.voters.is_quorum(&synced) {
-                return self.abandon(format!("not enough followers synced, only {synced:?}"));
+                if active(Failpoint::DeposedLeaderServes) {
+                    // Planted: the lost quorum is noticed and ignored; the
+                    // leader keeps its clients (and answers their syncs
+                    // itself) though it can commit nothing more.
+                    tracing::debug!(?synced, "leader without a quorum, staying on (failpoint)");
+                } else {
+                    return self.abandon(format!("not enough followers synced, only {synced:?}"));
+                }
             }
         }
         // Only followers whose sync is under way hear pings (as in ZooKeeper),
@@ -251,6 +259,11 @@ impl Leader {
                 txn: txn.clone(),
             }));
         self.send_to_forwarding(ZabMessage::Proposal { zxid, txn });
+        if active(Failpoint::AckBeforeFsync) {
+            // Planted: the leader counts its own ack once the append is
+            // queued, before its fsync.
+            self.handle_persisted(zxid);
+        }
     }
 
     /// Commands produced so far, in order.
@@ -511,7 +524,10 @@ impl Leader {
                     .filter(|h| h.phase == HandlerPhase::Synced && h.acked >= zxid)
                     .map(|h| h.sid),
             );
-            if !self.voters.is_quorum(&durable) {
+            // Planted (commit-without-quorum): the leader's own fsync taken
+            // for a quorum, as a standalone server's is.
+            let alone = active(Failpoint::CommitWithoutQuorum) && durable.contains(&self.me);
+            if !self.voters.is_quorum(&durable) && !alone {
                 break;
             }
             let Some((zxid, txn)) = self.outstanding.pop_first() else {

@@ -1,0 +1,146 @@
+//! `zkd-nemesis` against a deliberately broken zkd: a build with the
+//! `failpoints` feature (`server/src/failpoints.rs`) misbehaves on purpose
+//! when `ZKD_FAILPOINTS` names a planted bug. Each planted bug must make its
+//! cell invalid with the anomaly it stands for; the same build with no
+//! failpoint named must be valid, so the anomalies come from the plants.
+//!
+//! The broken build is `ZKD_FAILPOINTS_BIN` (client-tests/run-all.sh builds
+//! it before the tests); without it this test builds one in its own target
+//! directory, never over the `zkd` the other tests run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A planted bug, the cell that must catch it, and the anomaly kinds that
+/// count as caught.
+struct Plant {
+    failpoint: &'static str,
+    workload: &'static str,
+    nemesis: &'static str,
+    secs: u64,
+    caught_as: &'static [&'static str],
+}
+
+const PLANTS: [Plant; 5] = [
+    // Acknowledged on the page cache: a correlated power loss takes it.
+    Plant {
+        failpoint: "skip-fsync",
+        workload: "set",
+        nemesis: "power-loss-all",
+        secs: 10,
+        caught_as: &["lost-write"],
+    },
+    // A leader alone in a minority acknowledges what the majority never had.
+    Plant {
+        failpoint: "commit-without-quorum",
+        workload: "set",
+        nemesis: "partition-leader",
+        secs: 15,
+        caught_as: &["lost-write"],
+    },
+    Plant {
+        failpoint: "close-keeps-ephemerals",
+        workload: "sessions",
+        nemesis: "none",
+        secs: 8,
+        caught_as: &["surviving-ephemeral"],
+    },
+    // A client cut from its member moves to another one, where the change it
+    // missed is never announced; the re-armed watch fires at a later one.
+    Plant {
+        failpoint: "setwatches-rearm",
+        workload: "watches",
+        nemesis: "partition-client",
+        secs: 15,
+        caught_as: &["late-watch", "lost-watch", "watch-after-data"],
+    },
+    // A leader that never steps down answers sync and reads alone; its
+    // clients' writes stall behind it, and the ensemble wedges once the rest
+    // elected another leader.
+    Plant {
+        failpoint: "deposed-leader-serves",
+        workload: "register",
+        nemesis: "partition-leader",
+        secs: 15,
+        caught_as: &["stale-read", "nonlinearizable", "unavailable"],
+    },
+];
+
+/// The failpoints build of zkd.
+fn broken_zkd() -> PathBuf {
+    if let Ok(bin) = std::env::var("ZKD_FAILPOINTS_BIN") {
+        return PathBuf::from(bin);
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let target = workspace.join("target").join("failpoints");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(workspace)
+        .args([
+            "build",
+            "-q",
+            "--release",
+            "-p",
+            "zkd-server",
+            "--bin",
+            "zkd",
+        ])
+        .args(["--features", "failpoints", "--target-dir"])
+        .arg(&target)
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "building zkd with failpoints failed");
+    target.join("release").join("zkd")
+}
+
+/// Runs one cell on the broken build with `failpoint` (or none); its
+/// summary, and whether zkd-nemesis exited 1 (an anomaly).
+fn run_cell(out: &Path, zkd: &Path, failpoint: Option<&str>, plant: &Plant) -> (String, bool) {
+    let dir = out.join(failpoint.unwrap_or("none"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_zkd-nemesis"));
+    command
+        .env("ZKD_BIN", zkd)
+        .env_remove("ZKD_FAILPOINTS")
+        .args(["--workload", plant.workload, "--nemesis", plant.nemesis])
+        .args(["--time", &plant.secs.to_string(), "--seed", "7", "--out"])
+        .arg(&dir);
+    if let Some(f) = failpoint {
+        command.env("ZKD_FAILPOINTS", f);
+    }
+    let status = command.status().expect("run zkd-nemesis");
+    let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap_or_default();
+    assert!(
+        matches!(status.code(), Some(0 | 1)),
+        "zkd-nemesis failed to run ({status}):\n{summary}"
+    );
+    (summary, status.code() == Some(1))
+}
+
+#[test]
+fn every_planted_bug_is_caught_and_the_unplanted_build_is_valid() {
+    let zkd = broken_zkd();
+    let out = tempfile::tempdir().expect("tempdir");
+    let (summary, invalid) = run_cell(out.path(), &zkd, None, &PLANTS[0]);
+    assert!(
+        !invalid,
+        "the failpoints build without failpoints:\n{summary}"
+    );
+    let mut missed = Vec::new();
+    for plant in &PLANTS {
+        let (summary, invalid) = run_cell(out.path(), &zkd, Some(plant.failpoint), plant);
+        let caught = invalid && plant.caught_as.iter().any(|k| summary.contains(k));
+        eprintln!(
+            "{}: {}",
+            plant.failpoint,
+            summary.lines().last().unwrap_or("")
+        );
+        if !caught {
+            missed.push(format!(
+                "{} not caught as {:?} by {} x {}:\n{summary}",
+                plant.failpoint, plant.caught_as, plant.workload, plant.nemesis
+            ));
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}

@@ -1,0 +1,247 @@
+//! Planted bugs, for showing that the fault-testing harness (`zkd-nemesis`)
+//! and the simulator catch what they claim to catch.
+//!
+//! A checker that never fails proves nothing: it may be blind. So a build
+//! with the `failpoints` cargo feature carries a handful of known, realistic
+//! bugs, each planted at the spot where a real one would live and each off
+//! unless named in the environment variable `ZKD_FAILPOINTS` (comma-separated,
+//! kebab-case, e.g. `ZKD_FAILPOINTS=ack-before-fsync,commit-without-quorum`).
+//! A harness run against such a build with a failpoint on must report an
+//! anomaly; one with none on must report none.
+//!
+//! The set is read once per process (the first [`active`] call or [`init`])
+//! and never changes, so a member behaves the same way for its whole life.
+//!
+//! Without the feature, [`active`] is a `const fn` returning `false`: every
+//! planted branch is dead code the compiler removes, and the production
+//! binary has no way to misbehave on purpose. [`init`] then refuses a set
+//! `ZKD_FAILPOINTS`, so a run that expects a bug cannot silently use a
+//! correct binary and call its checks blind.
+//!
+//! Unknown names are refused at startup by [`init`] (`zkd serve` exits 2):
+//! a typo would otherwise turn a run meant to plant a bug into a clean run.
+//! Where [`init`] was never called (tests), [`active`] logs the error once
+//! and ignores the unknown name.
+
+/// The environment variable naming the active failpoints.
+pub const ENV: &str = "ZKD_FAILPOINTS";
+
+/// A planted bug. Each names the correct behaviour it breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failpoint {
+    /// Every member acknowledges a proposal as soon as it is handed to the
+    /// log, before it is fsynced: followers send their ACK and the leader
+    /// counts its own. A power loss on every member then loses writes that
+    /// clients saw acknowledged (breaks "durable before acknowledged").
+    AckBeforeFsync,
+    /// A leader that loses its quorum keeps leading: it keeps serving reads
+    /// and answers `sync` locally, at once, as ZooKeeper 3.8 does
+    /// (ZOOKEEPER-1675), while it can no longer commit a write. Its clients
+    /// read stale data after a sync once the rest elected a new leader.
+    DeposedLeaderServes,
+    /// A closeSession txn (a close or an expiry), when applied, leaves the
+    /// session's ephemeral nodes in place (ZOOKEEPER-1208 and kin).
+    CloseKeepsEphemerals,
+    /// SetWatches after a reconnect re-arms a data watch whose node changed
+    /// after the client's last zxid instead of firing the missed
+    /// NodeDataChanged at once: the client misses that change.
+    SetwatchesRearm,
+    /// acceptedEpoch and currentEpoch change in memory but are never written
+    /// to disk: after a restart the member forgets the epochs it promised.
+    SkipEpochWrite,
+    /// The leader commits a proposal once its own log has it durably,
+    /// without waiting for a quorum of acks: a leader cut off in a minority
+    /// acknowledges writes the next leader never had.
+    CommitWithoutQuorum,
+    /// The storage thread reports appends persisted without syncing them
+    /// (no flush, no fsync): acknowledgements rest on the page cache, which
+    /// a power loss empties.
+    SkipFsync,
+}
+
+impl Failpoint {
+    /// Every failpoint, in the order of the bit masks below.
+    pub const ALL: [Failpoint; 7] = [
+        Failpoint::AckBeforeFsync,
+        Failpoint::DeposedLeaderServes,
+        Failpoint::CloseKeepsEphemerals,
+        Failpoint::SetwatchesRearm,
+        Failpoint::SkipEpochWrite,
+        Failpoint::CommitWithoutQuorum,
+        Failpoint::SkipFsync,
+    ];
+
+    /// The kebab-case name `ZKD_FAILPOINTS` uses.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Failpoint::AckBeforeFsync => "ack-before-fsync",
+            Failpoint::DeposedLeaderServes => "deposed-leader-serves",
+            Failpoint::CloseKeepsEphemerals => "close-keeps-ephemerals",
+            Failpoint::SetwatchesRearm => "setwatches-rearm",
+            Failpoint::SkipEpochWrite => "skip-epoch-write",
+            Failpoint::CommitWithoutQuorum => "commit-without-quorum",
+            Failpoint::SkipFsync => "skip-fsync",
+        }
+    }
+
+    /// The failpoint called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Failpoint> {
+        Failpoint::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    // One bit per failpoint, so the active set is a plain integer.
+    #[cfg(feature = "failpoints")]
+    const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+}
+
+/// Parses a `ZKD_FAILPOINTS` value: names separated by commas, blanks
+/// around them and empty entries ignored. Errs naming every unknown name.
+pub fn parse(value: &str) -> Result<Vec<Failpoint>, String> {
+    let mut found = Vec::new();
+    let mut unknown = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match Failpoint::from_name(name) {
+            Some(f) if !found.contains(&f) => found.push(f),
+            Some(_) => {}
+            None => unknown.push(name),
+        }
+    }
+    if unknown.is_empty() {
+        Ok(found)
+    } else {
+        let known: Vec<&str> = Failpoint::ALL.iter().map(|f| f.name()).collect();
+        Err(format!(
+            "{ENV}: unknown failpoint(s) {unknown:?}; known: {}",
+            known.join(", ")
+        ))
+    }
+}
+
+#[cfg(feature = "failpoints")]
+mod imp {
+    use super::{parse, Failpoint, ENV};
+    use std::sync::OnceLock;
+
+    // Read once: a failpoint must not come and go during a member's life.
+    static ACTIVE: OnceLock<u32> = OnceLock::new();
+
+    fn from_env() -> Result<Vec<Failpoint>, String> {
+        match std::env::var(ENV) {
+            Ok(value) => parse(&value),
+            Err(std::env::VarError::NotPresent) => Ok(Vec::new()),
+            Err(e) => Err(format!("{ENV}: {e}")),
+        }
+    }
+
+    fn mask(found: &[Failpoint]) -> u32 {
+        found.iter().fold(0, |m, f| m | f.bit())
+    }
+
+    pub fn active(failpoint: Failpoint) -> bool {
+        let mask = *ACTIVE.get_or_init(|| match from_env() {
+            Ok(found) => mask(&found),
+            Err(e) => {
+                // No `init` ran (a test): keep going without the unknown names.
+                tracing::error!("{e}; ignoring the unknown names");
+                from_env_lenient()
+            }
+        });
+        mask & failpoint.bit() != 0
+    }
+
+    fn from_env_lenient() -> u32 {
+        let value = std::env::var(ENV).unwrap_or_default();
+        let known: Vec<Failpoint> = value
+            .split(',')
+            .filter_map(|n| Failpoint::from_name(n.trim()))
+            .collect();
+        mask(&known)
+    }
+
+    pub fn init() -> Result<(), String> {
+        let found = from_env()?;
+        let _ = ACTIVE.set(mask(&found));
+        for f in found {
+            tracing::warn!(
+                "failpoint {} active: this build misbehaves on purpose",
+                f.name()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Whether `failpoint` is planted in this process: named in
+/// `ZKD_FAILPOINTS`, read once.
+#[cfg(feature = "failpoints")]
+pub fn active(failpoint: Failpoint) -> bool {
+    imp::active(failpoint)
+}
+
+/// Whether `failpoint` is planted in this process: never, in a build
+/// without the `failpoints` feature (so every planted branch is dead code).
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub const fn active(_failpoint: Failpoint) -> bool {
+    false
+}
+
+/// Reads `ZKD_FAILPOINTS` at startup and logs a warning for each active
+/// failpoint. Errs on an unknown name, so `zkd serve` refuses to start
+/// rather than run without the bug it was asked to plant.
+#[cfg(feature = "failpoints")]
+pub fn init() -> Result<(), String> {
+    imp::init()
+}
+
+/// Without the feature nothing can be planted: a set `ZKD_FAILPOINTS` is
+/// refused, so a run meant to show a bug is not quietly a clean run.
+#[cfg(not(feature = "failpoints"))]
+pub fn init() -> Result<(), String> {
+    match std::env::var_os(ENV) {
+        Some(v) if !v.is_empty() => Err(format!(
+            "{ENV} is set but this zkd was built without the `failpoints` feature"
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for f in Failpoint::ALL {
+            assert_eq!(Failpoint::from_name(f.name()), Some(f));
+        }
+    }
+
+    #[test]
+    fn parse_takes_a_list_and_refuses_unknown_names() {
+        assert_eq!(
+            parse(" ack-before-fsync,,commit-without-quorum ,ack-before-fsync"),
+            Ok(vec![
+                Failpoint::AckBeforeFsync,
+                Failpoint::CommitWithoutQuorum
+            ])
+        );
+        assert_eq!(parse(""), Ok(vec![]));
+        let err = parse("ack-before-fsync,nope").unwrap_err();
+        assert!(
+            err.contains("nope") && err.contains("skip-epoch-write"),
+            "{err}"
+        );
+    }
+
+    #[cfg(not(feature = "failpoints"))]
+    #[test]
+    fn nothing_is_active_without_the_feature() {
+        // Checked at compile time: `active` is a constant false, so every
+        // planted branch folds away.
+        const _: () = assert!(!active(Failpoint::AckBeforeFsync));
+        assert!(Failpoint::ALL.into_iter().all(|f| !active(f)));
+    }
+}
