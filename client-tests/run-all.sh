@@ -16,6 +16,8 @@ need_apt=""
 [ -x /usr/bin/javac ] || need_apt=1
 # libfiu's fiu-run/fiu-ctrl make fsync fail with EIO for tests/disk_errors.rs.
 [ -x /usr/bin/fiu-ctrl ] || need_apt=1
+# libfaketime jumps a member's wall clock for zkd-nemesis's clock-jump.
+[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need_apt=1
 # ip (iproute2) builds the network namespaces of tests/ensemble_faults.rs.
 command -v ip >/dev/null || need_apt=1
 command -v nft >/dev/null || need_apt=1
@@ -32,7 +34,7 @@ if [ -n "$need_apt" ]; then
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086 # node_pkgs is a list of package names
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils iproute2 nftables $node_pkgs >/dev/null
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils faketime iproute2 nftables $node_pkgs >/dev/null
 fi
 
 # kazoo, the stock Python client, for the kazoo smoke test.
