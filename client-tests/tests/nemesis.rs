@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Each workload with three nemeses: together every fault kind, and the mix.
+/// Each workload with three or four nemeses: together every fault kind, and the mix.
 const MATRIX: [(&str, &str); 8] = [
     (
         "register",

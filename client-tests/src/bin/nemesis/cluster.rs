@@ -228,6 +228,18 @@ impl Cluster {
         );
     }
 
+    /// Drops `percent` % of the packets from member `from` to member `to`,
+    /// at random.
+    pub fn lose(&self, from: usize, to: usize, percent: u32) {
+        let ip = self.net().peer_ip(to);
+        self.nft(
+            from,
+            &format!(
+                "add rule inet {TABLE} out ip daddr {ip} numgen random mod 100 < {percent} drop"
+            ),
+        );
+    }
+
     /// Drops every packet between member `i` and its clients, both ways.
     pub fn cut_clients(&self, i: usize) {
         self.nft(

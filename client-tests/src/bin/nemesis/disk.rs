@@ -12,6 +12,8 @@
 //!   a file the nemesis rewrites. Only the wall clock jumps (as when NTP steps
 //!   it); the monotonic clock never does, on any real machine.
 
+use rand::rngs::StdRng;
+use rand::Rng;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use zkd_client_tests::lazyfs::LazyFsMount;
@@ -223,7 +225,7 @@ impl MemberDisk {
 
     /// The file the member's newest log data is in, for the log nemeses:
     /// zkd's sled log database, or ZooKeeper's newest `log.*` file.
-    pub fn newest_log(&self) -> Option<PathBuf> {
+    fn newest_log(&self) -> Option<PathBuf> {
         let v2 = self.backing.join("version-2");
         let sled = v2.join("log").join("db");
         if sled.exists() {
@@ -235,6 +237,43 @@ impl MemberDisk {
             .filter(|e| e.file_name().to_string_lossy().starts_with("log."))
             .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
             .map(|e| e.path())
+    }
+
+    /// Cuts 1 B to 4 KiB off the end of the newest log (bytes that were
+    /// synced, if the member was killed after a sync); what it did.
+    pub fn truncate_log(&self, rng: &mut StdRng) -> String {
+        let Some(file) = self.newest_log() else {
+            return "no log to truncate".to_owned();
+        };
+        let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let cut = rng.gen_range(1..=4096).min(len);
+        let done = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_len(len - cut));
+        match done {
+            Ok(()) => format!("truncated log: {cut} B cut off {}", name(&file)),
+            Err(e) => format!("truncated log: {} not cut: {e}", name(&file)),
+        }
+    }
+
+    /// Flips one byte of the newest log within its last 64 KiB; what it did.
+    pub fn corrupt_log(&self, rng: &mut StdRng) -> String {
+        let Some(file) = self.newest_log() else {
+            return "no log to corrupt".to_owned();
+        };
+        let Ok(mut bytes) = std::fs::read(&file) else {
+            return format!("corrupt log: {} unreadable", name(&file));
+        };
+        if bytes.is_empty() {
+            return format!("corrupt log: {} empty", name(&file));
+        }
+        let at = rng.gen_range(bytes.len().saturating_sub(64 * 1024)..bytes.len());
+        bytes[at] ^= 0xff;
+        match std::fs::write(&file, &bytes) {
+            Ok(()) => format!("corrupt log: byte {at} of {} flipped", name(&file)),
+            Err(e) => format!("corrupt log: {} not written: {e}", name(&file)),
+        }
     }
 
     /// The root folder of this disk's files (lazyfs log, clock file).
@@ -285,6 +324,13 @@ impl Drop for MemberDisk {
             let _ = nix::mount::umount2(&self.backing, nix::mount::MntFlags::MNT_DETACH);
         }
     }
+}
+
+/// `file`'s name, for a fault's description.
+fn name(file: &Path) -> String {
+    file.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// KiB in use on the filesystem at `dir`.

@@ -4,11 +4,11 @@
 
 use crate::cluster::Cluster;
 use crate::disk::{self, DiskPlan, IoFault};
+use crate::partition;
 use crate::recorder::Recorder;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A kind of fault.
@@ -40,6 +40,8 @@ pub enum Nemesis {
     PartitionRing,
     /// A member cut from its clients (its peers still reach it).
     PartitionClient,
+    /// Every peer link drops 10-40% of its packets at random, each way.
+    PacketLoss,
     /// Every member in turn: kill -9, restart, wait until it serves.
     RollingRestart,
     /// Power loss of a random member: what it had not fsynced is gone.
@@ -77,7 +79,7 @@ pub enum Nemesis {
 
 impl Nemesis {
     /// The kinds that inject faults (all but `None` and `Mix`).
-    pub const FAULTS: [Nemesis; 23] = [
+    pub const FAULTS: [Nemesis; 24] = [
         Nemesis::KillRandom,
         Nemesis::KillLeader,
         Nemesis::KillAll,
@@ -90,6 +92,7 @@ impl Nemesis {
         Nemesis::PartitionOneWay,
         Nemesis::PartitionRing,
         Nemesis::PartitionClient,
+        Nemesis::PacketLoss,
         Nemesis::RollingRestart,
         Nemesis::PowerLossRandom,
         Nemesis::PowerLossLeader,
@@ -211,51 +214,15 @@ impl Faults<'_> {
                 }
                 ("SIGSTOP".into(), hit.clone(), Heal::Resume(hit))
             }
-            Nemesis::PartitionHalves => {
-                let (a, b) = members.split_at(n / 2);
-                cut_between(cluster, a, b);
-                ("partition halves".into(), a.to_vec(), Heal::Reconnect)
-            }
-            Nemesis::PartitionLeader => {
-                // The largest minority: the leader alone of 3, with one other of 5.
-                let mut minority = vec![leader];
-                let others = members.iter().copied().filter(|m| *m != leader);
-                minority.extend(others.take((n - 1) / 2 - 1));
-                let rest: Vec<usize> = (0..n).filter(|m| !minority.contains(m)).collect();
-                cut_between(cluster, &minority, &rest);
-                ("partition leader".into(), minority, Heal::Reconnect)
-            }
-            Nemesis::PartitionBridge => {
-                // members[0] bridges; the rest split in two halves that only reach it.
-                let bridge = members[0];
-                let (a, b) = members[1..].split_at((n - 1) / 2);
-                cut_between(cluster, a, b);
-                ("partition bridge".into(), vec![bridge], Heal::Reconnect)
-            }
-            Nemesis::PartitionOneWay => {
-                let others: Vec<usize> = (0..n).filter(|m| *m != random).collect();
-                let outbound = self.rng.gen_bool(0.5);
-                for &o in &others {
-                    if outbound {
-                        cluster.cut(random, o);
-                    } else {
-                        cluster.cut(o, random);
-                    }
-                }
-                let kind = if outbound {
-                    "one-way from"
-                } else {
-                    "one-way to"
-                };
-                (kind.into(), vec![random], Heal::Reconnect)
-            }
-            Nemesis::PartitionRing => {
-                ring(cluster, &members);
-                ("partition ring".into(), members.clone(), Heal::Reconnect)
-            }
-            Nemesis::PartitionClient => {
-                cluster.cut_clients(random);
-                ("clients cut".into(), vec![random], Heal::Reconnect)
+            Nemesis::PartitionHalves
+            | Nemesis::PartitionLeader
+            | Nemesis::PartitionBridge
+            | Nemesis::PartitionOneWay
+            | Nemesis::PartitionRing
+            | Nemesis::PartitionClient
+            | Nemesis::PacketLoss => {
+                let (kind, hit) = partition::cut(cluster, nemesis, &members, leader, self.rng);
+                (kind, hit, Heal::Reconnect)
             }
             Nemesis::RollingRestart => {
                 self.rolling_restart(&members);
@@ -315,10 +282,11 @@ impl Faults<'_> {
             }
             Nemesis::TruncatedLog | Nemesis::CorruptLog => {
                 cluster.power_loss(random);
-                let damage = match cluster.disk(random).newest_log() {
-                    Some(file) if nemesis == Nemesis::TruncatedLog => truncate(&file, self.rng),
-                    Some(file) => corrupt(&file, self.rng),
-                    None => "no log to damage".to_owned(),
+                let disk = cluster.disk(random);
+                let damage = if nemesis == Nemesis::TruncatedLog {
+                    disk.truncate_log(self.rng)
+                } else {
+                    disk.corrupt_log(self.rng)
                 };
                 cluster.power_on(random);
                 (damage, vec![random], Heal::RestartDamaged(random))
@@ -454,74 +422,4 @@ fn last_line(text: &str) -> &str {
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
-}
-
-/// Cuts 1 B to 4 KiB off the end of `file`.
-fn truncate(file: &Path, rng: &mut StdRng) -> String {
-    let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-    let cut = rng.gen_range(1..=4096).min(len);
-    let done = std::fs::OpenOptions::new()
-        .write(true)
-        .open(file)
-        .and_then(|f| f.set_len(len - cut));
-    match done {
-        Ok(()) => format!("truncated log: {cut} B cut off {}", name(file)),
-        Err(e) => format!("truncated log: {} not cut: {e}", name(file)),
-    }
-}
-
-/// Flips one byte of `file` within its last 64 KiB.
-fn corrupt(file: &Path, rng: &mut StdRng) -> String {
-    let Ok(mut bytes) = std::fs::read(file) else {
-        return format!("corrupt log: {} unreadable", name(file));
-    };
-    if bytes.is_empty() {
-        return format!("corrupt log: {} empty", name(file));
-    }
-    let at = rng.gen_range(bytes.len().saturating_sub(64 * 1024)..bytes.len());
-    bytes[at] ^= 0xff;
-    match std::fs::write(file, &bytes) {
-        Ok(()) => format!("corrupt log: byte {at} of {} flipped", name(file)),
-        Err(e) => format!("corrupt log: {} not written: {e}", name(file)),
-    }
-}
-
-fn name(file: &Path) -> String {
-    file.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// Cuts every link between `a` and `b`, both ways.
-fn cut_between(cluster: &Cluster, a: &[usize], b: &[usize]) {
-    for &x in a {
-        for &y in b {
-            cluster.cut(x, y);
-            cluster.cut(y, x);
-        }
-    }
-}
-
-/// Majorities ring: members in `order` around a ring. With five, each keeps
-/// its two neighbours (itself and them, a majority) and loses the two across;
-/// with three, each only sends to the next one, so each hears one member and
-/// reaches another, never the same pair both ways.
-fn ring(cluster: &Cluster, order: &[usize]) {
-    let n = order.len();
-    for (pos, &x) in order.iter().enumerate() {
-        for (other, &y) in order.iter().enumerate() {
-            if x == y {
-                continue;
-            }
-            let ahead = (other + n - pos) % n;
-            let keep = if n <= 3 {
-                ahead == 1
-            } else {
-                ahead < n / 2 || ahead > n - n / 2
-            };
-            if !keep {
-                cluster.cut(x, y);
-            }
-        }
-    }
 }

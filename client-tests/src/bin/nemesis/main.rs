@@ -18,6 +18,7 @@ mod cluster;
 mod disk;
 mod faults;
 mod final_reads;
+mod partition;
 mod recorder;
 mod watching;
 mod workload;
