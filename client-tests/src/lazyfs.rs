@@ -107,6 +107,11 @@ impl LazyFsMount {
         }
     }
 
+    /// The filesystem process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The directory the filesystem is mounted at.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint

@@ -7,6 +7,8 @@
 //! member's dataDir is on a [`MemberDisk`] that the disk nemeses act on.
 
 use crate::disk::{DiskPlan, MemberDisk};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use zkd_client_tests::ensemble::Ensemble;
@@ -140,6 +142,18 @@ impl Cluster {
         }
     }
 
+    /// kill -9 of every member in `which` at the same instant (one signal
+    /// each, back to back, then they are reaped): a correlated outage, in
+    /// which no member outlives another by the time a sync takes.
+    pub fn kill9_all(&mut self, which: &[usize]) {
+        for &i in which {
+            self.signal(i, Signal::SIGKILL);
+        }
+        for &i in which {
+            self.kill9(i);
+        }
+    }
+
     /// kill -9 member `i` (no effect if it is down).
     pub fn kill9(&mut self, i: usize) {
         match &mut self.members {
@@ -157,11 +171,25 @@ impl Cluster {
         }
     }
 
-    /// kill -9 of member `i` and a power cut of its disk: what it had not
-    /// fsynced is gone. [`Cluster::power_on`] brings the disk back.
+    /// A power cut of member `i`'s disk and kill -9 of the member: what it
+    /// had not fsynced is gone. [`Cluster::power_on`] brings the disk back.
     pub fn power_loss(&mut self, i: usize) {
-        self.kill9(i);
-        self.disks[i].power_cut();
+        self.power_loss_all(&[i]);
+    }
+
+    /// Power loss of every member in `which` at once: the disks go first,
+    /// so an fsync in flight fails rather than completes (as a member killed
+    /// first would let it), then the members are killed together.
+    pub fn power_loss_all(&mut self, which: &[usize]) {
+        // Every filesystem dies in the same instant; unmounting takes longer,
+        // and the other members' syncs must not complete meanwhile.
+        for pid in which.iter().filter_map(|&i| self.disks[i].lazyfs_pid()) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        for &i in which {
+            self.disks[i].power_cut();
+        }
+        self.kill9_all(which);
     }
 
     /// Powers member `i`'s disk on again (the member stays down).
@@ -205,17 +233,18 @@ impl Cluster {
 
     /// SIGSTOP member `i`.
     pub fn pause(&self, i: usize) {
-        self.signal(i, "-STOP");
+        self.signal(i, Signal::SIGSTOP);
     }
 
     /// SIGCONT member `i`.
     pub fn resume(&self, i: usize) {
-        self.signal(i, "-CONT");
+        self.signal(i, Signal::SIGCONT);
     }
 
-    fn signal(&self, i: usize, sig: &str) {
+    fn signal(&self, i: usize, signal: Signal) {
         if let Some(pid) = self.pid(i) {
-            let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+            // Fails only for a process already gone: nothing to do then.
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
         }
     }
 

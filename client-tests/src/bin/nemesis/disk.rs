@@ -157,17 +157,16 @@ impl MemberDisk {
         wrapper
     }
 
-    /// Cuts the power (the member must be dead already): everything not
-    /// fsynced is gone.
+    /// Cuts the power: everything not fsynced is gone, and the member's
+    /// file operations fail from then on.
     pub fn power_cut(&mut self) {
         if let Some(fs) = &mut self.lazyfs {
             fs.power_loss();
         }
     }
 
-    /// Cuts the power so that it tears (the member must be dead already):
-    /// each file keeps a random prefix of its unsynced writes. Returns what
-    /// the filesystem says it kept.
+    /// Cuts the power so that it tears: each file keeps a random prefix of
+    /// its unsynced writes. Returns what the filesystem says it kept.
     pub fn torn_power_cut(&mut self) -> String {
         let Some(fs) = &mut self.lazyfs else {
             return "no lazyfs".to_owned();
@@ -182,6 +181,11 @@ impl MemberDisk {
             })
             .unwrap_or("no report")
             .to_owned()
+    }
+
+    /// The filesystem process, for cutting several disks at one instant.
+    pub fn lazyfs_pid(&self) -> Option<u32> {
+        self.lazyfs.as_ref().and_then(LazyFsMount::pid)
     }
 
     /// Powers the disk on again with what survived.

@@ -198,9 +198,7 @@ impl Faults<'_> {
                     Nemesis::KillLeader => vec![leader],
                     _ => members.clone(),
                 };
-                for &i in &hit {
-                    cluster.kill9(i);
-                }
+                cluster.kill9_all(&hit);
                 ("kill -9".into(), hit.clone(), Heal::Restart(hit))
             }
             Nemesis::PauseRandom | Nemesis::PauseLeader | Nemesis::PauseAll => {
@@ -234,9 +232,7 @@ impl Faults<'_> {
                     Nemesis::PowerLossLeader => vec![leader],
                     _ => members.clone(),
                 };
-                for &i in &hit {
-                    cluster.power_loss(i);
-                }
+                cluster.power_loss_all(&hit);
                 ("power loss".into(), hit.clone(), Heal::PowerOn(hit))
             }
             Nemesis::PowerLossNewMember => {
@@ -272,8 +268,8 @@ impl Faults<'_> {
                 )
             }
             Nemesis::TornWrite => {
-                cluster.kill9(random);
                 let torn = cluster.disk_mut(random).torn_power_cut();
+                cluster.kill9(random);
                 (
                     format!("torn power loss: {torn}"),
                     vec![random],
