@@ -205,13 +205,24 @@ impl MemberDisk {
         self.power_on();
     }
 
-    /// Fills the disk: the tmpfs shrinks to what is in use.
-    pub fn fill(&self) {
-        if self.tmpfs {
-            let used_kib = used_kib(&self.backing).max(4);
-            let size = format!("remount,size={used_kib}k");
-            run("mount", &["-o", &size], &self.backing);
+    /// Fills the disk: the tmpfs shrinks to what is in use, plus a little
+    /// the member fills at once. Returns what it did, for the fault's note.
+    pub fn fill(&self) -> String {
+        if !self.tmpfs {
+            return "no tmpfs".to_owned();
         }
+        // The member writes meanwhile, and a size below what is in use is
+        // refused: measure again and retry.
+        let mut last_error = String::new();
+        for _ in 0..10 {
+            let size_kib = used_kib(&self.backing) + 16;
+            let size = format!("remount,size={size_kib}k");
+            match try_run("mount", &["-o", &size], &self.backing) {
+                Ok(()) => return format!("{size_kib} KiB"),
+                Err(e) => last_error = e,
+            }
+        }
+        format!("not filled: {last_error}")
     }
 
     /// Gives the disk its space back.
@@ -353,15 +364,22 @@ fn used_kib(dir: &Path) -> u64 {
 
 /// Runs `program args... path`, failing loudly.
 fn run(program: &str, args: &[&str], path: &Path) {
+    try_run(program, args, path).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Runs `program args... path`; the error names the command and its stderr.
+fn try_run(program: &str, args: &[&str], path: &Path) -> Result<(), String> {
     let out = Command::new(program)
         .args(args)
         .arg(path)
         .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(
-        out.status.success(),
+        .map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
         "{program} {args:?} {}: {}",
         path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
 }

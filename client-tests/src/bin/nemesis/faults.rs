@@ -260,9 +260,9 @@ impl Faults<'_> {
                 )
             }
             Nemesis::DiskFull => {
-                cluster.disk(random_or_leader).fill();
+                let filled = cluster.disk(random_or_leader).fill();
                 (
-                    "disk full".into(),
+                    format!("disk full ({filled})"),
                     vec![random_or_leader],
                     Heal::DiskFull(random_or_leader),
                 )
