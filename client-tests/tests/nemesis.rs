@@ -10,7 +10,7 @@ use std::process::Command;
 const MATRIX: [(&str, &str); 8] = [
     (
         "register",
-        "partition-leader,kill-leader,power-loss-new-member",
+        "partition-leader,kill-leader,power-loss-new-member,packet-loss",
     ),
     ("set", "kill-all,partition-halves,power-loss-all"),
     ("unique-ids", "pause-leader,partition-ring,torn-write"),
