@@ -74,13 +74,17 @@ impl DiskPlan {
 
 /// One member's disk.
 pub struct MemberDisk {
-    /// Dropped last (fields drop in order): holds everything below.
+    /// The mount over `backing`, when the plan has one.
     lazyfs: Option<LazyFsMount>,
+    /// What survives a power cut (a tmpfs of its own when the plan says).
     backing: PathBuf,
+    /// The member's dataDir: the mount, or `backing` itself.
     data: PathBuf,
-    tmpfs: bool,
+    /// libfaketime's offset file.
     clock: PathBuf,
     plan: DiskPlan,
+    /// Holds everything above; dropped last (fields drop in declaration
+    /// order), after `Drop` took the mounts in it away.
     root: tempfile::TempDir,
 }
 
@@ -117,7 +121,6 @@ impl MemberDisk {
             lazyfs: mount,
             backing,
             data,
-            tmpfs: plan.tmpfs,
             clock,
             plan,
             root,
@@ -208,7 +211,7 @@ impl MemberDisk {
     /// Fills the disk: the tmpfs shrinks to what is in use, plus a little
     /// the member fills at once. Returns what it did, for the fault's note.
     pub fn fill(&self) -> String {
-        if !self.tmpfs {
+        if !self.plan.tmpfs {
             return "no tmpfs".to_owned();
         }
         // The member writes meanwhile, and a size below what is in use is
@@ -227,7 +230,7 @@ impl MemberDisk {
 
     /// Gives the disk its space back.
     pub fn free(&self) {
-        if self.tmpfs {
+        if self.plan.tmpfs {
             let size = format!("remount,size={TMPFS_SIZE}");
             run("mount", &["-o", &size], &self.backing);
         }
@@ -297,8 +300,8 @@ impl MemberDisk {
     }
 }
 
-/// Makes member `pid`'s fsyncs (`sync`) or writes fail with EIO, or heals it.
-pub fn fiu_ctrl(pid: u32, enable: bool, what: IoFault) {
+/// Makes member `pid`'s fsyncs (`sync`) or writes fail with EIO.
+pub fn fail_io(pid: u32, what: IoFault) {
     let names: &[&str] = match what {
         IoFault::Sync => &["posix/io/sync/fsync", "posix/io/sync/fdatasync"],
         // Positioned writes only: plain write() also carries the log and
@@ -310,12 +313,7 @@ pub fn fiu_ctrl(pid: u32, enable: bool, what: IoFault) {
     let mut command = Command::new("timeout");
     command.args(["5", FIU_CTRL]);
     for name in names {
-        let c = if enable {
-            format!("enable name={name},failinfo=5")
-        } else {
-            format!("disable name={name}")
-        };
-        command.args(["-c", &c]);
+        command.args(["-c", &format!("enable name={name},failinfo=5")]);
     }
     let _ = command.arg(pid.to_string()).output();
 }
@@ -335,7 +333,7 @@ impl Drop for MemberDisk {
         if let Some(fs) = &mut self.lazyfs {
             fs.power_loss();
         }
-        if self.tmpfs {
+        if self.plan.tmpfs {
             let _ = nix::mount::umount2(&self.backing, nix::mount::MntFlags::MNT_DETACH);
         }
     }

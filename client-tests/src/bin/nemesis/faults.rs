@@ -150,7 +150,7 @@ enum Heal {
     PowerOn(Vec<usize>),
     Resume(Vec<usize>),
     Reconnect,
-    DiskError(usize, IoFault),
+    DiskError(usize),
     DiskFull(usize),
     RestartDamaged(usize),
     Clock(usize),
@@ -250,13 +250,13 @@ impl Faults<'_> {
                     IoFault::Write
                 };
                 if let Some(pid) = cluster.pid(random_or_leader) {
-                    disk::fiu_ctrl(pid, true, fault);
+                    disk::fail_io(pid, fault);
                 }
                 let kind = format!("EIO on {fault:?}").to_lowercase();
                 (
                     kind,
                     vec![random_or_leader],
-                    Heal::DiskError(random_or_leader, fault),
+                    Heal::DiskError(random_or_leader),
                 )
             }
             Nemesis::DiskFull => {
@@ -325,11 +325,9 @@ impl Faults<'_> {
                 }
             }
             Heal::Reconnect => self.cluster.heal(),
-            Heal::DiskError(i, fault) => {
+            Heal::DiskError(i) => {
                 self.note_if_exited(i, window);
-                if let Some(pid) = self.cluster.pid(i).filter(|_| self.cluster.running(i)) {
-                    disk::fiu_ctrl(pid, false, fault);
-                }
+                // The restarted process starts with no failures enabled.
                 self.cluster.power_loss(i);
                 self.cluster.power_on(i);
                 self.restart(i, window);
