@@ -40,6 +40,8 @@ pub struct LazyFsMount {
     backing: PathBuf,
     mountpoint: PathBuf,
     log: PathBuf,
+    /// The file `zkd-lazyfs` reads each fsync's latency from, if any.
+    fsync_latency: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -48,6 +50,19 @@ impl LazyFsMount {
     /// (both existing directories), logging its stderr to `log`, and waits
     /// until the mount is in place.
     pub fn mount(binary: &Path, backing: &Path, mountpoint: &Path, log: &Path) -> LazyFsMount {
+        Self::mount_with_fsync_latency(binary, backing, mountpoint, log, None)
+    }
+
+    /// As [`mount`](Self::mount), with every fsync taking as many
+    /// milliseconds as the file `fsync_latency` says when it is called (the
+    /// file may change while mounted).
+    pub fn mount_with_fsync_latency(
+        binary: &Path,
+        backing: &Path,
+        mountpoint: &Path,
+        log: &Path,
+        fsync_latency: Option<&Path>,
+    ) -> LazyFsMount {
         let mountpoint = mountpoint
             .canonicalize()
             .unwrap_or_else(|e| panic!("mountpoint {}: {e}", mountpoint.display()));
@@ -56,6 +71,7 @@ impl LazyFsMount {
             backing: backing.to_owned(),
             mountpoint,
             log: log.to_owned(),
+            fsync_latency: fsync_latency.map(Path::to_owned),
             child: None,
         };
         fs.spawn();
@@ -76,6 +92,7 @@ impl LazyFsMount {
         let child = Command::new(&self.binary)
             .arg(&self.backing)
             .arg(&self.mountpoint)
+            .args(&self.fsync_latency)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,7 +1,7 @@
 //! `zkd-lazyfs`: a FUSE filesystem that loses everything not fsynced when it is
 //! killed, to test durability against power loss rather than process death.
 //!
-//! Usage: `zkd-lazyfs <backing-dir> <mountpoint>`.
+//! Usage: `zkd-lazyfs <backing-dir> <mountpoint> [<fsync-latency-file>]`.
 //!
 //! Why: `kill -9` of a server leaves the kernel page cache intact, so a server
 //! that never fsyncs passes every kill-9 test. Here (as in LazyFS) the
@@ -39,6 +39,14 @@
 //! gets a random prefix of its unsynced writes (as a disk that had written
 //! part of its queue when the power went), then the process exits. SIGKILL
 //! is the clean cut, where no unsynced byte survives.
+//!
+//! The optional `<fsync-latency-file>` holds how long each fsync takes, in
+//! milliseconds (read at every fsync, so it can change while mounted; a
+//! missing or unreadable file is 0). A slow fsync waits first and only then
+//! makes the file durable and answers, in a thread of its own, so the rest of
+//! the filesystem keeps serving: as on a real disk, the data an fsync covers
+//! is at risk until the fsync returns. Without it, an fsync into a tmpfs or
+//! page-cache backing takes microseconds, which no real disk does.
 
 mod state;
 
@@ -50,16 +58,33 @@ use fuser::{
 use state::*;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 /// The FUSE face of [`State`].
 struct LazyFs {
     state: Arc<Mutex<State>>,
+    /// The file holding each fsync's latency in milliseconds, if any.
+    fsync_latency: Option<PathBuf>,
 }
+
+/// The longest fsync latency honoured: a typo must not hang the member.
+const MAX_FSYNC_LATENCY: Duration = Duration::from_secs(10);
 
 impl LazyFs {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
+    }
+
+    /// What the latency file says now (0 if there is none or it is unreadable).
+    fn fsync_latency(&self) -> Duration {
+        let ms = self
+            .fsync_latency
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        Duration::from_millis(ms).min(MAX_FSYNC_LATENCY)
     }
 
     fn entry(&self, ino: Res<u64>, reply: ReplyEntry) {
@@ -308,13 +333,15 @@ impl Filesystem for LazyFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.lock().fsync(ino.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => {
-                eprintln!("zkd-lazyfs: fsync of inode {} failed: {e:?}", ino.0);
-                reply.error(e)
-            }
+        let latency = self.fsync_latency();
+        if latency.is_zero() {
+            return fsync(&self.state, ino.0, reply);
         }
+        let state = Arc::clone(&self.state);
+        std::thread::spawn(move || {
+            std::thread::sleep(latency);
+            fsync(&state, ino.0, reply);
+        });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -465,11 +492,30 @@ impl Filesystem for LazyFs {
     }
 }
 
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes inode `ino` durable and answers the fsync.
+fn fsync(state: &Mutex<State>, ino: u64, reply: ReplyEmpty) {
+    match lock(state).fsync(ino) {
+        Ok(()) => reply.ok(),
+        Err(e) => {
+            eprintln!("zkd-lazyfs: fsync of inode {ino} failed: {e:?}");
+            reply.error(e)
+        }
+    }
+}
+
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let [backing, mountpoint] = args.as_slice() else {
-        eprintln!("usage: zkd-lazyfs <backing-dir> <mountpoint>");
-        std::process::exit(2);
+    let (backing, mountpoint, fsync_latency) = match args.as_slice() {
+        [b, m] => (b, m, None),
+        [b, m, latency] => (b, m, Some(PathBuf::from(latency))),
+        _ => {
+            eprintln!("usage: zkd-lazyfs <backing-dir> <mountpoint> [<fsync-latency-file>]");
+            std::process::exit(2);
+        }
     };
     let backing = match std::fs::canonicalize(backing) {
         Ok(p) if p.is_dir() => p,
@@ -497,7 +543,10 @@ fn main() {
     ];
     let state = Arc::new(Mutex::new(state));
     tear_on_sigusr1(Arc::clone(&state));
-    let fs = LazyFs { state };
+    let fs = LazyFs {
+        state,
+        fsync_latency,
+    };
     if let Err(e) = fuser::mount(fs, mountpoint, &config) {
         eprintln!("zkd-lazyfs: mounting on {mountpoint:?}: {e}");
         std::process::exit(1);

@@ -3,7 +3,8 @@
 //! What a cell needs is decided before its ensemble starts ([`DiskPlan`]):
 //! - power loss: the dataDir is a `zkd-lazyfs` mount, so cutting the power
 //!   (killing the filesystem) leaves only what was fsynced in the backing
-//!   directory (see `zkd_client_tests::lazyfs`);
+//!   directory (see `zkd_client_tests::lazyfs`). Its fsyncs take
+//!   [`FSYNC_MS`], as on a real disk, or longer on a slow one;
 //! - a full disk: the backing directory is a tmpfs mount of its own, shrunk
 //!   to what is in use to fill it;
 //! - I/O errors: the member runs with libfiu's preload libraries, and
@@ -27,6 +28,11 @@ const FIU_CTRL: &str = "/usr/bin/fiu-ctrl";
 const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 /// The size of a member's tmpfs: far more than a cell writes.
 const TMPFS_SIZE: &str = "512m";
+/// How long an fsync takes on a member's `zkd-lazyfs` disk, in ms: an SSD
+/// without a power-safe cache. Its backing directory syncs in microseconds,
+/// which left a power cut almost no unsynced window to land in: a member
+/// that acknowledged before its fsync was caught only now and then.
+pub const FSYNC_MS: u64 = 5;
 
 /// What the members' disks must support in a cell.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,6 +88,8 @@ pub struct MemberDisk {
     data: PathBuf,
     /// libfaketime's offset file.
     clock: PathBuf,
+    /// The file `zkd-lazyfs` reads its fsync latency from.
+    fsync_latency: PathBuf,
     plan: DiskPlan,
     /// Holds everything above; dropped last (fields drop in declaration
     /// order), after `Drop` took the mounts in it away.
@@ -107,13 +115,19 @@ impl MemberDisk {
         std::fs::write(backing.join("myid"), format!("{myid}\n")).expect("myid");
         let clock = root.path().join("clock");
         std::fs::write(&clock, "+0\n").expect("clock file");
+        let fsync_latency = root.path().join("fsync-ms");
+        std::fs::write(&fsync_latency, format!("{FSYNC_MS}\n")).expect("fsync latency file");
         let (data, mount) = if plan.lazyfs {
             std::fs::create_dir_all(&mnt).expect("mountpoint");
             let log = root.path().join("lazyfs.log");
-            (
-                mnt.clone(),
-                Some(LazyFsMount::mount(lazyfs, &backing, &mnt, &log)),
-            )
+            let fs = LazyFsMount::mount_with_fsync_latency(
+                lazyfs,
+                &backing,
+                &mnt,
+                &log,
+                Some(&fsync_latency),
+            );
+            (mnt.clone(), Some(fs))
         } else {
             (backing.clone(), None)
         };
@@ -122,6 +136,7 @@ impl MemberDisk {
             backing,
             data,
             clock,
+            fsync_latency,
             plan,
             root,
         }
@@ -234,6 +249,12 @@ impl MemberDisk {
             let size = format!("remount,size={TMPFS_SIZE}");
             run("mount", &["-o", &size], &self.backing);
         }
+    }
+
+    /// Sets how long each fsync takes from now on, in ms (a `zkd-lazyfs`
+    /// disk only).
+    pub fn set_fsync_latency(&self, ms: u64) {
+        std::fs::write(&self.fsync_latency, format!("{ms}\n")).expect("fsync latency file");
     }
 
     /// Sets the wall clock's offset from the real time (libfaketime).

@@ -22,6 +22,14 @@ pub enum Nemesis {
     KillLeader,
     /// kill -9 of every member at once.
     KillAll,
+    /// The leader is cut off from its peers for a moment (its clients still
+    /// reach it, so it logs writes no other member has), then every member
+    /// gets kill -9 at once. On heal the others come back first, and the old
+    /// leader only once they serve and take writes. Its extra txns must be
+    /// truncated when it rejoins, never kept (ZOOKEEPER-1154): that takes a
+    /// new leader's epoch above every epoch used before, the epochs on disk
+    /// included.
+    KillAllLeaderLast,
     /// SIGSTOP of a random member, SIGCONT on heal.
     PauseRandom,
     /// SIGSTOP of the leader.
@@ -59,6 +67,9 @@ pub enum Nemesis {
     DiskError,
     /// A random member's or the leader's disk fills up; freed on heal.
     DiskFull,
+    /// A random member's or the leader's fsyncs take 100 ms to 1 s each;
+    /// back to normal on heal.
+    SlowDisk,
     /// Power loss of a random member that tears: each file keeps a random
     /// prefix of what it had not fsynced. The member must start by itself
     /// (an unacknowledged torn tail is cut off).
@@ -79,10 +90,11 @@ pub enum Nemesis {
 
 impl Nemesis {
     /// The kinds that inject faults (all but `None` and `Mix`).
-    pub const FAULTS: [Nemesis; 24] = [
+    pub const FAULTS: [Nemesis; 26] = [
         Nemesis::KillRandom,
         Nemesis::KillLeader,
         Nemesis::KillAll,
+        Nemesis::KillAllLeaderLast,
         Nemesis::PauseRandom,
         Nemesis::PauseLeader,
         Nemesis::PauseAll,
@@ -100,6 +112,7 @@ impl Nemesis {
         Nemesis::PowerLossNewMember,
         Nemesis::DiskError,
         Nemesis::DiskFull,
+        Nemesis::SlowDisk,
         Nemesis::TornWrite,
         Nemesis::TruncatedLog,
         Nemesis::CorruptLog,
@@ -121,7 +134,8 @@ impl Nemesis {
             | Nemesis::PowerLossLeader
             | Nemesis::PowerLossAll
             | Nemesis::PowerLossNewMember
-            | Nemesis::TornWrite => DiskPlan {
+            | Nemesis::TornWrite
+            | Nemesis::SlowDisk => DiskPlan {
                 lazyfs: true,
                 ..none
             },
@@ -147,11 +161,13 @@ impl Nemesis {
 /// How to undo an injected fault.
 enum Heal {
     Restart(Vec<usize>),
+    RestartLast { first: Vec<usize>, last: usize },
     PowerOn(Vec<usize>),
     Resume(Vec<usize>),
     Reconnect,
     DiskError(usize),
     DiskFull(usize),
+    FsyncLatency(usize),
     RestartDamaged(usize),
     Clock(usize),
 }
@@ -200,6 +216,25 @@ impl Faults<'_> {
                 };
                 cluster.kill9_all(&hit);
                 ("kill -9".into(), hit.clone(), Heal::Restart(hit))
+            }
+            Nemesis::KillAllLeaderLast => {
+                let first: Vec<usize> = members.iter().copied().filter(|&i| i != leader).collect();
+                partition::cut_between(cluster, &[leader], &first);
+                // Shorter than the followers take to give up on it, so no
+                // new leader commits in between.
+                let alone = self.rng.gen_range(200..1000);
+                std::thread::sleep(Duration::from_millis(alone));
+                cluster.kill9_all(&members);
+                cluster.heal();
+                let kind = format!("leader {} cut off {alone} ms, kill -9 all", leader + 1);
+                (
+                    kind,
+                    members.clone(),
+                    Heal::RestartLast {
+                        first,
+                        last: leader,
+                    },
+                )
             }
             Nemesis::PauseRandom | Nemesis::PauseLeader | Nemesis::PauseAll => {
                 let hit = match nemesis {
@@ -267,6 +302,15 @@ impl Faults<'_> {
                     Heal::DiskFull(random_or_leader),
                 )
             }
+            Nemesis::SlowDisk => {
+                let ms = self.rng.gen_range(100..=1000);
+                cluster.disk(random_or_leader).set_fsync_latency(ms);
+                (
+                    format!("slow disk: {ms} ms fsyncs"),
+                    vec![random_or_leader],
+                    Heal::FsyncLatency(random_or_leader),
+                )
+            }
             Nemesis::TornWrite => {
                 let torn = cluster.disk_mut(random).torn_power_cut();
                 cluster.kill9(random);
@@ -311,6 +355,15 @@ impl Faults<'_> {
                     self.restart(i, window);
                 }
             }
+            Heal::RestartLast { first, last } => {
+                for &i in &first {
+                    self.restart(i, window);
+                }
+                self.await_serving(&first);
+                // Let the others take writes in their new epoch first.
+                std::thread::sleep(Duration::from_secs(2));
+                self.restart(last, window);
+            }
             Heal::PowerOn(members) => {
                 for &i in &members {
                     self.cluster.power_on(i);
@@ -339,6 +392,7 @@ impl Faults<'_> {
                     self.restart(i, window);
                 }
             }
+            Heal::FsyncLatency(i) => self.cluster.disk(i).set_fsync_latency(disk::FSYNC_MS),
             Heal::RestartDamaged(i) => {
                 if let Err(refusal) = self.cluster.restart(i) {
                     // The operator's move: a new disk, synced from the leader.
@@ -384,13 +438,18 @@ impl Faults<'_> {
         let window = self.rec.fault_started("rolling restart", members.to_vec());
         for &i in members {
             self.restart(i, window);
-            // Bounded: a member that does not rejoin is the final check's problem.
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !self.cluster.serving(i) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            self.await_serving(&[i]);
         }
         self.rec.fault_ended(window);
+    }
+
+    /// Waits until `members` all serve, for at most 30 s: a member that
+    /// does not rejoin is the final check's problem.
+    fn await_serving(&self, members: &[usize]) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !members.iter().all(|&i| self.cluster.serving(i)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Member `i` gets a new disk, starts, and loses power again a moment

@@ -176,25 +176,35 @@ fn run_cell(
     let _ = std::fs::remove_dir_all(&dir);
     let mut cluster = Cluster::start(args.server, args.members, args.tick_ms, nemesis.disk_plan());
     let rec = Recorder::new();
+    let connect = cluster.connect_string();
+    let members: Vec<String> = connect.split(',').map(str::to_owned).collect();
+    let readers = if workload.has_pinned_readers() {
+        args.members as u32
+    } else {
+        0
+    };
+    let stride = args.clients + readers;
     let shared = Shared {
         workload,
-        connect: cluster.connect_string(),
+        connect,
         rec: rec.clone(),
         next_value: Arc::new(AtomicI64::new(0)),
-        current: Arc::new((0..args.clients).map(AtomicU32::new).collect()),
+        current: Arc::new((0..stride).map(AtomicU32::new).collect()),
+        members,
+        writers: args.clients,
     };
     let run_time = Duration::from_secs(args.time_secs);
     let prepared = runtime.block_on(workload::prepare(&shared, Duration::from_secs(60)));
     assert!(prepared, "the ensemble never took the workload's setup");
     let until = tokio::time::Instant::now() + run_time;
     let mut rng = StdRng::seed_from_u64(seed);
-    let clients: Vec<_> = (0..args.clients)
+    let clients: Vec<_> = (0..stride)
         .map(|worker| {
             let process_seed = rng.gen();
             runtime.spawn(workload::run_process(
                 shared.clone(),
                 worker,
-                args.clients,
+                stride,
                 process_seed,
                 until,
             ))
@@ -235,7 +245,7 @@ fn run_cell(
             down.join(", ")
         ));
     }
-    runtime.block_on(final_reads::run(&shared, processes, args.clients));
+    runtime.block_on(final_reads::run(&shared, processes));
     let history = rec.history();
     let verdict = with_problems(check(workload, &history.ops), &problems);
     let info = RunInfo {

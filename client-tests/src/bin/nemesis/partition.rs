@@ -79,7 +79,7 @@ pub fn cut(
 }
 
 /// Cuts every link between `a` and `b`, both ways.
-fn cut_between(cluster: &Cluster, a: &[usize], b: &[usize]) {
+pub fn cut_between(cluster: &Cluster, a: &[usize], b: &[usize]) {
     for &x in a {
         for &y in b {
             cluster.cut(x, y);

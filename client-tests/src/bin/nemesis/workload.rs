@@ -61,10 +61,17 @@ impl Workload {
     pub fn dir(self) -> String {
         format!("/nemesis-{}", self.name())
     }
+
+    /// Whether the workload adds a pinned reader per member (see
+    /// [`Shared::writers`]): the register, whose reads are checked for
+    /// linearizability, so a member serving stale data after a sync is caught.
+    pub fn has_pinned_readers(self) -> bool {
+        self == Workload::Register
+    }
 }
 
 /// Registers per run: few, so operations contend.
-const KEYS: u32 = 5;
+pub const KEYS: u32 = 5;
 /// Register values: a small range, so compare-and-set sometimes succeeds.
 const VALUES: i64 = 5;
 /// The longest a client waits for one answer before calling it unknown.
@@ -82,6 +89,30 @@ pub struct Shared {
     pub next_value: Arc<AtomicI64>,
     /// Each worker's current process id (FIFO reads pick a key from these).
     pub current: Arc<Vec<AtomicU32>>,
+    /// Each member's own address (the final reads read every member's view).
+    pub members: Vec<String>,
+    /// Workers from this index on are pinned readers, one per member, when
+    /// the workload has them. A pinned reader only reads (sync, then read)
+    /// through its one member and never fails over: a deposed leader's reads
+    /// are seen even while every writer's session on it stalls behind a
+    /// write it cannot commit.
+    pub writers: u32,
+}
+
+impl Shared {
+    /// The connect string worker `worker` uses: its one member for a
+    /// pinned reader, else the whole ensemble.
+    pub fn connect_for(&self, worker: u32) -> &str {
+        worker
+            .checked_sub(self.writers)
+            .and_then(|r| self.members.get(r as usize))
+            .map_or(&self.connect, String::as_str)
+    }
+
+    /// Whether worker `worker` is a pinned reader.
+    pub fn is_pinned_reader(&self, worker: u32) -> bool {
+        worker >= self.writers
+    }
 }
 
 /// Connects a fresh session (bounded); None if the ensemble does not answer.
@@ -210,7 +241,13 @@ pub async fn run_process(
                 me.id += stride;
             }
         } else {
-            let call = generate(&shared, &mut rng, me.id, stride);
+            let call = if shared.is_pinned_reader(worker) {
+                Call::Read {
+                    key: rng.gen_range(0..KEYS),
+                }
+            } else {
+                generate(&shared, &mut rng, me.id, stride)
+            };
             let pending = shared.rec.invoke(me.id, call.clone());
             let outcome = execute(&shared, &c, &call).await;
             let unknown = matches!(outcome, Outcome::Unknown { .. });
@@ -236,7 +273,7 @@ pub fn alive(c: &zk::Client) -> bool {
 /// A process's guarantees (FIFO, monotonic reads) hold within one session,
 /// so every session after the first runs under a new process id.
 pub async fn open_session(shared: &Shared, me: &mut Process, stride: u32) -> Option<zk::Client> {
-    let c = connect(&shared.connect).await?;
+    let c = connect(shared.connect_for(me.id % stride)).await?;
     if me.sessions > 0 {
         me.id += stride;
         shared.current[(me.id % stride) as usize].store(me.id, Ordering::Relaxed);

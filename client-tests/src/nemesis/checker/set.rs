@@ -1,22 +1,23 @@
-//! Set checker: is every acknowledged add in the final read, and nothing
-//! else?
+//! Set checker: is every acknowledged add in every read after it, and
+//! nothing else?
 //!
 //! Clients add elements (`SetAdd`, a persistent create) while faults come
 //! and go; after the faults heal, a client reads the whole set (`SetRead`).
 //! A set only grows, so:
 //!
-//! - an add that completed ok before the final read was invoked must be in
-//!   it, else it is a `lost-write` (ZooKeeper acknowledged a create it then
-//!   forgot: a commit lost on failover, a truncated log);
+//! - an add that completed ok before a read was invoked must be in it (the
+//!   reads sync first), else it is a `lost-write` (ZooKeeper acknowledged a
+//!   create it then forgot: a commit lost on failover, a truncated log, or a
+//!   member whose history diverged);
 //! - an element some ok read saw must be in every ok read invoked after
 //!   that read completed, else it is a `lost-write` too (it vanished);
 //! - an element no add ever attempted (ok or unknown), or that only failed
 //!   adds attempted, is a `phantom-read` (it came from nowhere, or from an
 //!   op the server said did not happen).
 //!
-//! Unknown adds may be present or absent. The final read is the ok
-//! `SetRead` invoked last; without one there is nothing to judge, and the
-//! verdict is `Unknown`.
+//! Unknown adds may be present or absent. The harness reads the set once
+//! through each member after the last heal; without an ok `SetRead` there is
+//! nothing to judge, and the verdict is `Unknown`.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -76,7 +77,7 @@ pub fn check(ops: &[Op]) -> Verdict {
         }
     }
     reads.sort_by_key(|r| (r.op.invoke_ns, r.op.id));
-    let Some(last) = reads.last() else {
+    if reads.is_empty() {
         if malformed.is_empty() {
             return Verdict::Unknown {
                 reason: "no final read".to_owned(),
@@ -85,21 +86,21 @@ pub fn check(ops: &[Op]) -> Verdict {
         return Verdict::Invalid {
             anomalies: malformed,
         };
-    };
+    }
     let (mut lost, mut phantoms) = (Vec::new(), Vec::new());
     // (value, read) pairs already reported, so a vanished ack is told once.
     let mut told = HashSet::new();
     acked.sort_unstable();
-    for &(complete, id, value) in &acked {
-        if complete < last.op.invoke_ns
-            && !last.seen.contains(&value)
-            && told.insert((value, last.op.id))
-        {
-            let detail = format!(
-                "add {id} of {value} completed ok before the final read {} was invoked, which lacks it",
-                last.op.id
-            );
-            lost.push(Anomaly::new("lost-write", detail, vec![id, last.op.id]));
+    for read in &reads {
+        let before = acked.iter().take_while(|(c, _, _)| *c < read.op.invoke_ns);
+        for &(_, id, value) in before {
+            if !read.seen.contains(&value) && told.insert((value, read.op.id)) {
+                let detail = format!(
+                    "add {id} of {value} completed ok before read {} was invoked, which lacks it",
+                    read.op.id
+                );
+                lost.push(Anomaly::new("lost-write", detail, vec![id, read.op.id]));
+            }
         }
     }
     // Each element's first sighting: the earliest completion of a read
@@ -193,6 +194,18 @@ mod tests {
         // An add still running when the read was invoked may be missing.
         let h = [add(0, 1, Outcome::ok()), read(2, 3, &[])];
         assert_eq!(check(&h), Verdict::Valid);
+    }
+
+    #[test]
+    fn a_read_before_the_last_lacking_an_acked_add_is_caught() {
+        // One member's view lacks the add; the member read after it has it
+        // (a member whose history diverged, read first).
+        let h = [
+            add(0, 1, Outcome::ok()),
+            read(1, 100, &[]),
+            read(2, 200, &[1]),
+        ];
+        assert_eq!(found(check(&h)), [("lost-write".to_owned(), vec![0, 1])]);
     }
 
     #[test]
