@@ -14,8 +14,14 @@ const MATRIX: [(&str, &str); 8] = [
     ),
     ("set", "kill-all,partition-halves,power-loss-all"),
     ("unique-ids", "pause-leader,partition-ring,torn-write"),
-    ("counter", "kill-random,partition-bridge,disk-error"),
-    ("queue", "pause-random,partition-one-way,disk-full"),
+    (
+        "counter",
+        "kill-random,partition-bridge,disk-error,kill-all-leader-last",
+    ),
+    (
+        "queue",
+        "pause-random,partition-one-way,disk-full,slow-disk",
+    ),
     ("sessions", "rolling-restart,power-loss-random,clock-jump"),
     ("fifo", "pause-all,mix,truncated-log"),
     ("watches", "partition-client,power-loss-leader,corrupt-log"),

@@ -126,6 +126,17 @@ impl Nemesis {
             .unwrap_or_default()
     }
 
+    /// How long a fault is held before it heals, in ms.
+    pub fn hold_ms(self) -> std::ops::Range<u64> {
+        match self {
+            // A client moves to another member only after hearing nothing
+            // for 2/3 of its session timeout (4 s): a shorter cut only
+            // delays it, and the reconnect (with SetWatches) is the point.
+            Nemesis::PartitionClient => 5000..9000,
+            _ => 2000..6000,
+        }
+    }
+
     /// What the members' disks must support for this nemesis.
     pub fn disk_plan(self) -> DiskPlan {
         let none = DiskPlan::default();

@@ -283,7 +283,7 @@ fn run_nemesis(faults: &mut Faults, nemesis: Nemesis, run_time: Duration) {
             return;
         }
         let injected = faults.inject(nemesis);
-        let held = Duration::from_millis(faults.rng.gen_range(2000..6000));
+        let held = Duration::from_millis(faults.rng.gen_range(nemesis.hold_ms()));
         std::thread::sleep(held.min(remaining()));
         if let Some(injected) = injected {
             faults.heal(injected);

@@ -18,8 +18,10 @@ use std::time::Duration;
 use zkd_client_tests::nemesis::history::{Call, Outcome, Value};
 use zookeeper_client as zk;
 
-/// Keys watched and written.
-pub const KEYS: u32 = 3;
+/// Keys watched and written: enough that a process holds several unfired
+/// watches at any moment (each key changes less often), so a cut from its
+/// member finds some to be set again through SetWatches.
+pub const KEYS: u32 = 8;
 
 /// A watch left by the process's read `read` of `key`, not yet fired.
 pub struct Watch {
