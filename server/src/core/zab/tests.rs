@@ -254,3 +254,60 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
         ]
     );
 }
+
+#[test]
+fn a_leader_steps_down_before_the_zxid_counter_rolls_over() {
+    // Four billion txns in one epoch, short-cut: the log ends a few txns
+    // before the counter's end, in the epoch this leader is about to choose.
+    let near_end = Zxid::new(2, u32::MAX - 2);
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(1, 1, &[near_end]),
+        near_end,
+        0,
+    );
+    for sid in [2, 3] {
+        l.handle_message(
+            0,
+            ServerId(sid),
+            ZabMessage::FollowerInfo { accepted_epoch: 1 },
+        );
+    }
+    l.handle_reached(1);
+    for sid in [2, 3] {
+        let ack_epoch = ZabMessage::AckEpoch {
+            current_epoch: Some(1),
+            last_zxid: near_end,
+            log_base: Zxid::ZERO,
+        };
+        l.handle_message(0, ServerId(sid), ack_epoch);
+    }
+    l.handle_reached(2);
+    for sid in [2, 3] {
+        let ack = ZabMessage::Ack {
+            zxid: epoch_zxid(2),
+        };
+        l.handle_message(0, ServerId(sid), ack);
+    }
+    drain_leader(&mut l);
+    assert!(l.is_established());
+    let last = Zxid::new(2, u32::MAX - 1);
+    assert_eq!(l.next_zxid(), Some(last));
+    l.propose(last, Bytes::new());
+    drain_leader(&mut l);
+    // The next would be counter 0xffffffff, and the one after it would wrap
+    // into the next epoch's zxids: step down so the next epoch starts at 0.
+    assert_eq!(l.next_zxid(), None);
+    let out = drain_leader(&mut l);
+    assert!(
+        matches!(out.last(), Some(ZabCommand::Abandon { reason }) if reason.contains("roll over")),
+        "{out:?}"
+    );
+    assert!(
+        out.contains(&ZabCommand::Disconnect { peer: ServerId(2) }),
+        "{out:?}"
+    );
+    assert!(!l.is_established());
+}
