@@ -18,6 +18,8 @@ struct Plant {
     workload: &'static str,
     nemesis: &'static str,
     secs: u64,
+    /// Client processes: more where the bug needs a client on one member.
+    clients: u32,
     caught_as: &'static [&'static str],
 }
 
@@ -28,6 +30,7 @@ const PLANTS: [Plant; 7] = [
         workload: "set",
         nemesis: "power-loss-all",
         secs: 10,
+        clients: 5,
         caught_as: &["lost-write"],
     },
     // Acknowledged while the fsync is still running (5 ms on the nemesis's
@@ -37,17 +40,20 @@ const PLANTS: [Plant; 7] = [
         workload: "set",
         nemesis: "power-loss-all",
         secs: 10,
+        clients: 5,
         caught_as: &["lost-write"],
     },
     // After a restart the members forget their epochs, and the next leader
     // reuses the old one: the old leader's extra txns share zxids with the
     // new leader's, so it is synced by a diff and keeps them (ZOOKEEPER-335,
-    // 1154). The per-member final reads see its diverged set.
+    // 1154). The per-member final reads see its diverged set. Ten clients,
+    // so several write to the old leader while it is cut off.
     Plant {
         failpoint: "skip-epoch-write",
         workload: "set",
         nemesis: "kill-all-leader-last",
         secs: 15,
+        clients: 10,
         caught_as: &["lost-write"],
     },
     // A leader alone in a minority acknowledges what the majority never had.
@@ -56,6 +62,7 @@ const PLANTS: [Plant; 7] = [
         workload: "set",
         nemesis: "partition-leader",
         secs: 15,
+        clients: 5,
         caught_as: &["lost-write"],
     },
     Plant {
@@ -63,15 +70,18 @@ const PLANTS: [Plant; 7] = [
         workload: "sessions",
         nemesis: "none",
         secs: 8,
+        clients: 5,
         caught_as: &["surviving-ephemeral"],
     },
     // A client cut from its member moves to another one, where the change it
     // missed is never announced; the re-armed watch fires at a later one.
+    // Ten clients, so some are on each member cut.
     Plant {
         failpoint: "setwatches-rearm",
         workload: "watches",
         nemesis: "partition-client",
-        secs: 15,
+        secs: 20,
+        clients: 10,
         caught_as: &["late-watch", "lost-watch", "watch-after-data"],
     },
     // A leader that never steps down answers sync and reads alone: the
@@ -82,6 +92,7 @@ const PLANTS: [Plant; 7] = [
         workload: "register",
         nemesis: "partition-leader",
         secs: 15,
+        clients: 5,
         caught_as: &["nonlinearizable"],
     },
 ];
@@ -123,7 +134,8 @@ fn run_cell(out: &Path, zkd: &Path, failpoint: Option<&str>, plant: &Plant) -> (
         .env("ZKD_BIN", zkd)
         .env_remove("ZKD_FAILPOINTS")
         .args(["--workload", plant.workload, "--nemesis", plant.nemesis])
-        .args(["--time", &plant.secs.to_string(), "--seed", "7", "--out"])
+        .args(["--time", &plant.secs.to_string(), "--seed", "7"])
+        .args(["--clients", &plant.clients.to_string(), "--out"])
         .arg(&dir);
     if let Some(f) = failpoint {
         command.env("ZKD_FAILPOINTS", f);
