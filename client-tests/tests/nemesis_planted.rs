@@ -86,14 +86,16 @@ const PLANTS: [Plant; 7] = [
     },
     // A leader that never steps down answers sync and reads alone: the
     // register's reader pinned to it reads stale values once the rest
-    // elected another leader and wrote (ZOOKEEPER-1675).
+    // elected another leader and wrote (ZOOKEEPER-1675). In some runs the
+    // rest never elect one before the heal and the ensemble wedges, which
+    // shows as a member not serving after it.
     Plant {
         failpoint: "deposed-leader-serves",
         workload: "register",
         nemesis: "partition-leader",
         secs: 15,
         clients: 5,
-        caught_as: &["nonlinearizable"],
+        caught_as: &["nonlinearizable", "unavailable"],
     },
 ];
 
