@@ -31,6 +31,14 @@ pub trait TxnLog {
     /// appends before it: this is what group commit batches.
     fn sync(&mut self) -> Result<()>;
 
+    /// Bookkeeping that may wait until the acknowledgements of the last
+    /// [`TxnLog::sync`] went out: call after reporting what it made durable.
+    /// It never changes what is durable in the log itself. (The sled store
+    /// makes its synced mark durable here, now and then.) Default: nothing.
+    fn settle(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// The lowest zxid still in the log, if any (durable or not).
     fn first_zxid(&self) -> Result<Option<Zxid>>;
 

@@ -318,6 +318,10 @@ impl TxnLog for SledStorage {
         }
     }
 
+    fn settle(&mut self) -> Result<()> {
+        self.mark().settle(std::time::Instant::now())
+    }
+
     fn first_zxid(&self) -> Result<Option<Zxid>> {
         self.log.first()?.map(|(k, _)| zxid_of(&k)).transpose()
     }

@@ -213,6 +213,7 @@ impl<S: Store> Worker<S> {
                 self.storage.sync()?;
             }
             self.report(StorageReport::Persisted(zxid));
+            self.storage.settle()?;
         }
         Ok(())
     }
