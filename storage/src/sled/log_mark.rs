@@ -136,10 +136,10 @@ impl LogMark {
         file.read_exact_at(&mut raw[..n], 0)
             .map_err(|e| io_error(&path, e))?;
         let slots = [decode(&raw[..SLOT]), decode(&raw[SLOT..])];
-        let newest = slots
-            .iter()
-            .filter_map(|s| match s {
-                Slot::Valid { seq, zxid } => Some((*seq, *zxid)),
+        // (sequence, zxid, slot index) of the newest valid slot.
+        let newest = (0..2)
+            .filter_map(|i| match slots[i] {
+                Slot::Valid { seq, zxid } => Some((seq, zxid, i)),
                 _ => None,
             })
             .max();
@@ -155,15 +155,12 @@ impl LogMark {
         // After a kill the newest slot may sit in the page cache only: make
         // it durable before writing the other one.
         file.sync_data().map_err(|e| io_error(&path, e))?;
-        let newest_slot = slots.iter().position(
-            |s| matches!(s, Slot::Valid { seq, .. } if Some(*seq) == newest.map(|n| n.0)),
-        );
         Ok(LogMark {
             path,
             file,
-            seq: newest.map_or(0, |(seq, _)| seq),
-            zxid: newest.map(|(_, zxid)| zxid),
-            target: newest_slot.map_or(0, |i| 1 - i),
+            seq: newest.map_or(0, |(seq, _, _)| seq),
+            zxid: newest.map(|(_, zxid, _)| zxid),
+            target: newest.map_or(0, |(_, _, i)| 1 - i),
             dirty: false,
             synced_at: Instant::now(),
         })
