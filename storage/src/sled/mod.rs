@@ -479,12 +479,30 @@ mod tests {
         }
     }
 
+    /// Opens the store again after [`kill`] or a drop. sled's background
+    /// threads let go of the database's lock a moment after the drop, so a
+    /// lock still held is waited out (up to 5 s) instead of failing the test.
+    fn reopen(dir: &Path) -> Result<SledStorage> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match SledStorage::open(dir, dir) {
+                Err(e)
+                    if e.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                opened => return opened,
+            }
+        }
+    }
+
     fn log_file(dir: &Path) -> PathBuf {
         dir.join("version-2").join("log").join("db")
     }
 
     fn expect_refused(dir: &Path) {
-        match SledStorage::open(dir, dir) {
+        match reopen(dir) {
             Err(StorageError::Corrupt(e)) => assert!(e.contains("synced through"), "{e}"),
             Err(e) => panic!("refused, but not as a cut log: {e}"),
             Ok(s) => panic!(
@@ -550,14 +568,14 @@ mod tests {
             .open(log_file(dir.path()))
             .unwrap();
         f.set_len(f.metadata().unwrap().len() - 100).unwrap();
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let s = reopen(dir.path()).unwrap();
         let last = s.last_zxid().unwrap().unwrap();
         assert!((Zxid(500)..Zxid(600)).contains(&last), "{last}");
         // And the cut is final: appends go on from there, and it reopens.
         let mut s = s;
         fill(&mut s, last.0 + 1, last.0 + 10, true);
         kill(s, dir.path());
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let s = reopen(dir.path()).unwrap();
         assert_eq!(s.last_zxid().unwrap(), Some(Zxid(last.0 + 10)));
     }
 
@@ -573,7 +591,7 @@ mod tests {
         let db = dir.path().join("version-2").join("data").join("db");
         let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
         f.set_len(f.metadata().unwrap().len() - 1).unwrap();
-        match SledStorage::open(dir.path(), dir.path()) {
+        match reopen(dir.path()) {
             Err(StorageError::Corrupt(e)) => assert!(e.contains("epochs"), "{e}"),
             Err(e) => panic!("refused, but not for the epochs: {e}"),
             Ok(s) => panic!(
@@ -593,12 +611,12 @@ mod tests {
         fill(&mut s, 1, 100, true);
         s.truncate_after(Zxid(40)).unwrap();
         kill(s, dir.path());
-        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let mut s = reopen(dir.path()).unwrap();
         assert_eq!(s.last_zxid().unwrap(), Some(Zxid(40)));
         fill(&mut s, 41, 60, true);
         s.reset(Zxid(50)).unwrap();
         kill(s, dir.path());
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let s = reopen(dir.path()).unwrap();
         assert_eq!(s.last_zxid().unwrap(), None);
         assert_eq!(s.purged_through().unwrap(), Some(Zxid(50)));
     }
@@ -629,7 +647,7 @@ mod tests {
         assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(4), Zxid(7)]);
         drop(s);
         // The old tree is gone, so a second open has nothing to move.
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let s = reopen(dir.path()).unwrap();
         assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(4), Zxid(7)]);
     }
 }
