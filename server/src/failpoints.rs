@@ -57,11 +57,15 @@ pub enum Failpoint {
     /// (no flush, no fsync): acknowledgements rest on the page cache, which
     /// a power loss empties.
     SkipFsync,
+    /// A leader syncs a follower that logged some of its uncommitted
+    /// proposals with a DIFF that keeps them (no TRUNC to the last
+    /// committed zxid): the follower serves txns that may never commit.
+    DiffUncommitted,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 7] = [
+    pub const ALL: [Failpoint; 8] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -69,6 +73,7 @@ impl Failpoint {
         Failpoint::SkipEpochWrite,
         Failpoint::CommitWithoutQuorum,
         Failpoint::SkipFsync,
+        Failpoint::DiffUncommitted,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -81,6 +86,7 @@ impl Failpoint {
             Failpoint::SkipEpochWrite => "skip-epoch-write",
             Failpoint::CommitWithoutQuorum => "commit-without-quorum",
             Failpoint::SkipFsync => "skip-fsync",
+            Failpoint::DiffUncommitted => "diff-uncommitted",
         }
     }
 
@@ -177,7 +183,41 @@ mod imp {
 /// `ZKD_FAILPOINTS`, read once.
 #[cfg(feature = "failpoints")]
 pub fn active(failpoint: Failpoint) -> bool {
-    imp::active(failpoint)
+    imp::active(failpoint) || planted::here(failpoint)
+}
+
+/// Unit tests plant a bug on their own thread only (the simulator runs a
+/// whole ensemble in one thread), so tests with and without it share a
+/// process.
+#[cfg(all(feature = "failpoints", test))]
+pub mod planted {
+    use super::Failpoint;
+    use std::cell::Cell;
+
+    thread_local! {
+        static MASK: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Runs `f` with `failpoint` planted on this thread.
+    pub fn with<T>(failpoint: Failpoint, f: impl FnOnce() -> T) -> T {
+        let before = MASK.get();
+        MASK.set(before | failpoint.bit());
+        let out = f();
+        MASK.set(before);
+        out
+    }
+
+    pub(super) fn here(failpoint: Failpoint) -> bool {
+        MASK.get() & failpoint.bit() != 0
+    }
+}
+
+#[cfg(all(feature = "failpoints", not(test)))]
+mod planted {
+    #[inline(always)]
+    pub(super) fn here(_: super::Failpoint) -> bool {
+        false
+    }
 }
 
 /// Whether `failpoint` is planted in this process: never, in a build

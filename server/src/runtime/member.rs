@@ -57,13 +57,22 @@ enum Waiting {
     Nothing,
     /// The role ended; the storage queue drains before the next round.
     Drain,
-    /// A TRUNC or a SNAP install: once storage is done, the tree is rebuilt
-    /// from it (txns through `fuzzy_through` may be in it already); the role's
-    /// later commands and messages wait until then.
+    /// A TRUNC or a SNAP install: once storage is done, the tree is brought
+    /// to what it holds; the role's later commands and messages wait until then.
     Reload {
         deferred: VecDeque<Deferred>,
-        fuzzy_through: Zxid,
+        reload: Reload,
     },
+}
+
+/// How the tree follows storage after a TRUNC or a SNAP install.
+#[derive(Clone, Copy)]
+enum Reload {
+    /// The log was cut after this zxid.
+    Truncated(Zxid),
+    /// A leader's image was installed; txns through `fuzzy_through` may be
+    /// in it already.
+    Installed { fuzzy_through: Zxid },
 }
 
 enum Deferred {
@@ -397,8 +406,19 @@ impl<S: Store> Member<S> {
             round = outcome.election_epoch,
             "election decided"
         );
-        self.catch_up_tree(ctx)?;
+        let leading = outcome.state == ServerState::Leading;
         let state = self.durable_state()?;
+        // A leader's whole log becomes committed with its epoch, so its tree
+        // takes all of it. A follower's tree stays at what it saw committed:
+        // the rest of its log waits for the leader's COMMIT (only the part
+        // below the in-memory window is applied, which the sync's TRUNC to
+        // the leader's last commit would take back if it must).
+        let through = if leading {
+            state.history.last_zxid()
+        } else {
+            state.history.base()
+        };
+        self.catch_up_tree(ctx, through)?;
         let tree_zxid = ctx.node.tree().last_zxid();
         let now_ms = ctx.now.mono_ms;
         self.role = match outcome.state {
@@ -421,13 +441,15 @@ impl<S: Store> Member<S> {
         self.after_zab(ctx)
     }
 
-    /// Applies what the log holds beyond the tree (logged in an earlier role
-    /// and never committed there), as ZooKeeper's loadData applies the whole
-    /// log: a role starts from a tree that holds the member's whole history.
-    fn catch_up_tree(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+    /// Applies what the log holds beyond the tree through `through`
+    /// (logged in an earlier role and not applied there).
+    fn catch_up_tree(&mut self, ctx: &mut Ctx<'_>, through: Zxid) -> Result<(), ServeError> {
         let after = ctx.node.tree().last_zxid();
         for item in self.storage.txns_after(after, 1024) {
-            let (_, bytes) = item.map_err(storage_error)?;
+            let (zxid, bytes) = item.map_err(storage_error)?;
+            if zxid > through {
+                break;
+            }
             let txn = Txn::from_bytes(bytes).map_err(|e| ServeError::Storage(e.to_string()))?;
             ctx.node.handle_event(ctx.now, Event::Committed { txn });
         }
@@ -536,7 +558,7 @@ impl<S: Store> Member<S> {
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
                 submit(ctx, StorageJob::Truncate(after))?;
-                self.reload_after_storage(Zxid::ZERO)
+                self.reload_after_storage(Reload::Truncated(after))
             }
             StorageOp::InstallSnapshot {
                 zxid,
@@ -544,7 +566,7 @@ impl<S: Store> Member<S> {
                 fuzzy_through,
             } => {
                 submit(ctx, StorageJob::InstallSnapshot { zxid, image })?;
-                self.reload_after_storage(fuzzy_through)
+                self.reload_after_storage(Reload::Installed { fuzzy_through })
             }
             // Planted (skip-epoch-write): the epoch changes in memory only;
             // the barrier after it still comes, so the role carries on.
@@ -564,27 +586,38 @@ impl<S: Store> Member<S> {
     }
 
     /// Holds the role's later work until the storage jobs queued so far are
-    /// done; then [`reloaded`](Self::reloaded) rebuilds the tree.
-    fn reload_after_storage(&mut self, fuzzy_through: Zxid) -> StorageJob {
+    /// done; then [`reloaded`](Self::reloaded) brings the tree to storage.
+    fn reload_after_storage(&mut self, reload: Reload) -> StorageJob {
         self.waiting = Waiting::Reload {
             deferred: VecDeque::new(),
-            fuzzy_through,
+            reload,
         };
         StorageJob::Barrier(TOKEN_RELOADED)
     }
 
-    /// The log is cut or a snapshot installed: rebuild the tree from
-    /// storage, then carry on with what waited.
+    /// The log is cut or a snapshot installed: the tree follows storage,
+    /// then what waited carries on. A tree at or below the cut is a prefix
+    /// of the log left, so the log's next txns are applied to it; any other
+    /// tree is rebuilt from storage.
     fn reloaded(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
-        let Waiting::Reload {
-            deferred,
-            fuzzy_through,
-        } = std::mem::replace(&mut self.waiting, Waiting::Nothing)
+        let Waiting::Reload { deferred, reload } =
+            std::mem::replace(&mut self.waiting, Waiting::Nothing)
         else {
             return Ok(());
         };
-        let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
-        ctx.node.replace_tree(tree, fuzzy_through);
+        match reload {
+            Reload::Truncated(cut) if ctx.node.tree().last_zxid() <= cut => {
+                self.catch_up_tree(ctx, cut)?
+            }
+            Reload::Truncated(_) => {
+                let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
+                ctx.node.replace_tree(tree, Zxid::ZERO);
+            }
+            Reload::Installed { fuzzy_through } => {
+                let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
+                ctx.node.replace_tree(tree, fuzzy_through);
+            }
+        }
         for item in deferred {
             match item {
                 Deferred::Command(command) => self.run(ctx, command)?,
@@ -613,7 +646,9 @@ fn storage_error(e: StorageError) -> ServeError {
 /// What a member has durably, read back from storage: its epochs, and its
 /// log since the last snapshot (the last `window` txns kept for DIFF).
 pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState, StorageError> {
-    let base = storage.latest_snapshot()?.map_or(Zxid::ZERO, |s| s.zxid);
+    // Never a snapshot past the log's end (a TRUNC or SNAP install cut
+    // short): recovery does not start from it, so the tree may be below it.
+    let base = recovery::base_snapshot(storage)?.map_or(Zxid::ZERO, |s| s.zxid);
     let mut history = History::new(base, window);
     for item in storage.txns_after(base, 1024) {
         let (zxid, txn) = item?;

@@ -2,6 +2,7 @@
 //! then every logged txn after it, read a page at a time.
 
 use zkd_protocol::Zxid;
+use zkd_storage::snapshot::SnapshotRef;
 use zkd_storage::{DataTree, SnapshotStore, StorageError, Txn, TxnLog};
 
 /// Txns read (and held in memory) per page of the log.
@@ -24,12 +25,7 @@ pub fn recover(storage: &mut (impl TxnLog + SnapshotStore)) -> Result<DataTree, 
 /// that never held anything (no txn, no purge mark) puts no bound on it.
 pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
     let purged = storage.purged_through()?;
-    let end = storage.last_zxid()?.max(purged);
-    let snapshot = match end {
-        Some(end) => storage.latest_snapshot_at_or_before(end)?,
-        None => storage.latest_snapshot()?,
-    };
-    let mut tree = match snapshot {
+    let mut tree = match base_snapshot(storage)? {
         Some(found) => {
             let tree = zkd_storage::store::load_snapshot(storage, found)?;
             tracing::info!(zxid = %found.zxid, bytes = found.seal.len, "loaded snapshot");
@@ -69,6 +65,19 @@ pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
     }
     tracing::info!(replayed, last_zxid = %tree.last_zxid(), "recovered data tree");
     Ok(tree)
+}
+
+/// The snapshot recovery starts from: the newest valid one at or below the
+/// log's end (its last txn, or its purge mark if it is empty), never one
+/// past a truncation. A log that never held anything puts no bound on it.
+pub fn base_snapshot(
+    storage: &(impl TxnLog + SnapshotStore),
+) -> Result<Option<SnapshotRef>, StorageError> {
+    let end = storage.last_zxid()?.max(storage.purged_through()?);
+    match end {
+        Some(end) => storage.latest_snapshot_at_or_before(end),
+        None => storage.latest_snapshot(),
+    }
 }
 
 /// Whether `next` may directly follow `prev` in the log: the next counter of

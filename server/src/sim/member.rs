@@ -232,7 +232,13 @@ impl Member {
                 zkd_storage::store::truncate_history(storage, after).unwrap_or_else(|e| {
                     panic!("member {}: TRUNC to {after} impossible: {e}", self.id)
                 });
-                self.tree = recovery::recover(storage).expect("reload after truncation");
+                // As the runtime: a tree at or below the cut takes the log's
+                // next txns; any other is rebuilt.
+                if self.tree.last_zxid() <= after {
+                    self.catch_up_tree(after);
+                } else {
+                    self.tree = recovery::recover(storage).expect("reload after truncation");
+                }
                 None
             }
             StorageOp::InstallSnapshot { zxid, image, .. } => {
@@ -292,21 +298,25 @@ impl Member {
         }
     }
 
-    /// Applies what the log holds beyond the tree (logged in an earlier
-    /// role, never applied), as ZooKeeper's loadData applies the whole log:
-    /// a new role starts from a tree that holds the member's whole history.
-    fn catch_up_tree(&mut self) {
+    /// Applies what the log holds beyond the tree through `through`
+    /// (logged in an earlier role, not applied there), as the runtime does.
+    fn catch_up_tree(&mut self, through: Zxid) {
         loop {
             let page = self
                 .storage
                 .read_range(self.tree.last_zxid(), 256)
                 .expect("log");
-            if page.is_empty() {
-                return;
-            }
-            for (_, bytes) in page {
+            let mut applied = false;
+            for (zxid, bytes) in page {
+                if zxid > through {
+                    return;
+                }
                 self.tree
                     .apply(&Txn::from_bytes(bytes).expect("logged txns decode"));
+                applied = true;
+            }
+            if !applied {
+                return;
             }
         }
     }
@@ -345,8 +355,14 @@ impl Member {
         let Some(outcome) = self.election.take_outcome() else {
             return;
         };
-        self.catch_up_tree();
         let state = self.durable_state();
+        // As the runtime: a leader's tree takes its whole log, a follower's
+        // only what lies below the in-memory window.
+        let through = match outcome.state {
+            ServerState::Leading => state.history.last_zxid(),
+            _ => state.history.base(),
+        };
+        self.catch_up_tree(through);
         self.role = match outcome.state {
             ServerState::Leading => Role::Leading(Leader::new(
                 self.id,

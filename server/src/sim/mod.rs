@@ -89,6 +89,11 @@ struct Sim {
     syncs: Vec<SyncSeen>,
     /// A script stopped the client writes for a while.
     writes_paused: bool,
+    /// Members whose disks a script stalled: their storage waits.
+    stalled: BTreeSet<ServerId>,
+    /// Zxids seen durable on a quorum of disks (a wiped disk later does
+    /// not make them invisible again).
+    quorum_durable: BTreeSet<Zxid>,
 }
 
 /// Runs one schedule to its end; the first broken invariant is an error
@@ -136,6 +141,8 @@ impl Sim {
             sprung: Vec::new(),
             syncs: Vec::new(),
             writes_paused: false,
+            stalled: BTreeSet::new(),
+            quorum_durable: BTreeSet::new(),
         };
         for id in ids {
             sim.boot(id);
@@ -173,7 +180,39 @@ impl Sim {
             }
         }
         self.faults();
-        self.client_writes()
+        self.client_writes()?;
+        self.check_visible_is_durable()
+    }
+
+    /// No read returns a txn that may never commit: whatever a serving
+    /// member's tree holds is durable on a quorum of disks (logs agree up
+    /// to a shared zxid, so the tree's newest txn stands for all of it).
+    fn check_visible_is_durable(&mut self) -> Result<(), Violation> {
+        let serving: Vec<(ServerId, Zxid)> = self
+            .members
+            .values()
+            .flatten()
+            .filter(|m| self.serving(m.id))
+            .map(|m| (m.id, m.tree.last_zxid()))
+            .collect();
+        for (id, zxid) in serving {
+            if zxid == Zxid::ZERO || self.quorum_durable.contains(&zxid) {
+                continue;
+            }
+            let holders: Vec<ServerId> = self
+                .disks
+                .iter()
+                .filter(|(_, disk)| disk_holds(disk, zxid))
+                .map(|(id, _)| *id)
+                .collect();
+            if !self.voters.is_quorum(&holders) {
+                return Err(Violation(format!(
+                    "visibility: member {id} serves a tree at {zxid}, durable only on {holders:?}"
+                )));
+            }
+            self.quorum_durable.insert(zxid);
+        }
+        Ok(())
     }
 
     /// The established leader, if any.
@@ -189,8 +228,9 @@ impl Sim {
         let message = self.in_flight.keys().next().map(|k| k.0);
         let storage = self
             .queues
-            .values()
-            .filter_map(|q| q.front().map(|o| o.0))
+            .iter()
+            .filter(|(id, _)| !self.stalled.contains(id))
+            .filter_map(|(_, q)| q.front().map(|o| o.0))
             .min();
         let timers = self
             .members
@@ -254,7 +294,8 @@ impl Sim {
         let ids: Vec<ServerId> = self.queues.keys().copied().collect();
         for id in ids {
             while let Some(q) = self.queues.get_mut(&id) {
-                if q.front().is_none_or(|(due, _)| *due > self.now) {
+                let stalled = self.stalled.contains(&id);
+                if stalled || q.front().is_none_or(|(due, _)| *due > self.now) {
                     break;
                 }
                 let Some((_, op)) = q.pop_front() else { break };
@@ -449,6 +490,17 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// Whether `disk` holds `zxid` durably: logged, or covered by its purge mark.
+fn disk_holds(disk: &MemStorage, zxid: Zxid) -> bool {
+    use zkd_storage::TxnLog;
+    disk.contains(zxid).unwrap_or(false)
+        || disk
+            .purged_through()
+            .ok()
+            .flatten()
+            .is_some_and(|p| p >= zxid)
 }
 
 /// One effect, briefly, for traces.

@@ -285,6 +285,21 @@ impl Scenario {
         }
     }
 
+    /// Breaks the link between `a` and `b` (both ends see it close).
+    pub fn cut(&mut self, a: ServerId, b: ServerId) {
+        self.sim.cut_link(a, b);
+    }
+
+    /// `id`'s disk stalls: its storage operations wait (a slow fsync).
+    pub fn stall_disk(&mut self, id: ServerId) {
+        self.sim.stalled.insert(id);
+    }
+
+    /// `id`'s disk goes on with what waited.
+    pub fn unstall_disk(&mut self, id: ServerId) {
+        self.sim.stalled.remove(&id);
+    }
+
     /// Restores every link.
     pub fn heal(&mut self) {
         self.sim.cut.clear();
@@ -354,6 +369,7 @@ impl Scenario {
     /// Heals, restarts everyone, runs quietly and checks convergence and durability.
     pub fn finish(mut self) -> Result<(), String> {
         self.disarm();
+        self.sim.stalled.clear();
         self.resume_writes();
         self.heal();
         let down: Vec<ServerId> = self
@@ -404,7 +420,7 @@ impl Sim {
     }
 
     /// Whether `id` is up and serves (see `Scenario::serving`).
-    fn serving(&self, id: ServerId) -> bool {
+    pub(super) fn serving(&self, id: ServerId) -> bool {
         match self.members.get(&id) {
             Some(Some(m)) => match &m.role {
                 Role::Leading(l) => l.is_established(),

@@ -416,6 +416,19 @@ impl Leader {
         };
         let log_base = self.learners.get(&sid).map_or(Zxid::ZERO, |h| h.log_base);
         let plan = match self.state.history.plan_sync(peer_last) {
+            // It logged proposals we have not committed: they are cut and
+            // sent again, so nothing uncommitted reaches its tree before the
+            // COMMIT does (ZooKeeper TRUNCs to its last committed zxid).
+            SyncPlan::Diff { after: point } | SyncPlan::TruncThenDiff { to: point }
+                if point > self.last_committed && !active(Failpoint::DiffUncommitted) =>
+            {
+                SyncPlan::TruncThenDiff {
+                    to: self.last_committed,
+                }
+            }
+            plan => plan,
+        };
+        let plan = match plan {
             // Its log cannot be cut below its snapshot: replace everything.
             SyncPlan::TruncThenDiff { to } if to < log_base => SyncPlan::Snap,
             plan => plan,
