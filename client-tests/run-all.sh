@@ -54,5 +54,5 @@ export ZKD_FAILPOINTS_BIN="$PWD/target/zkd-failpoints"
 export ZKD_BIN="$PWD/target/release/zkd"
 cargo build --workspace --all-targets --release --locked 2>&1 | tail -n 3
 cargo test --workspace --release --locked -- --test-threads 2
-# The simulator's scripts with each lifecycle fix planted back: every plant caught.
-cargo test --release --locked -p zkd-server --features failpoints --lib sim::scenario::tests::planted
+# The member lifecycle's scripts with each fix planted back: every plant caught.
+cargo test --release --locked -p zkd-server --features failpoints --lib planted

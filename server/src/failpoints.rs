@@ -61,11 +61,16 @@ pub enum Failpoint {
     /// proposals with a DIFF that keeps them (no TRUNC to the last
     /// committed zxid): the follower serves txns that may never commit.
     DiffUncommitted,
+    /// A member starts a local snapshot while it is not serving (its tree
+    /// may hold txns a sync takes back), and a tree replaced by a TRUNC
+    /// reload or a SNAP install keeps the snapshot in progress, which then
+    /// mixes the two trees (ZOOKEEPER-1549/1558).
+    SnapshotAnyTree,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 8] = [
+    pub const ALL: [Failpoint; 9] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -74,6 +79,7 @@ impl Failpoint {
         Failpoint::CommitWithoutQuorum,
         Failpoint::SkipFsync,
         Failpoint::DiffUncommitted,
+        Failpoint::SnapshotAnyTree,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -87,6 +93,7 @@ impl Failpoint {
             Failpoint::CommitWithoutQuorum => "commit-without-quorum",
             Failpoint::SkipFsync => "skip-fsync",
             Failpoint::DiffUncommitted => "diff-uncommitted",
+            Failpoint::SnapshotAnyTree => "snapshot-any-tree",
         }
     }
 

@@ -357,6 +357,7 @@ fn truncate_history_drops_later_snapshots(h: &mut impl Harness) {
 
 fn truncate_history_refuses_a_cut_it_could_not_rebuild(h: &mut impl Harness) {
     let mut s = logged(h, 10);
+    assert_eq!(crate::store::lowest_cut(&s).unwrap(), Zxid::ZERO);
     for zx in [4, 6, 8] {
         s.save_snapshot(Zxid(zx), b(&format!("img{zx}"))).unwrap();
     }
@@ -367,10 +368,13 @@ fn truncate_history_refuses_a_cut_it_could_not_rebuild(h: &mut impl Harness) {
         assert!(matches!(r, Err(crate::StorageError::Misuse(_))), "{r:?}")
     };
     refused(crate::store::truncate_history(&mut s, Zxid(5)));
+    assert_eq!(crate::store::lowest_cut(&s).unwrap(), Zxid(6));
     // Retention then drops 6 too: the history through 7 has no base left.
     s.save_snapshot(Zxid(9), b("img9")).unwrap();
     assert_eq!(s.purge_snapshots(2).unwrap(), Some(Zxid(8)));
     refused(crate::store::truncate_history(&mut s, Zxid(7)));
+    // The mark (6) is between snapshots: what a leader is told it can cut to.
+    assert_eq!(crate::store::lowest_cut(&s).unwrap(), Zxid(8));
     // Nothing changed.
     assert_eq!(zxids(&s), (7..=10).map(Zxid).collect::<Vec<_>>());
     assert_eq!(latest(&s), Some((Zxid(9), b("img9"))));

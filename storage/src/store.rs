@@ -60,6 +60,26 @@ pub fn truncate_history<S: TxnLog + SnapshotStore>(store: &mut S, zxid: Zxid) ->
     store.truncate_after(zxid)
 }
 
+/// The lowest zxid [`truncate_history`] can cut this history back to: zero
+/// while nothing was purged, else the oldest sealed snapshot at or above the
+/// purge mark (a step-wise purge can leave the mark between snapshots, and
+/// the replay after a cut needs a snapshot at or above it). With none, the
+/// history's end: it cannot be cut at all, and a leader sends a SNAP.
+pub fn lowest_cut<S: TxnLog + SnapshotStore>(store: &S) -> Result<Zxid> {
+    let Some(purged) = store.purged_through()?.filter(|p| *p > Zxid::ZERO) else {
+        return Ok(Zxid::ZERO);
+    };
+    let oldest = store
+        .snapshot_seals()?
+        .into_iter()
+        .map(|(zxid, _)| zxid)
+        .find(|zxid| *zxid >= purged);
+    match oldest {
+        Some(zxid) => Ok(zxid),
+        None => Ok(store.last_zxid()?.unwrap_or(purged).max(purged)),
+    }
+}
+
 /// Where the image of a SNAP is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SnapshotSource {

@@ -6,6 +6,7 @@ use super::session::{session_password, SessionId, SessionTable};
 use super::stats::ServerStats;
 use super::types::{Command, ConnId, CoreConfig, Event, Mode, Now};
 use super::watch::WatchRegistry;
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::records::{ConnectRequest, ConnectResponse};
@@ -133,9 +134,14 @@ impl Node {
         half + self.rng % half
     }
 
+    /// Counts an applied txn and starts a snapshot when enough have been.
+    /// Only while serving: a member not serving may hold txns a sync takes
+    /// back or replaces with another tree (ZOOKEEPER-1549/1558).
     pub(super) fn count_txn_for_snapshot(&mut self, now: Now) {
         self.txns_since_snapshot += 1;
-        if self.txns_since_snapshot > self.snapshot_after && self.snapshot.is_none() {
+        let due = self.txns_since_snapshot > self.snapshot_after;
+        let serving = self.mode != Mode::NotServing || active(Failpoint::SnapshotAnyTree);
+        if due && serving && self.snapshot.is_none() {
             self.txns_since_snapshot = 0;
             self.snapshot_after = self.next_snapshot_threshold();
             let cursor = self.tree.start_snapshot();

@@ -8,6 +8,7 @@ use super::node::{Node, Origin};
 use super::pipeline::pending::PendingChanges;
 use super::session::{SessionId, SessionTable};
 use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
+use crate::failpoints::{active, Failpoint};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use zkd_protocol::records::{CreateSessionTxn, ErrorTxn, Id, RequestHeader};
 use zkd_protocol::request::ClientRequest;
@@ -58,6 +59,10 @@ impl Node {
     /// serving. Txns up to `fuzzy_through` may already be in it.
     pub fn replace_tree(&mut self, tree: DataTree, fuzzy_through: Zxid) {
         debug_assert_eq!(self.mode, Mode::NotServing);
+        if !active(Failpoint::SnapshotAnyTree) {
+            // A snapshot of the old tree must not go on over the new one.
+            self.snapshot = None;
+        }
         self.last_assigned = tree.last_zxid();
         self.fuzzy_through = fuzzy_through;
         self.tree = tree;

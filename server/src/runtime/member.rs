@@ -23,8 +23,7 @@ use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
 };
 use crate::core::zab::{
-    DurableState, Epoch, Follower, History, Leader, StorageOp, Timing, Voters, ZabCommand,
-    ZabMessage,
+    DurableState, Epoch, Follower, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
 };
 use crate::core::{Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
@@ -145,7 +144,8 @@ impl<S: Store> Member<S> {
     /// epochs come from memory, as if written: the bug shows only after a
     /// restart, as a lost epoch write would.
     fn durable_state(&self) -> Result<DurableState, ServeError> {
-        let mut state = durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
+        let mut state =
+            recovery::durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
         if active(Failpoint::SkipEpochWrite) {
             let (accepted, current) = self.unsaved_epochs;
             state.accepted_epoch = accepted.unwrap_or(state.accepted_epoch);
@@ -641,23 +641,4 @@ fn submit(ctx: &Ctx<'_>, job: StorageJob) -> Result<(), ServeError> {
 
 fn storage_error(e: StorageError) -> ServeError {
     ServeError::Storage(e.to_string())
-}
-
-/// What a member has durably, read back from storage: its epochs, and its
-/// log since the last snapshot (the last `window` txns kept for DIFF).
-pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState, StorageError> {
-    // Never a snapshot past the log's end (a TRUNC or SNAP install cut
-    // short): recovery does not start from it, so the tree may be below it.
-    let base = recovery::base_snapshot(storage)?.map_or(Zxid::ZERO, |s| s.zxid);
-    let mut history = History::new(base, window);
-    for item in storage.txns_after(base, 1024) {
-        let (zxid, txn) = item?;
-        history.push(zxid, txn);
-    }
-    Ok(DurableState {
-        accepted_epoch: storage.accepted_epoch()?,
-        current_epoch: storage.current_epoch()?,
-        history,
-        log_base: storage.purged_through()?.unwrap_or_default(),
-    })
 }

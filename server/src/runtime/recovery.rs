@@ -1,9 +1,10 @@
 //! Startup recovery: the newest valid snapshot at or below the log's end,
 //! then every logged txn after it, read a page at a time.
 
+use crate::core::zab::{DurableState, History};
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotRef;
-use zkd_storage::{DataTree, SnapshotStore, StorageError, Txn, TxnLog};
+use zkd_storage::{DataTree, SnapshotStore, StorageError, Store, Txn, TxnLog};
 
 /// Txns read (and held in memory) per page of the log.
 const REPLAY_PAGE: usize = 1024;
@@ -78,6 +79,25 @@ pub fn base_snapshot(
         Some(end) => storage.latest_snapshot_at_or_before(end),
         None => storage.latest_snapshot(),
     }
+}
+
+/// What a member has durably, read back from storage: its epochs, and its
+/// log since the last snapshot (the last `window` txns kept for DIFF).
+pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState, StorageError> {
+    // Never a snapshot past the log's end (a TRUNC or SNAP install cut
+    // short): recovery does not start from it, so the tree may be below it.
+    let base = base_snapshot(storage)?.map_or(Zxid::ZERO, |s| s.zxid);
+    let mut history = History::new(base, window);
+    for item in storage.txns_after(base, 1024) {
+        let (zxid, txn) = item?;
+        history.push(zxid, txn);
+    }
+    Ok(DurableState {
+        accepted_epoch: storage.accepted_epoch()?,
+        current_epoch: storage.current_epoch()?,
+        history,
+        log_base: zkd_storage::store::lowest_cut(storage)?,
+    })
 }
 
 /// Whether `next` may directly follow `prev` in the log: the next counter of

@@ -322,7 +322,7 @@ impl Member {
     }
 
     fn durable_state(&self) -> DurableState {
-        crate::runtime::member::durable_state(&self.storage, HISTORY_WINDOW)
+        recovery::durable_state(&self.storage, HISTORY_WINDOW)
             .expect("the simulated disk reads back")
     }
 

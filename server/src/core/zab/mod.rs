@@ -49,9 +49,10 @@ pub enum ZabMessage {
     LeaderInfo { epoch: Epoch },
     /// ACKEPOCH: the follower's currentEpoch (None if it had already
     /// accepted this epoch, ZooKeeper's -1), its last logged zxid, and the
-    /// point its log starts after (its snapshot): it cannot be truncated
-    /// below that, so the leader sends a SNAP instead. ZooKeeper lacks this
-    /// and can TRUNC into a dirty snapshot (ZOOKEEPER-1549).
+    /// lowest point its history can be cut back to (its oldest snapshot at
+    /// or above its purge mark): below that the leader sends a SNAP instead.
+    /// ZooKeeper lacks this and can TRUNC into a dirty snapshot
+    /// (ZOOKEEPER-1549) or into a purged range.
     AckEpoch {
         current_epoch: Option<Epoch>,
         last_zxid: Zxid,
@@ -189,7 +190,7 @@ pub struct DurableState {
     pub accepted_epoch: Epoch,
     pub current_epoch: Epoch,
     pub history: History,
-    /// The log starts after this zxid (a snapshot covers what came before).
+    /// The lowest zxid the history can be truncated to (`store::lowest_cut`).
     pub log_base: Zxid,
 }
 
