@@ -66,11 +66,15 @@ pub enum Failpoint {
     /// reload or a SNAP install keeps the snapshot in progress, which then
     /// mixes the two trees (ZOOKEEPER-1549/1558).
     SnapshotAnyTree,
+    /// A member whose tree differs from the leader's (by the COMMIT's
+    /// digest, or a committed txn failing to apply) logs it and serves on,
+    /// as ZooKeeper does (ZOOKEEPER-2846): its clients read a wrong tree.
+    ServeDiverged,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 9] = [
+    pub const ALL: [Failpoint; 10] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -80,6 +84,7 @@ impl Failpoint {
         Failpoint::SkipFsync,
         Failpoint::DiffUncommitted,
         Failpoint::SnapshotAnyTree,
+        Failpoint::ServeDiverged,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -94,6 +99,7 @@ impl Failpoint {
             Failpoint::SkipFsync => "skip-fsync",
             Failpoint::DiffUncommitted => "diff-uncommitted",
             Failpoint::SnapshotAnyTree => "snapshot-any-tree",
+            Failpoint::ServeDiverged => "serve-diverged",
         }
     }
 

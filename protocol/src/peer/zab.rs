@@ -133,6 +133,11 @@ pub struct Commit {
     /// The committed zxid (packet zxid).
     #[prost(int64, tag = "1")]
     pub zxid: i64,
+    /// The digest of the leader's tree right after `zxid`, when it had just
+    /// applied it: a follower whose tree differs there has diverged
+    /// (ZOOKEEPER-2846). Not in ZooKeeper's packet (a jute codec drops it).
+    #[prost(uint64, optional, tag = "2")]
+    pub digest: Option<u64>,
 }
 
 /// One session a learner's clients kept alive since the last PING (data of a PING reply:
@@ -278,6 +283,10 @@ pub struct AckEpoch {
     /// it on write and, on read, fills 0 (no snapshot ahead of the log).
     #[prost(int64, tag = "3")]
     pub log_base: i64,
+    /// The learner found its tree diverged from a leader's: it asks for a SNAP whatever
+    /// its zxids say. Not in ZooKeeper's packet (a jute codec drops it; false on read).
+    #[prost(bool, tag = "4")]
+    pub wants_snapshot: bool,
 }
 
 /// UPTODATE (12), leader → learner: a quorum acked NEWLEADER; start serving clients.
@@ -459,7 +468,7 @@ pub mod quorum_packet {
                 Body::Sync(_) => 0,
                 Body::Proposal(Proposal { zxid, .. })
                 | Body::Ack(Ack { zxid })
-                | Body::Commit(Commit { zxid })
+                | Body::Commit(Commit { zxid, .. })
                 | Body::Ping(Ping { zxid, .. })
                 | Body::Inform(Inform { zxid, .. })
                 | Body::NewLeader(NewLeader { zxid, .. })

@@ -42,7 +42,15 @@ pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
             Some(z),
         ),
         (Ack { zxid: z }.into(), 3, Some(z)),
-        (Commit { zxid: z }.into(), 4, Some(z)),
+        (
+            Commit {
+                zxid: z,
+                digest: Some(0xfeed),
+            }
+            .into(),
+            4,
+            Some(z),
+        ),
         (
             Ping {
                 zxid: z,
@@ -156,6 +164,7 @@ pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
                 current_epoch: 1,
                 last_logged_zxid: Zxid::new(1, 8).0,
                 log_base: Zxid::new(1, 3).0,
+                wants_snapshot: true,
             }
             .into(),
             18,
@@ -166,6 +175,7 @@ pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
                 current_epoch: ACK_EPOCH_ALREADY_ACCEPTED,
                 last_logged_zxid: 0,
                 log_base: 0,
+                wants_snapshot: false,
             }
             .into(),
             18,

@@ -83,6 +83,9 @@ pub struct Node {
     /// Txns up to this zxid may already be in the tree (it came from a fuzzy
     /// snapshot), so failing to apply one is expected, not divergence.
     pub(super) fuzzy_through: Zxid,
+    /// A committed txn failed to apply here: the tree diverged from the
+    /// leader's at this zxid (taken by the member, which ends its role).
+    pub(super) diverged_at: Option<Zxid>,
 }
 
 impl Node {
@@ -118,6 +121,7 @@ impl Node {
             forwarded: 0,
             epoch_base: Zxid::ZERO,
             fuzzy_through: Zxid::ZERO,
+            diverged_at: None,
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node

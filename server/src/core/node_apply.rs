@@ -51,7 +51,8 @@ impl Node {
             // A committed txn was validated against this very state; failing
             // here means this member's tree diverged from the leader's.
             Some(code) => {
-                tracing::error!(zxid = %txn.zxid(), code, "a committed txn failed to apply: this member's tree diverged")
+                tracing::error!(zxid = %txn.zxid(), code, "a committed txn failed to apply: this member's tree diverged");
+                self.diverged_at.get_or_insert(txn.zxid());
             }
             None => {}
         }

@@ -98,6 +98,12 @@ impl Node {
         self.sessions = sessions;
     }
 
+    /// Where a committed txn failed to apply since the last call: the tree
+    /// diverged from the leader's, and must not serve on.
+    pub fn take_divergence(&mut self) -> Option<Zxid> {
+        self.diverged_at.take()
+    }
+
     /// Follower: the sessions touched since the last call, for the next PING.
     pub fn take_touches(&mut self) -> Vec<SessionTouch> {
         std::mem::take(&mut self.touched)

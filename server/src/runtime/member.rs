@@ -79,6 +79,16 @@ enum Deferred {
     Message { from: ServerId, message: ZabMessage },
 }
 
+/// Whether the tree diverged from a leader's, and what is left to repair.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Divergence {
+    None,
+    /// Found: the tree is rebuilt from disk after the role's drain.
+    Rebuild,
+    /// Rebuilt: the next sync as a follower must be a SNAP.
+    AwaitingSnapshot,
+}
+
 /// What a member step needs from the node loop.
 pub(super) struct Ctx<'a> {
     pub node: &'a mut Node,
@@ -100,6 +110,9 @@ pub(super) struct Member<S: Store> {
     snaps_out: SnapSender,
     /// Follower: a SNAP streaming in.
     snap_in: Option<SnapReceiver>,
+    /// The tree diverged from a leader's: it is rebuilt from disk once the
+    /// role's storage is drained, and syncs by SNAP until one is installed.
+    diverged: Divergence,
     /// Planted (skip-epoch-write): the acceptedEpoch and currentEpoch this
     /// process meant to persist and did not. Always `(None, None)` otherwise.
     unsaved_epochs: (Option<Epoch>, Option<Epoch>),
@@ -136,6 +149,7 @@ impl<S: Store> Member<S> {
             waiting: Waiting::Nothing,
             snaps_out: SnapSender::default(),
             snap_in: None,
+            diverged: Divergence::None,
             unsaved_epochs: (None, None),
         }
     }
@@ -338,7 +352,12 @@ impl<S: Store> Member<S> {
         match report {
             StorageReport::Failed(e) => return Err(ServeError::Storage(e)),
             StorageReport::Reached(TOKEN_DRAINED) if matches!(self.waiting, Waiting::Drain) => {
-                return self.look(ctx)
+                if self.diverged == Divergence::Rebuild {
+                    let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
+                    ctx.node.replace_tree(tree, Zxid::ZERO);
+                    self.diverged = Divergence::AwaitingSnapshot;
+                }
+                return self.look(ctx);
             }
             StorageReport::Reached(TOKEN_RELOADED) => return self.reloaded(ctx),
             _ if matches!(self.waiting, Waiting::Drain) => {}
@@ -419,6 +438,9 @@ impl<S: Store> Member<S> {
             state.history.base()
         };
         self.catch_up_tree(ctx, through)?;
+        if matches!(self.waiting, Waiting::Drain) {
+            return Ok(());
+        }
         let tree_zxid = ctx.node.tree().last_zxid();
         let now_ms = ctx.now.mono_ms;
         self.role = match outcome.state {
@@ -430,19 +452,21 @@ impl<S: Store> Member<S> {
                 tree_zxid,
                 now_ms,
             )),
-            _ => Role::Following(Follower::new(
-                outcome.vote.leader,
-                self.timing,
-                state,
-                tree_zxid,
-                now_ms,
-            )),
+            _ => {
+                let follower =
+                    Follower::new(outcome.vote.leader, self.timing, state, tree_zxid, now_ms);
+                Role::Following(match self.diverged {
+                    Divergence::None => follower,
+                    _ => follower.asking_for_snapshot(),
+                })
+            }
         };
         self.after_zab(ctx)
     }
 
     /// Applies what the log holds beyond the tree through `through`
-    /// (logged in an earlier role and not applied there).
+    /// (logged in an earlier role and not applied there). A txn that fails
+    /// to apply ends the role as a divergence does.
     fn catch_up_tree(&mut self, ctx: &mut Ctx<'_>, through: Zxid) -> Result<(), ServeError> {
         let after = ctx.node.tree().last_zxid();
         for item in self.storage.txns_after(after, 1024) {
@@ -453,7 +477,10 @@ impl<S: Store> Member<S> {
             let txn = Txn::from_bytes(bytes).map_err(|e| ServeError::Storage(e.to_string()))?;
             ctx.node.handle_event(ctx.now, Event::Committed { txn });
         }
-        Ok(())
+        match ctx.node.take_divergence() {
+            Some(zxid) => self.diverge(ctx, zxid, "a logged txn failed to apply"),
+            None => Ok(()),
+        }
     }
 
     fn after_zab(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
@@ -494,6 +521,14 @@ impl<S: Store> Member<S> {
                             touches: ctx.node.take_touches(),
                         }
                     }
+                    // The leader's tree has just applied `zxid` (Deliver
+                    // runs before the COMMIT goes out): followers compare.
+                    ZabMessage::Commit { zxid, .. } if ctx.node.tree().last_zxid() == zxid => {
+                        ZabMessage::Commit {
+                            zxid,
+                            digest: Some(ctx.node.tree().digest()),
+                        }
+                    }
                     other => other,
                 };
                 self.snaps_out.send(to, message, &mut self.peers);
@@ -503,6 +538,15 @@ impl<S: Store> Member<S> {
                 let txn = Txn::from_bytes(txn)
                     .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?;
                 ctx.node.handle_event(ctx.now, Event::Committed { txn });
+                if let Some(zxid) = ctx.node.take_divergence() {
+                    return self.diverge(ctx, zxid, "a committed txn failed to apply");
+                }
+            }
+            ZabCommand::CheckDigest { zxid, digest } => {
+                let tree = ctx.node.tree();
+                if tree.last_zxid() == zxid && tree.digest() != digest {
+                    return self.diverge(ctx, zxid, "its digest differs from the leader's");
+                }
             }
             ZabCommand::SendSnapshot { to } => {
                 self.snaps_out
@@ -536,6 +580,19 @@ impl<S: Store> Member<S> {
             }
             Role::Looking => {}
         }
+    }
+
+    /// The tree diverged from the leader's: stop serving at once, rebuild
+    /// the tree from disk, and sync again by SNAP (a broken invariant must
+    /// not be served on; ZOOKEEPER-2846).
+    fn diverge(&mut self, ctx: &mut Ctx<'_>, zxid: Zxid, why: &str) -> Result<(), ServeError> {
+        if active(Failpoint::ServeDiverged) {
+            tracing::error!(%zxid, why, "this member's tree diverged; serving on (failpoint)");
+            return Ok(());
+        }
+        tracing::error!(%zxid, why, "this member's tree diverged from the leader's; resyncing by snapshot");
+        self.diverged = Divergence::Rebuild;
+        self.end_role(ctx, "tree diverged")
     }
 
     fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), ServeError> {
@@ -616,7 +673,11 @@ impl<S: Store> Member<S> {
             Reload::Installed { fuzzy_through } => {
                 let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
                 ctx.node.replace_tree(tree, fuzzy_through);
+                self.diverged = Divergence::None;
             }
+        }
+        if matches!(self.waiting, Waiting::Drain) {
+            return Ok(());
         }
         for item in deferred {
             match item {

@@ -9,6 +9,7 @@ use crate::core::zab::{
     DurableState, Follower, Leader, SnapshotSource, StorageOp, Timing, Voters, ZabCommand,
     ZabMessage,
 };
+use crate::failpoints::{active, Failpoint};
 use crate::runtime::recovery;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
@@ -53,6 +54,23 @@ pub enum Effect {
     /// The role ended: the simulation flushes this member's storage queue
     /// (as the runtime drains its storage thread), then calls `look`.
     RoleEnded,
+    /// The member found its tree diverged from the leader's and stopped serving.
+    Diverged {
+        zxid: Zxid,
+    },
+    /// A leader's snapshot replaced the member's tree and log.
+    SnapshotInstalled {
+        zxid: Zxid,
+    },
+}
+
+/// Whether the tree diverged from a leader's, and what is left to repair
+/// (as the runtime's member: rebuilt from disk, then a SNAP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Divergence {
+    None,
+    Rebuild,
+    AwaitingSnapshot,
 }
 
 /// The member's Zab role.
@@ -75,6 +93,7 @@ pub struct Member {
     pub role: Role,
     /// The writes this incarnation proposed as leader, by zxid.
     proposed: BTreeMap<Zxid, String>,
+    diverged: Divergence,
     effects: VecDeque<Effect>,
 }
 
@@ -117,10 +136,20 @@ impl Member {
             tree,
             role: Role::Looking,
             proposed: BTreeMap::new(),
+            diverged: Divergence::None,
             effects: VecDeque::new(),
         };
         member.look(now_ms);
         member
+    }
+
+    /// Damages the tree in memory only (a bit flip, a bug in applying): a
+    /// node appears that no txn created, the zxid unchanged.
+    pub fn damage_tree(&mut self) {
+        let zxid = self.tree.last_zxid();
+        let txn = create_txn(zxid, 0, "/damaged");
+        self.tree
+            .apply(&Txn::from_bytes(txn).expect("a built txn decodes"));
     }
 
     /// A line for failure reports: role, epochs, tree.
@@ -245,6 +274,8 @@ impl Member {
                 zkd_storage::store::install_snapshot(storage, zxid, image)
                     .expect("install snapshot");
                 self.tree = recovery::recover(storage).expect("reload after a snapshot");
+                self.diverged = Divergence::None;
+                self.effects.push_back(Effect::SnapshotInstalled { zxid });
                 None
             }
             StorageOp::SetAcceptedEpoch(e) => {
@@ -330,6 +361,10 @@ impl Member {
     pub fn look(&mut self, now_ms: u64) {
         self.role = Role::Looking;
         self.proposed.clear();
+        if self.diverged == Divergence::Rebuild {
+            self.tree = recovery::rebuild(&self.storage).expect("the simulated disk recovers");
+            self.diverged = Divergence::AwaitingSnapshot;
+        }
         let state = self.durable_state();
         let own = Vote {
             leader: self.id,
@@ -372,13 +407,19 @@ impl Member {
                 self.tree.last_zxid(),
                 now_ms,
             )),
-            _ => Role::Following(Follower::new(
-                outcome.vote.leader,
-                self.timing,
-                state,
-                self.tree.last_zxid(),
-                now_ms,
-            )),
+            _ => {
+                let follower = Follower::new(
+                    outcome.vote.leader,
+                    self.timing,
+                    state,
+                    self.tree.last_zxid(),
+                    now_ms,
+                );
+                Role::Following(match self.diverged {
+                    Divergence::None => follower,
+                    _ => follower.asking_for_snapshot(),
+                })
+            }
         };
         self.after_zab();
     }
@@ -407,10 +448,30 @@ impl Member {
     /// Carries out one command; true when the role ended.
     fn run(&mut self, command: ZabCommand) -> bool {
         match command {
-            ZabCommand::Send { to, message } => self.effects.push_back(Effect::Send {
-                to,
-                wire: Wire::Zab(message),
-            }),
+            ZabCommand::Send { to, message } => {
+                // As the runtime: the leader's COMMIT carries its tree's digest.
+                let message = match message {
+                    ZabMessage::Commit { zxid, .. } if self.tree.last_zxid() == zxid => {
+                        ZabMessage::Commit {
+                            zxid,
+                            digest: Some(self.tree.digest()),
+                        }
+                    }
+                    other => other,
+                };
+                self.effects.push_back(Effect::Send {
+                    to,
+                    wire: Wire::Zab(message),
+                })
+            }
+            ZabCommand::CheckDigest { zxid, digest } => {
+                let differs = self.tree.last_zxid() == zxid && self.tree.digest() != digest;
+                if differs && !active(Failpoint::ServeDiverged) {
+                    self.diverged = Divergence::Rebuild;
+                    self.effects.push_back(Effect::Diverged { zxid });
+                    return true;
+                }
+            }
             ZabCommand::Storage(op) => self.effects.push_back(Effect::Storage(op)),
             ZabCommand::Deliver { zxid, txn } => {
                 let decoded = Txn::from_bytes(txn.clone()).expect("txns decode");

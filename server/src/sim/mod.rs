@@ -91,6 +91,8 @@ struct Sim {
     writes_paused: bool,
     /// Members whose disks a script stalled: their storage waits.
     stalled: BTreeSet<ServerId>,
+    /// Members whose trees a script damaged in memory, until a SNAP repairs them.
+    damaged: BTreeSet<ServerId>,
     /// Zxids seen durable on a quorum of disks (a wiped disk later does
     /// not make them invisible again).
     quorum_durable: BTreeSet<Zxid>,
@@ -142,6 +144,7 @@ impl Sim {
             syncs: Vec::new(),
             writes_paused: false,
             stalled: BTreeSet::new(),
+            damaged: BTreeSet::new(),
             quorum_durable: BTreeSet::new(),
         };
         for id in ids {
@@ -342,6 +345,8 @@ impl Sim {
                         let after = queue.back().map_or(self.now, |o| o.0);
                         queue.push_back((after.max(self.now) + latency, op));
                     }
+                    // A tree a script damaged is wrong until a SNAP replaces it.
+                    Effect::Delivered { .. } if self.damaged.contains(&id) => {}
                     Effect::Delivered { zxid, txn, digest } => {
                         self.checker.delivered(id, zxid, &txn, digest)?
                     }
@@ -352,6 +357,10 @@ impl Sim {
                     Effect::Acknowledged { zxid, path } => {
                         self.last_ack_ms = self.now;
                         self.checker.acknowledged(id, zxid, path)
+                    }
+                    Effect::Diverged { .. } => {}
+                    Effect::SnapshotInstalled { .. } => {
+                        self.damaged.remove(&id);
                     }
                     Effect::RoleEnded => {
                         // Like the runtime draining its storage thread before a new election.

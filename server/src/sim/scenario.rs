@@ -290,6 +290,15 @@ impl Scenario {
         self.sim.cut_link(a, b);
     }
 
+    /// Damages `id`'s tree in memory (not its disk): a node no txn created.
+    /// The checker leaves its deliveries alone until a SNAP replaces it.
+    pub fn damage_tree(&mut self, id: ServerId) {
+        if let Some(Some(m)) = self.sim.members.get_mut(&id) {
+            m.damage_tree();
+            self.sim.damaged.insert(id);
+        }
+    }
+
     /// `id`'s disk stalls: its storage operations wait (a slow fsync).
     pub fn stall_disk(&mut self, id: ServerId) {
         self.sim.stalled.insert(id);

@@ -56,6 +56,11 @@ pub struct Follower {
     delivered: Zxid,
     /// Logged txns not yet delivered.
     pending: BTreeMap<Zxid, Bytes>,
+    /// The newest COMMIT that carried the leader's digest, checked once
+    /// the tree reaches its zxid.
+    digest_to_check: Option<(Zxid, u64)>,
+    /// Our tree diverged from a leader's: the sync must be a SNAP.
+    wants_snapshot: bool,
     last_heard_ms: u64,
     /// A refused connection is tried again then (the leader may not be
     /// listening yet), as ZooKeeper's learner tries up to five times.
@@ -96,6 +101,8 @@ impl Follower {
             commit_to: Zxid::ZERO,
             delivered: tree_zxid,
             pending,
+            digest_to_check: None,
+            wants_snapshot: false,
             last_heard_ms: now_ms,
             retry_at: None,
             attempts: 1,
@@ -105,6 +112,13 @@ impl Follower {
         let accepted_epoch = follower.state.accepted_epoch;
         follower.send(ZabMessage::FollowerInfo { accepted_epoch });
         follower
+    }
+
+    /// This member's tree diverged from a leader's (found by a digest or a
+    /// failed apply): it asks the leader for a SNAP.
+    pub fn asking_for_snapshot(mut self) -> Follower {
+        self.wants_snapshot = true;
+        self
     }
 
     /// A message from the leader (anyone else is disconnected).
@@ -135,7 +149,9 @@ impl Follower {
             (ZabMessage::Proposal { zxid, txn }, phase) if self.receiving(phase) => {
                 self.proposal(zxid, txn)
             }
-            (ZabMessage::Commit { zxid }, phase) if self.receiving(phase) => self.commit(zxid),
+            (ZabMessage::Commit { zxid, digest }, phase) if self.receiving(phase) => {
+                self.commit(zxid, digest)
+            }
             (ZabMessage::NewLeader { epoch }, Phase::Syncing(e)) if epoch == e => {
                 self.new_leader(e)
             }
@@ -165,6 +181,7 @@ impl Follower {
                     current_epoch: Some(self.state.current_epoch),
                     last_zxid: self.last_logged,
                     log_base: self.state.log_base,
+                    wants_snapshot: self.wants_snapshot,
                 });
             }
             (TOKEN_NEW_LEADER, Phase::PersistingNewLeader(e)) => {
@@ -280,6 +297,7 @@ impl Follower {
                 current_epoch: None,
                 last_zxid: self.last_logged,
                 log_base: self.state.log_base,
+                wants_snapshot: self.wants_snapshot,
             });
         }
         self.phase = Phase::PersistingAcceptedEpoch(epoch);
@@ -349,12 +367,15 @@ impl Follower {
         }
     }
 
-    fn commit(&mut self, zxid: Zxid) {
+    fn commit(&mut self, zxid: Zxid, digest: Option<u64>) {
         if zxid > self.last_logged {
             // ZooKeeper's messageLegal: a COMMIT for a txn we were never sent.
             return self.abandon(format!("commit {zxid} beyond our log {}", self.last_logged));
         }
         self.commit_to = self.commit_to.max(zxid);
+        if let Some(digest) = digest {
+            self.digest_to_check = Some((zxid, digest));
+        }
         if !matches!(
             self.phase,
             Phase::Syncing(_) | Phase::PersistingNewLeader(_)
@@ -383,6 +404,16 @@ impl Follower {
                 self.delivered = zxid;
                 self.commands.push_back(ZabCommand::Deliver { zxid, txn });
             }
+        }
+        match self.digest_to_check {
+            Some((zxid, digest)) if zxid == self.delivered => {
+                self.digest_to_check = None;
+                self.commands
+                    .push_back(ZabCommand::CheckDigest { zxid, digest });
+            }
+            // Passed by (a later commit came first): nothing to compare.
+            Some((zxid, _)) if zxid < self.delivered => self.digest_to_check = None,
+            _ => {}
         }
     }
 

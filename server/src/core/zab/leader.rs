@@ -122,7 +122,13 @@ impl Leader {
                 current_epoch,
                 last_zxid,
                 log_base,
-            } => self.ack_epoch(from, current_epoch, last_zxid, log_base),
+                wants_snapshot,
+            } => {
+                if let Some(h) = self.learners.get_mut(&from) {
+                    h.wants_snapshot = wants_snapshot;
+                }
+                self.ack_epoch(from, current_epoch, last_zxid, log_base)
+            }
             ZabMessage::Ack { zxid } => self.ack(from, zxid),
             ZabMessage::Ping { .. } => {}
             other => {
@@ -414,8 +420,17 @@ impl Leader {
         else {
             return;
         };
-        let log_base = self.learners.get(&sid).map_or(Zxid::ZERO, |h| h.log_base);
+        let Some(&LearnerHandler {
+            log_base,
+            wants_snapshot,
+            ..
+        }) = self.learners.get(&sid)
+        else {
+            return;
+        };
         let plan = match self.state.history.plan_sync(peer_last) {
+            // Its tree diverged from a leader's: only a SNAP repairs it.
+            _ if wants_snapshot => SyncPlan::Snap,
             // It logged proposals we have not committed: they are cut and
             // sent again, so nothing uncommitted reaches its tree before the
             // COMMIT does (ZooKeeper TRUNCs to its last committed zxid).
@@ -464,6 +479,7 @@ impl Leader {
             sid,
             ZabMessage::Commit {
                 zxid: self.last_committed,
+                digest: None,
             },
         );
         self.send(sid, ZabMessage::NewLeader { epoch: self.epoch });
@@ -552,6 +568,7 @@ impl Leader {
         if self.last_committed > before {
             self.send_to_forwarding(ZabMessage::Commit {
                 zxid: self.last_committed,
+                digest: None,
             });
         }
     }

@@ -28,8 +28,10 @@ pub struct LearnerHandler {
     /// Its currentEpoch from ACKEPOCH (None: it had already accepted the
     /// epoch, ZooKeeper's -1), and its last logged zxid.
     pub summary: Option<(Option<Epoch>, Zxid)>,
-    /// Its log starts after this zxid: it cannot be truncated below.
+    /// The lowest zxid its history can be truncated to.
     pub log_base: Zxid,
+    /// It found its tree diverged and asks for a SNAP.
+    pub wants_snapshot: bool,
     /// The last zxid sent before NEWLEADER: acknowledging NEWLEADER
     /// acknowledges every proposal up to here.
     pub sync_point: Zxid,
@@ -48,6 +50,7 @@ impl LearnerHandler {
             accepted_epoch,
             summary: None,
             log_base: Zxid::ZERO,
+            wants_snapshot: false,
             sync_point: Zxid::ZERO,
             acked: Zxid::ZERO,
             last_heard_ms: now_ms,

@@ -57,6 +57,8 @@ pub enum ZabMessage {
         current_epoch: Option<Epoch>,
         last_zxid: Zxid,
         log_base: Zxid,
+        /// It found its tree diverged: a SNAP, whatever the zxids say.
+        wants_snapshot: bool,
     },
     /// DIFF: the follower's log is a prefix of the leader's.
     Diff { zxid: Zxid },
@@ -73,8 +75,10 @@ pub enum ZabMessage {
     },
     /// PROPOSAL: a txn to log.
     Proposal { zxid: Zxid, txn: Bytes },
-    /// COMMIT: every proposal up to `zxid` is committed.
-    Commit { zxid: Zxid },
+    /// COMMIT: every proposal up to `zxid` is committed. The leader's member
+    /// adds its tree's digest right after `zxid` when it sends one; a follower
+    /// whose tree differs there has diverged (ZOOKEEPER-2846).
+    Commit { zxid: Zxid, digest: Option<u64> },
     /// NEWLEADER: the end of the sync for `epoch`.
     NewLeader { epoch: Epoch },
     /// UPTODATE: the leader is established; start serving.
@@ -160,6 +164,9 @@ pub enum ZabCommand {
     Disconnect { peer: ServerId },
     /// The role can serve clients: a leader is established, a follower up to date.
     Serving,
+    /// Follower: the tree must now be at `zxid` with this digest, the
+    /// leader's there; otherwise it diverged.
+    CheckDigest { zxid: Zxid, digest: u64 },
     /// The role is over: back to election.
     Abandon { reason: String },
 }

@@ -78,6 +78,7 @@ fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
             current_epoch: Some(1),
             last_zxid: z(1),
             log_base: Zxid::ZERO,
+            wants_snapshot: false,
         },
     );
     assert_eq!(
@@ -99,7 +100,13 @@ fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
                     txn: Bytes::from(format!("txn {}", z(2)))
                 }
             ),
-            send(2, ZabMessage::Commit { zxid: z(2) }),
+            send(
+                2,
+                ZabMessage::Commit {
+                    zxid: z(2),
+                    digest: None
+                }
+            ),
             send(2, ZabMessage::NewLeader { epoch: 4 }),
         ]
     );
@@ -143,6 +150,7 @@ fn a_follower_acks_newleader_only_after_its_log_and_then_its_epoch_are_durable()
                 current_epoch: Some(1),
                 last_zxid: z(1),
                 log_base: Zxid::ZERO,
+                wants_snapshot: false,
             }
         )]
     );
@@ -153,7 +161,10 @@ fn a_follower_acks_newleader_only_after_its_log_and_then_its_epoch_are_durable()
             zxid: z(2),
             txn: txn.clone(),
         },
-        ZabMessage::Commit { zxid: z(2) },
+        ZabMessage::Commit {
+            zxid: z(2),
+            digest: None,
+        },
         ZabMessage::NewLeader { epoch: 2 },
     ] {
         f.handle_message(2, ServerId(3), m);
@@ -217,6 +228,7 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
                 current_epoch: Some(0),
                 last_zxid: Zxid::ZERO,
                 log_base: Zxid::ZERO,
+                wants_snapshot: false,
             },
         );
     }
@@ -249,8 +261,20 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
                 zxid: a,
                 txn: Bytes::new()
             },
-            send(2, ZabMessage::Commit { zxid: a }),
-            send(3, ZabMessage::Commit { zxid: a }),
+            send(
+                2,
+                ZabMessage::Commit {
+                    zxid: a,
+                    digest: None
+                }
+            ),
+            send(
+                3,
+                ZabMessage::Commit {
+                    zxid: a,
+                    digest: None
+                }
+            ),
         ]
     );
 }
@@ -281,6 +305,7 @@ fn a_leader_steps_down_before_the_zxid_counter_rolls_over() {
             current_epoch: Some(1),
             last_zxid: near_end,
             log_base: Zxid::ZERO,
+            wants_snapshot: false,
         };
         l.handle_message(0, ServerId(sid), ack_epoch);
     }

@@ -113,16 +113,22 @@ pub fn encode_zab(me: ServerId, message: ZabMessage) -> Vec<QuorumPacket> {
             current_epoch,
             last_zxid,
             log_base,
+            wants_snapshot,
         } => wire::AckEpoch {
             current_epoch: current_epoch.map_or(wire::ACK_EPOCH_ALREADY_ACCEPTED, i64::from),
             last_logged_zxid: last_zxid.0,
             log_base: log_base.0,
+            wants_snapshot,
         }
         .into(),
         ZabMessage::Diff { zxid } => wire::Diff { zxid: zxid.0 }.into(),
         ZabMessage::Trunc { zxid } => wire::Trunc { zxid: zxid.0 }.into(),
         ZabMessage::Proposal { zxid, txn } => wire::Proposal { zxid: zxid.0, txn }.into(),
-        ZabMessage::Commit { zxid } => wire::Commit { zxid: zxid.0 }.into(),
+        ZabMessage::Commit { zxid, digest } => wire::Commit {
+            zxid: zxid.0,
+            digest,
+        }
+        .into(),
         ZabMessage::NewLeader { epoch } => wire::NewLeader {
             zxid: Zxid::new(epoch, 0).0,
             config: Bytes::new(),
@@ -341,6 +347,7 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             },
             last_zxid: Zxid(ack.last_logged_zxid),
             log_base: Zxid(ack.log_base),
+            wants_snapshot: ack.wants_snapshot,
         },
         Body::Diff(d) => ZabMessage::Diff { zxid: Zxid(d.zxid) },
         Body::Trunc(t) => ZabMessage::Trunc { zxid: Zxid(t.zxid) },
@@ -348,7 +355,10 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             zxid: Zxid(p.zxid),
             txn: p.txn,
         },
-        Body::Commit(c) => ZabMessage::Commit { zxid: Zxid(c.zxid) },
+        Body::Commit(c) => ZabMessage::Commit {
+            zxid: Zxid(c.zxid),
+            digest: c.digest,
+        },
         Body::NewLeader(n) => {
             let zxid = Zxid(n.zxid);
             if zxid.counter() != 0 {

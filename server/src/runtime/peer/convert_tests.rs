@@ -15,11 +15,13 @@ fn every_message() -> Vec<ZabMessage> {
             current_epoch: Some(1),
             last_zxid: z,
             log_base: Zxid::new(1, 3),
+            wants_snapshot: false,
         },
         ZabMessage::AckEpoch {
             current_epoch: None,
             last_zxid: Zxid::ZERO,
             log_base: Zxid::ZERO,
+            wants_snapshot: false,
         },
         ZabMessage::Diff { zxid: z },
         ZabMessage::Trunc { zxid: z },
@@ -32,7 +34,10 @@ fn every_message() -> Vec<ZabMessage> {
             zxid: z,
             txn: Bytes::from_static(b"txn header and record"),
         },
-        ZabMessage::Commit { zxid: z },
+        ZabMessage::Commit {
+            zxid: z,
+            digest: None,
+        },
         ZabMessage::NewLeader { epoch: 2 },
         ZabMessage::NewLeader { epoch: u32::MAX },
         ZabMessage::UpToDate,
@@ -139,6 +144,7 @@ fn wire_fields_match_zookeeper() {
             current_epoch: None,
             last_zxid: Zxid(8),
             log_base: Zxid(2),
+            wants_snapshot: false,
         },
     );
     assert_eq!(
@@ -147,6 +153,7 @@ fn wire_fields_match_zookeeper() {
             current_epoch: -1,
             last_logged_zxid: 8,
             log_base: 2,
+            wants_snapshot: false,
         })]
     );
 }
@@ -194,7 +201,13 @@ fn a_decoder_continues_after_a_snapshot() {
             fuzzy_through: Zxid(1),
         },
     );
-    packets.extend(encode_zab(ME, ZabMessage::Commit { zxid: Zxid(2) }));
+    packets.extend(encode_zab(
+        ME,
+        ZabMessage::Commit {
+            zxid: Zxid(2),
+            digest: None,
+        },
+    ));
     let out: Vec<_> = packets
         .into_iter()
         .filter_map(|p| decoder.decode(p).unwrap())
@@ -202,7 +215,10 @@ fn a_decoder_continues_after_a_snapshot() {
     assert_eq!(out.len(), 3, "two pieces and the COMMIT");
     assert_eq!(
         out[2],
-        Inbound::Message(ZabMessage::Commit { zxid: Zxid(2) })
+        Inbound::Message(ZabMessage::Commit {
+            zxid: Zxid(2),
+            digest: None
+        })
     );
 }
 
@@ -359,6 +375,7 @@ fn packets_zkd_does_not_use_are_errors() {
                 current_epoch: -2,
                 last_logged_zxid: 0,
                 log_base: 0,
+                wants_snapshot: false,
             }
             .into(),
         ),
@@ -368,6 +385,7 @@ fn packets_zkd_does_not_use_are_errors() {
                 current_epoch: 1 << 32,
                 last_logged_zxid: 0,
                 log_base: 0,
+                wants_snapshot: false,
             }
             .into(),
         ),

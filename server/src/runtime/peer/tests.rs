@@ -213,6 +213,7 @@ async fn follower_and_leader_see_each_others_messages_in_order() {
             follower,
             ZabMessage::Commit {
                 zxid: Zxid::new(4, 100),
+                digest: None,
             },
         );
         assert_eq!(
@@ -225,6 +226,7 @@ async fn follower_and_leader_see_each_others_messages_in_order() {
                 current_epoch: None,
                 last_zxid: Zxid::new(3, 9),
                 log_base: Zxid::new(3, 1),
+                wants_snapshot: false,
             },
         );
         for counter in 1..=100 {
@@ -247,7 +249,8 @@ async fn follower_and_leader_see_each_others_messages_in_order() {
         assert_eq!(
             next_zab(f).await.1,
             ZabMessage::Commit {
-                zxid: Zxid::new(4, 100)
+                zxid: Zxid::new(4, 100),
+                digest: None,
             }
         );
         let touches = vec![SessionTouch {
@@ -269,6 +272,7 @@ async fn follower_and_leader_see_each_others_messages_in_order() {
                     current_epoch: None,
                     last_zxid: Zxid::new(3, 9),
                     log_base: Zxid::new(3, 1),
+                    wants_snapshot: false,
                 }
             )
         );

@@ -13,6 +13,7 @@ use crate::core::election::ServerId;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use zkd_protocol::Zxid;
 
+mod divergence;
 mod election;
 #[cfg(feature = "failpoints")]
 mod planted;

@@ -3,6 +3,7 @@
 //! with the bug in place would be blind. Run by `run-all.sh` in a build
 //! with the `failpoints` feature.
 
+use super::divergence::a_damaged_follower_resyncs;
 use super::visibility::{rejoin_with_uncommitted, Rejoin};
 use crate::failpoints::{planted, Failpoint};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,4 +33,10 @@ fn a_diff_that_keeps_uncommitted_proposals_is_caught() {
         failure.contains("visibility:") || failure.contains("serves the uncommitted"),
         "{failure}"
     );
+}
+
+#[test]
+fn a_member_serving_a_diverged_tree_is_caught() {
+    let failure = caught(Failpoint::ServeDiverged, a_damaged_follower_resyncs);
+    assert!(failure.contains("stops serving"), "{failure}");
 }
