@@ -246,3 +246,68 @@ async fn a_snap_taken_under_writes_ends_with_the_leaders_tree() {
         "no write landed while the image was written: {sent}"
     );
 }
+
+/// A SNAP that takes several initLimits to send and install completes at
+/// its first try (issue 14, finding 5). ZooKeeper's learner and leader time
+/// each other out per read, not per sync: every piece of the image the
+/// follower reads, every ping during its install, shows the link alive.
+/// tickTime=100 and initLimit=1 give the follower 100 ms of silence while
+/// it syncs (syncLimit=5 keeps 1 MiB writes from ending the broadcast).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snap_longer_than_init_limit_completes_at_its_first_try() {
+    const TICK_MS: u64 = 100;
+    const SLOW_NODES: usize = 240;
+    let options = ServerOptions {
+        tick_time_ms: TICK_MS,
+        ..ServerOptions::default()
+    }
+    .with("snapCount", "40")
+    .with("initLimit", "1")
+    .with("syncLimit", "5");
+    let mut ensemble = Ensemble::start_with(3, options);
+    let leader = ensemble.leader().expect("a leader");
+    let client = connect(&ensemble.connect_string(&[leader]), SESSION).await;
+    within(client.create("/slow", b"", &persistent()))
+        .await
+        .unwrap();
+    for i in 0..SLOW_NODES {
+        let path = format!("/slow/n{i:03}");
+        if let Err(e) = within(client.create(&path, &data_of(i), &persistent())).await {
+            panic!("create {path}: {e}; logs:\n{}", ensemble.logs());
+        }
+    }
+    drop(client);
+
+    let (newcomer, _) = replace_a_disk(&mut ensemble, leader);
+    let started = std::time::Instant::now();
+    ensemble.members[newcomer].restart();
+    ensemble.wait_until_serving(&[newcomer]);
+    let took = started.elapsed();
+    // This run of the newcomer: one sync, which no timeout interrupted.
+    let log = ensemble.members[newcomer].log();
+    let run = log
+        .rsplit("ensemble member starting")
+        .next()
+        .unwrap_or_default();
+    let installs = run.matches("installing the leader's snapshot").count();
+    assert!(
+        installs == 1 && !run.contains("role ended"),
+        "the newcomer's sync did not complete at its first try ({installs} SNAPs); logs:\n{}",
+        ensemble.logs()
+    );
+    // Otherwise the SNAP was too quick to show anything: make the tree bigger.
+    assert!(
+        took > Duration::from_millis(3 * TICK_MS),
+        "the SNAP took {took:?}, under three initLimits"
+    );
+    eprintln!("a {SLOW_NODES} MiB SNAP took {took:?} with initLimit {TICK_MS} ms");
+
+    let reader = connect(&ensemble.connect_string(&[newcomer]), SESSION).await;
+    within(reader.sync("/slow")).await.unwrap();
+    let children = within(reader.list_children("/slow")).await.unwrap();
+    assert_eq!(
+        children.len(),
+        SLOW_NODES,
+        "the newcomer has the whole tree"
+    );
+}

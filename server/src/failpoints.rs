@@ -70,11 +70,16 @@ pub enum Failpoint {
     /// digest, or a committed txn failing to apply) logs it and serves on,
     /// as ZooKeeper does (ZOOKEEPER-2846): its clients read a wrong tree.
     ServeDiverged,
+    /// Liveness during a sync is timed per sync, not per read: the pieces
+    /// of a SNAP, the pings during its install and the image moving on do
+    /// not show the link alive, so a SNAP longer than initLimit never
+    /// finishes.
+    SyncTimedWhole,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 10] = [
+    pub const ALL: [Failpoint; 11] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -85,6 +90,7 @@ impl Failpoint {
         Failpoint::DiffUncommitted,
         Failpoint::SnapshotAnyTree,
         Failpoint::ServeDiverged,
+        Failpoint::SyncTimedWhole,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -100,6 +106,7 @@ impl Failpoint {
             Failpoint::DiffUncommitted => "diff-uncommitted",
             Failpoint::SnapshotAnyTree => "snapshot-any-tree",
             Failpoint::ServeDiverged => "serve-diverged",
+            Failpoint::SyncTimedWhole => "sync-timed-whole",
         }
     }
 

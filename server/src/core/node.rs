@@ -18,6 +18,12 @@ use zkd_storage::{DataTree, Txn};
 /// millisecond of work every few milliseconds.
 const SNAPSHOT_STEP_NODES: usize = 2000;
 const SNAPSHOT_STEP_INTERVAL_MS: u64 = 4;
+/// A slice also ends after this many bytes of image: with large nodes a
+/// count of nodes alone would copy hundreds of MiB in one slice and stall
+/// the loop past a peer's timeout.
+const SNAPSHOT_STEP_BYTES: usize = 1 << 20;
+/// Nodes written between looks at the slice's bytes.
+const SNAPSHOT_NODES_PER_LOOK: usize = 16;
 
 /// Why a txn was started, so its outcome reaches the right place.
 #[derive(Clone, Debug)]
@@ -164,7 +170,19 @@ impl Node {
             return;
         }
         *due_ms = now.mono_ms + SNAPSHOT_STEP_INTERVAL_MS;
-        if cursor.step(&self.tree, SNAPSHOT_STEP_NODES) {
+        let start = cursor.buffered();
+        let mut nodes = 0;
+        let done = loop {
+            if cursor.step(&self.tree, SNAPSHOT_NODES_PER_LOOK) {
+                break true;
+            }
+            nodes += SNAPSHOT_NODES_PER_LOOK;
+            let bytes = cursor.buffered().saturating_sub(start);
+            if nodes >= SNAPSHOT_STEP_NODES || bytes >= SNAPSHOT_STEP_BYTES {
+                break false;
+            }
+        };
+        if done {
             if let Some((cursor, _)) = self.snapshot.take() {
                 let zxid = cursor.zxid();
                 self.commands.push_back(Command::Snapshot {

@@ -17,7 +17,7 @@ use super::peer::{PeerEvent, PeerNetwork, SnapPermit};
 use super::recovery;
 use super::snap_receiver::SnapReceiver;
 use super::snap_sender::SnapSender;
-use super::storage_worker::{StorageJob, StorageReport};
+use super::storage_worker::{RebuiltTree, StorageJob, StorageReport};
 use super::ServeError;
 use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
@@ -30,7 +30,7 @@ use crate::failpoints::{active, Failpoint};
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
 use zkd_protocol::Zxid;
-use zkd_storage::{StorageError, Store, Txn};
+use zkd_storage::{DataTree, StorageError, Store, Txn};
 
 /// Txns a member keeps in memory to bring a follower up to date by DIFF;
 /// one further behind gets a SNAP.
@@ -67,11 +67,16 @@ enum Waiting {
 /// How the tree follows storage after a TRUNC or a SNAP install.
 #[derive(Clone, Copy)]
 enum Reload {
-    /// The log was cut after this zxid.
-    Truncated(Zxid),
-    /// A leader's image was installed; txns through `fuzzy_through` may be
-    /// in it already.
-    Installed { fuzzy_through: Zxid },
+    /// The log was cut after this zxid, at or above the tree: the tree is a
+    /// prefix of what is left and takes the log's next txns.
+    CatchUp(Zxid),
+    /// The storage thread rebuilds the tree from disk (a cut below the tree,
+    /// or a leader's image, whose txns through `fuzzy_through` may be in it
+    /// already).
+    Rebuild {
+        fuzzy_through: Zxid,
+        installed: bool,
+    },
 }
 
 enum Deferred {
@@ -229,8 +234,14 @@ impl<S: Store> Member<S> {
             Role::Following(f) => f.handle_timeout(ctx.now.mono_ms),
             Role::Looking => {}
         }
-        self.snaps_out
+        let moved = self
+            .snaps_out
             .step(ctx.now.mono_ms, ctx.node.tree(), &mut self.peers);
+        if let Role::Leading(l) = &mut self.role {
+            for peer in moved {
+                l.heard_from(peer, ctx.now.mono_ms);
+            }
+        }
         self.after_zab(ctx)
     }
 
@@ -242,9 +253,8 @@ impl<S: Store> Member<S> {
                 self.after_election(ctx)
             }
             PeerEvent::Zab { from, message } => {
-                if let Waiting::Reload { deferred, .. } = &mut self.waiting {
-                    deferred.push_back(Deferred::Message { from, message });
-                    return Ok(());
+                if matches!(self.waiting, Waiting::Reload { .. }) {
+                    return self.defer(ctx, from, message);
                 }
                 self.zab_message(ctx, from, message)
             }
@@ -267,6 +277,34 @@ impl<S: Store> Member<S> {
         }
     }
 
+    /// A message that came during a reload waits for it; the leader is not
+    /// silent meanwhile, and its pings are answered at once, so a long
+    /// install does not look like a dead link to either side.
+    fn defer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: ServerId,
+        message: ZabMessage,
+    ) -> Result<(), ServeError> {
+        if let Role::Following(f) = &mut self.role {
+            if f.leader() == from {
+                f.heard_from_leader(ctx.now.mono_ms);
+                if let ZabMessage::Ping { .. } = message {
+                    f.handle_message(ctx.now.mono_ms, from, message);
+                    let replies: Vec<ZabCommand> = f.drain_commands().collect();
+                    for reply in replies {
+                        self.run(ctx, reply)?;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        if let Waiting::Reload { deferred, .. } = &mut self.waiting {
+            deferred.push_back(Deferred::Message { from, message });
+        }
+        Ok(())
+    }
+
     /// A piece of the leader's SNAP: staged as it comes, then the role gets it.
     fn snap_piece(
         &mut self,
@@ -282,6 +320,9 @@ impl<S: Store> Member<S> {
             self.snap_in = None;
             self.peers.close_zab(from);
             return Ok(());
+        }
+        if let Role::Following(f) = &mut self.role {
+            f.heard_from_leader(ctx.now.mono_ms);
         }
         let received = SnapReceiver::receive(&mut self.snap_in, piece, permit);
         submit(ctx, received.job)?;
@@ -353,13 +394,13 @@ impl<S: Store> Member<S> {
             StorageReport::Failed(e) => return Err(ServeError::Storage(e)),
             StorageReport::Reached(TOKEN_DRAINED) if matches!(self.waiting, Waiting::Drain) => {
                 if self.diverged == Divergence::Rebuild {
-                    let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
-                    ctx.node.replace_tree(tree, Zxid::ZERO);
-                    self.diverged = Divergence::AwaitingSnapshot;
+                    // The diverged tree is rebuilt from disk before the vote.
+                    return submit(ctx, StorageJob::Rebuild);
                 }
                 return self.look(ctx);
             }
-            StorageReport::Reached(TOKEN_RELOADED) => return self.reloaded(ctx),
+            StorageReport::Rebuilt(RebuiltTree(tree)) => return self.rebuilt(ctx, *tree),
+            StorageReport::Reached(TOKEN_RELOADED) => return self.reloaded(ctx, None),
             _ if matches!(self.waiting, Waiting::Drain) => {}
             StorageReport::Persisted(zxid) => match &mut self.role {
                 Role::Leading(l) => l.handle_persisted(zxid),
@@ -615,7 +656,15 @@ impl<S: Store> Member<S> {
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
                 submit(ctx, StorageJob::Truncate(after))?;
-                self.reload_after_storage(Reload::Truncated(after))
+                let reload = if ctx.node.tree().last_zxid() <= after {
+                    Reload::CatchUp(after)
+                } else {
+                    Reload::Rebuild {
+                        fuzzy_through: Zxid::ZERO,
+                        installed: false,
+                    }
+                };
+                self.reload_after_storage(reload)
             }
             StorageOp::InstallSnapshot {
                 zxid,
@@ -623,7 +672,10 @@ impl<S: Store> Member<S> {
                 fuzzy_through,
             } => {
                 submit(ctx, StorageJob::InstallSnapshot { zxid, image })?;
-                self.reload_after_storage(Reload::Installed { fuzzy_through })
+                self.reload_after_storage(Reload::Rebuild {
+                    fuzzy_through,
+                    installed: true,
+                })
             }
             // Planted (skip-epoch-write): the epoch changes in memory only;
             // the barrier after it still comes, so the role carries on.
@@ -649,32 +701,60 @@ impl<S: Store> Member<S> {
             deferred: VecDeque::new(),
             reload,
         };
-        StorageJob::Barrier(TOKEN_RELOADED)
+        match reload {
+            Reload::CatchUp(_) => StorageJob::Barrier(TOKEN_RELOADED),
+            Reload::Rebuild { .. } => StorageJob::Rebuild,
+        }
     }
 
-    /// The log is cut or a snapshot installed: the tree follows storage,
-    /// then what waited carries on. A tree at or below the cut is a prefix
-    /// of the log left, so the log's next txns are applied to it; any other
-    /// tree is rebuilt from storage.
-    fn reloaded(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+    /// The storage thread rebuilt the tree from disk: for a reload, or for
+    /// a diverged tree after the role's drain (then the vote follows). A
+    /// rebuild that comes after its role ended is still what is on disk.
+    fn rebuilt(&mut self, ctx: &mut Ctx<'_>, tree: DataTree) -> Result<(), ServeError> {
+        match self.waiting {
+            Waiting::Reload { .. } => self.reloaded(ctx, Some(tree)),
+            Waiting::Drain => {
+                ctx.node.replace_tree(tree, Zxid::ZERO);
+                if self.diverged == Divergence::Rebuild {
+                    self.diverged = Divergence::AwaitingSnapshot;
+                    return self.look(ctx);
+                }
+                Ok(())
+            }
+            Waiting::Nothing => Ok(()),
+        }
+    }
+
+    /// The log is cut or a snapshot installed: the tree follows storage
+    /// (caught up on the log, or `rebuilt` by the storage thread), then what
+    /// waited carries on. The time the reload took is the member's own, not
+    /// the leader's silence.
+    fn reloaded(&mut self, ctx: &mut Ctx<'_>, rebuilt: Option<DataTree>) -> Result<(), ServeError> {
         let Waiting::Reload { deferred, reload } =
             std::mem::replace(&mut self.waiting, Waiting::Nothing)
         else {
             return Ok(());
         };
-        match reload {
-            Reload::Truncated(cut) if ctx.node.tree().last_zxid() <= cut => {
-                self.catch_up_tree(ctx, cut)?
-            }
-            Reload::Truncated(_) => {
-                let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
-                ctx.node.replace_tree(tree, Zxid::ZERO);
-            }
-            Reload::Installed { fuzzy_through } => {
-                let tree = recovery::rebuild(&self.storage).map_err(storage_error)?;
+        match (reload, rebuilt) {
+            (Reload::CatchUp(cut), _) => self.catch_up_tree(ctx, cut)?,
+            (
+                Reload::Rebuild {
+                    fuzzy_through,
+                    installed,
+                },
+                Some(tree),
+            ) => {
                 ctx.node.replace_tree(tree, fuzzy_through);
-                self.diverged = Divergence::None;
+                if installed {
+                    self.diverged = Divergence::None;
+                }
             }
+            (Reload::Rebuild { .. }, None) => {
+                unreachable!("a rebuild reload ends with the rebuilt tree")
+            }
+        }
+        if let Role::Following(f) = &mut self.role {
+            f.heard_from_leader(ctx.now.mono_ms);
         }
         if matches!(self.waiting, Waiting::Drain) {
             return Ok(());

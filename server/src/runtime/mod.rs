@@ -25,6 +25,7 @@ use crate::config::Config;
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
 use crate::core::{Command, ConnId, CoreConfig, Event, Node};
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
 use std::collections::{BTreeMap, HashMap};
@@ -279,6 +280,9 @@ struct NodeLoop<S: Store> {
     member: Option<member::Member<S>>,
 }
 
+/// Peer events taken in before the member's overdue timers run.
+const MAX_PEER_EVENTS_BEFORE_TIMERS: usize = 256;
+
 impl<S: Store> NodeLoop<S> {
     async fn run(
         &mut self,
@@ -308,6 +312,20 @@ impl<S: Store> NodeLoop<S> {
                 .and_then(|m| m.poll_timeout())
                 .is_some_and(|due| due <= now.mono_ms)
             {
+                // What peers sent while this loop was busy comes first: a peer
+                // is silent only if nothing of it waits here (ZooKeeper's
+                // timeouts count per read, not the reader's own stalls).
+                let first = if active(Failpoint::SyncTimedWhole) {
+                    0
+                } else {
+                    MAX_PEER_EVENTS_BEFORE_TIMERS
+                };
+                for _ in 0..first {
+                    match peer_events.as_mut().map(|rx| rx.try_recv()) {
+                        Some(Ok(event)) => self.with_member(|m, ctx| m.handle_peer(ctx, event))?,
+                        _ => break,
+                    }
+                }
                 self.with_member(|m, ctx| m.handle_timeout(ctx))?;
             }
             let due = [
@@ -338,8 +356,8 @@ impl<S: Store> NodeLoop<S> {
                 report = reports.recv() => match report {
                     Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
                     Some(StorageReport::Persisted(zxid)) => self.node.handle_event(self.clock.now(), Event::Persisted { zxid }),
-                    // Standalone submits no barriers.
-                    Some(StorageReport::Reached(_)) => {}
+                    // Standalone submits no barriers or rebuilds.
+                    Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_)) => {}
                     Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },

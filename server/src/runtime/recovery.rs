@@ -86,7 +86,17 @@ pub fn base_snapshot(
 pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState, StorageError> {
     // Never a snapshot past the log's end (a TRUNC or SNAP install cut
     // short): recovery does not start from it, so the tree may be below it.
-    let base = base_snapshot(storage)?.map_or(Zxid::ZERO, |s| s.zxid);
+    // Seals only, not the image (read at every election, it may be large):
+    // a damaged newest one raises the base above the tree's, which only
+    // makes a follower behind it get a SNAP.
+    let end = storage.last_zxid()?.max(storage.purged_through()?);
+    let base = storage
+        .snapshot_seals()?
+        .into_iter()
+        .map(|(zxid, _)| zxid)
+        .filter(|zxid| end.is_none_or(|end| *zxid <= end))
+        .max()
+        .unwrap_or(Zxid::ZERO);
     let mut history = History::new(base, window);
     for item in storage.txns_after(base, 1024) {
         let (zxid, txn) = item?;

@@ -73,18 +73,23 @@ impl SnapSender {
     }
 
     /// Sends what each follower has room for; finished images release the
-    /// messages held behind them.
-    pub fn step(&mut self, now_ms: u64, tree: &DataTree, peers: &mut PeerNetwork) {
+    /// messages held behind them. Returns the followers whose image moved
+    /// on: they read it, so they are alive.
+    pub fn step(&mut self, now_ms: u64, tree: &DataTree, peers: &mut PeerNetwork) -> Vec<ServerId> {
+        let mut moved = Vec::new();
         if self.next_ms.is_none_or(|due| now_ms < due) {
-            return;
+            return moved;
         }
         let mut busy = false;
         let peers_streamed: Vec<ServerId> = self.streams.keys().copied().collect();
         for to in peers_streamed {
             match self.step_one(to, tree, peers) {
-                Progress::Sent => busy = true,
-                Progress::Waiting => {}
-                Progress::Finished | Progress::LinkGone => {}
+                Progress::Sent => {
+                    busy = true;
+                    moved.push(to);
+                }
+                Progress::Finished => moved.push(to),
+                Progress::Waiting | Progress::LinkGone => {}
             }
         }
         self.next_ms = match (self.streams.is_empty(), busy) {
@@ -92,6 +97,7 @@ impl SnapSender {
             (false, true) => Some(now_ms),
             (false, false) => Some(now_ms + RETRY_MS),
         };
+        moved
     }
 
     /// Drops the image to `peer` and what waited behind it (its link closed).

@@ -121,6 +121,16 @@ impl Follower {
         self
     }
 
+    /// The leader's link carried something the role does not see yet (a
+    /// piece of a SNAP, a message held during a reload): the leader is not
+    /// silent. ZooKeeper's learner times out per read, not per sync.
+    pub fn heard_from_leader(&mut self, now_ms: u64) {
+        if active(Failpoint::SyncTimedWhole) {
+            return;
+        }
+        self.last_heard_ms = self.last_heard_ms.max(now_ms);
+    }
+
     /// A message from the leader (anyone else is disconnected).
     pub fn handle_message(&mut self, now_ms: u64, from: ServerId, message: ZabMessage) {
         if self.phase == Phase::Done {

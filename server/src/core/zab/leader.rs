@@ -53,6 +53,8 @@ pub struct Leader {
     own_durable: Zxid,
     /// Discovery and sync must finish by then.
     deadline_ms: u64,
+    /// The next heartbeat: every half tick, as ZooKeeper's leader pings, so
+    /// a follower allowed a tick of silence always hears one in time.
     next_tick_ms: u64,
     commands: VecDeque<ZabCommand>,
 }
@@ -88,7 +90,7 @@ impl Leader {
             last_proposed: last,
             own_durable: last,
             deadline_ms: now_ms + timing.init_ms(),
-            next_tick_ms: now_ms + timing.tick_ms,
+            next_tick_ms: now_ms + timing.ping_ms(),
             commands: VecDeque::new(),
             state,
         };
@@ -189,7 +191,7 @@ impl Leader {
         if now_ms < self.next_tick_ms {
             return;
         }
-        self.next_tick_ms = now_ms + self.timing.tick_ms;
+        self.next_tick_ms = now_ms + self.timing.ping_ms();
         let silent: Vec<ServerId> = self
             .learners
             .values()
@@ -227,6 +229,18 @@ impl Leader {
             Phase::Done => None,
             Phase::Broadcast => Some(self.next_tick_ms),
             _ => Some(self.next_tick_ms.min(self.deadline_ms)),
+        }
+    }
+
+    /// A SNAP to `sid` moved on (the follower read more of it): it is not
+    /// silent, however long the image takes. ZooKeeper's leader times a
+    /// learner out per read, not per sync.
+    pub fn heard_from(&mut self, sid: ServerId, now_ms: u64) {
+        if active(Failpoint::SyncTimedWhole) {
+            return;
+        }
+        if let Some(h) = self.learners.get_mut(&sid) {
+            h.last_heard_ms = h.last_heard_ms.max(now_ms);
         }
     }
 

@@ -189,6 +189,11 @@ impl Timing {
     pub fn sync_ms(&self) -> u64 {
         self.tick_ms * self.sync_limit
     }
+
+    /// How often a leader pings: every half tick, as ZooKeeper's does.
+    pub fn ping_ms(&self) -> u64 {
+        (self.tick_ms / 2).max(1)
+    }
 }
 
 /// What a member has durably: its epochs and its log, as recovered.

@@ -61,6 +61,10 @@ pub enum StorageJob {
     /// Reports `Reached(token)` once every job before it is durable (local
     /// snapshots excepted, see the module doc).
     Barrier(u64),
+    /// Rebuilds the tree from what is durable after every job before it
+    /// (after a TRUNC or a SNAP install), off the node loop, and reports it
+    /// as `Rebuilt`.
+    Rebuild,
 }
 
 /// What the storage thread reports.
@@ -70,9 +74,23 @@ pub enum StorageReport {
     Persisted(Zxid),
     /// Every job before `Barrier(token)` is durable.
     Reached(u64),
+    /// The tree rebuilt from storage, as a `Rebuild` asked.
+    Rebuilt(RebuiltTree),
     /// Storage failed: the node must stop.
     Failed(String),
 }
+
+/// A tree rebuilt by the storage thread. Reports compare by zxid and digest.
+#[derive(Debug)]
+pub struct RebuiltTree(pub Box<zkd_storage::DataTree>);
+
+impl PartialEq for RebuiltTree {
+    fn eq(&self, other: &Self) -> bool {
+        (self.0.last_zxid(), self.0.digest()) == (other.0.last_zxid(), other.0.digest())
+    }
+}
+
+impl Eq for RebuiltTree {}
 
 /// Largest number of jobs taken from the queue at once; with one fsync per
 /// run of appends, this bounds a batch as ZooKeeper's maxBatchSize does.
@@ -201,6 +219,10 @@ impl<S: Store> Worker<S> {
             StorageJob::SetAcceptedEpoch(epoch) => self.storage.set_accepted_epoch(epoch)?,
             StorageJob::SetCurrentEpoch(epoch) => self.storage.set_current_epoch(epoch)?,
             StorageJob::Barrier(token) => self.report(StorageReport::Reached(token)),
+            StorageJob::Rebuild => {
+                let tree = super::recovery::rebuild(&self.storage)?;
+                self.report(StorageReport::Rebuilt(RebuiltTree(Box::new(tree))));
+            }
         }
         Ok(())
     }
