@@ -247,38 +247,52 @@ async fn a_snap_taken_under_writes_ends_with_the_leaders_tree() {
     );
 }
 
+/// Rewrites `key=...` in a stopped member's zoo.cfg.
+fn set_config(member: &zkd_client_tests::ZkdProcess, key: &str, value: &str) {
+    let path = member.config_path();
+    let text = std::fs::read_to_string(path).expect("zoo.cfg");
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| match l.split_once('=') {
+            Some((k, _)) if k == key => format!("{key}={value}"),
+            _ => l.to_string(),
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").expect("write zoo.cfg");
+}
+
 /// A SNAP that takes several initLimits to send and install completes at
 /// its first try (issue 14, finding 5). ZooKeeper's learner and leader time
 /// each other out per read, not per sync: every piece of the image the
 /// follower reads, every ping during its install, shows the link alive.
-/// tickTime=100 and initLimit=1 give the follower 100 ms of silence while
-/// it syncs (syncLimit=5 keeps 1 MiB writes from ending the broadcast).
+/// The tree is written with ordinary timeouts; then every member restarts
+/// with tickTime=100 and initLimit=1, 100 ms of silence while syncing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snap_longer_than_init_limit_completes_at_its_first_try() {
     const TICK_MS: u64 = 100;
     const SLOW_NODES: usize = 240;
-    let options = ServerOptions {
-        tick_time_ms: TICK_MS,
-        ..ServerOptions::default()
-    }
-    .with("snapCount", "40")
-    .with("initLimit", "1")
-    .with("syncLimit", "5");
-    let mut ensemble = Ensemble::start_with(3, options);
-    let leader = ensemble.leader().expect("a leader");
-    let client = connect(&ensemble.connect_string(&[leader]), SESSION).await;
-    within(client.create("/slow", b"", &persistent()))
-        .await
-        .unwrap();
+    let (mut ensemble, client, leader) = ensemble_with("40", "/slow").await;
     for i in 0..SLOW_NODES {
         let path = format!("/slow/n{i:03}");
-        if let Err(e) = within(client.create(&path, &data_of(i), &persistent())).await {
-            panic!("create {path}: {e}; logs:\n{}", ensemble.logs());
-        }
+        within(client.create(&path, &data_of(i), &persistent()))
+            .await
+            .unwrap();
     }
     drop(client);
 
-    let (newcomer, _) = replace_a_disk(&mut ensemble, leader);
+    let newcomer = (0..3).find(|i| *i != leader).unwrap();
+    for member in &mut ensemble.members {
+        member.kill9();
+        set_config(member, "tickTime", &TICK_MS.to_string());
+        set_config(member, "initLimit", "1");
+        set_config(member, "syncLimit", "5");
+    }
+    ensemble.members[newcomer].wipe_data();
+    let others: Vec<usize> = (0..3).filter(|i| *i != newcomer).collect();
+    for &i in &others {
+        ensemble.members[i].restart();
+    }
+    ensemble.wait_until_serving(&others);
     let started = std::time::Instant::now();
     ensemble.members[newcomer].restart();
     ensemble.wait_until_serving(&[newcomer]);

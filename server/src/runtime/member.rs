@@ -639,6 +639,8 @@ impl<S: Store> Member<S> {
     fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), ServeError> {
         tracing::info!(role = %self.describe(), reason, "role ended; back to election");
         self.role = Role::Looking;
+        // Until the drain ends and a round starts, lookers hear LOOKING.
+        self.election.stand_down();
         ctx.node.stop_serving();
         self.snaps_out.clear();
         self.snap_in = None;

@@ -81,6 +81,10 @@ pub struct Election {
     resend_interval_ms: u64,
     commands: VecDeque<ElectionCommand>,
     outcome: Option<Outcome>,
+    /// The role ended and no round has started yet (the member drains its
+    /// storage first): lookers hear LOOKING with this member's own vote,
+    /// never the leader it no longer follows, and nothing is counted.
+    standing_down: bool,
 }
 
 impl Election {
@@ -100,12 +104,28 @@ impl Election {
             resend_at: None,
             commands: VecDeque::new(),
             outcome: None,
+            standing_down: false,
         }
+    }
+
+    /// The member's role ended; until the next [`look`](Self::look) it
+    /// answers as a looker with its own last vote, so no looker is sent to
+    /// a leader that is gone, and it counts no votes.
+    pub fn stand_down(&mut self) {
+        self.state = ServerState::Looking;
+        self.vote = self.own;
+        self.standing_down = true;
+        self.received.clear();
+        self.out_of_election.clear();
+        self.finalize_at = None;
+        self.resend_at = None;
+        self.outcome = None;
     }
 
     /// Starts a new round with `own` (this member, its last logged zxid and
     /// its currentEpoch), as `lookForLeader` does on entry.
     pub fn look(&mut self, now_ms: u64, own: Vote) {
+        self.standing_down = false;
         self.own = own;
         self.logical_clock += 1;
         self.state = ServerState::Looking;
@@ -124,6 +144,12 @@ impl Election {
         if !self.is_voter(n.sender) || !self.is_voter(n.vote.leader) {
             // ZooKeeper answers a non-voter with its current vote and counts nothing.
             return self.send(n.sender, self.notification());
+        }
+        if self.standing_down {
+            if n.state == ServerState::Looking {
+                self.send(n.sender, self.notification());
+            }
+            return;
         }
         if self.state != ServerState::Looking {
             // Settled: tell a looker who leads, with the round of that decision.
@@ -155,7 +181,7 @@ impl Election {
 
     /// Decides or re-sends when their time has come.
     pub fn handle_timeout(&mut self, now_ms: u64) {
-        if self.state != ServerState::Looking {
+        if self.state != ServerState::Looking || self.standing_down {
             return;
         }
         if self.finalize_at.is_some_and(|at| now_ms >= at) {
@@ -181,7 +207,7 @@ impl Election {
 
     /// When `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.state != ServerState::Looking {
+        if self.state != ServerState::Looking || self.standing_down {
             return None;
         }
         match (self.finalize_at, self.resend_at) {

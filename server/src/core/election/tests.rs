@@ -426,3 +426,38 @@ mod simulated {
         }
     }
 }
+
+/// Issue 14, finding 8: between the end of a role and the next round (the
+/// member drains its storage first), a looker must not be told to follow
+/// the leader this member no longer follows, and no vote is counted then.
+#[test]
+fn a_member_whose_role_ended_answers_lookers_as_a_looker() {
+    let mut e = Election::new(config(2, 3), vote(2, 7, 1));
+    e.look(0, vote(2, 7, 1));
+    sends(&mut e);
+    e.handle_notification(1, settled(1, ServerState::Following, 3, 1));
+    e.handle_notification(1, settled(3, ServerState::Leading, 3, 1));
+    assert!(e.take_outcome().is_some());
+    e.stand_down();
+    let looker = Notification {
+        sender: ServerId(1),
+        state: ServerState::Looking,
+        vote: vote(1, 9, 1),
+        election_epoch: 2,
+    };
+    e.handle_notification(50, looker);
+    let out = sends(&mut e);
+    assert_eq!(out.len(), 1);
+    let (to, n) = out[0];
+    assert_eq!(to, ServerId(1));
+    assert_eq!(n.state, ServerState::Looking, "not FOLLOWING a gone leader");
+    assert_eq!(n.vote.leader, ServerId(2), "its own vote, not leader 3");
+    e.handle_notification(60, settled(3, ServerState::Leading, 3, 1));
+    assert_eq!(e.poll_timeout(), None, "no round runs until the next look");
+    assert!(
+        e.take_outcome().is_none(),
+        "nothing is decided while standing down"
+    );
+    e.look(100, vote(2, 8, 1));
+    assert_eq!(e.poll_timeout(), Some(300), "the next round runs as usual");
+}
