@@ -75,11 +75,14 @@ pub enum Failpoint {
     /// not show the link alive, so a SNAP longer than initLimit never
     /// finishes.
     SyncTimedWhole,
+    /// Events a closed or replaced quorum link queued reach the member's
+    /// current role (a COMMIT or a close of the old link, seen by a new sync).
+    StaleLinkEvents,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 11] = [
+    pub const ALL: [Failpoint; 12] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -91,6 +94,7 @@ impl Failpoint {
         Failpoint::SnapshotAnyTree,
         Failpoint::ServeDiverged,
         Failpoint::SyncTimedWhole,
+        Failpoint::StaleLinkEvents,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -107,6 +111,7 @@ impl Failpoint {
             Failpoint::SnapshotAnyTree => "snapshot-any-tree",
             Failpoint::ServeDiverged => "serve-diverged",
             Failpoint::SyncTimedWhole => "sync-timed-whole",
+            Failpoint::StaleLinkEvents => "stale-link-events",
         }
     }
 

@@ -247,12 +247,16 @@ impl<S: Store> Member<S> {
 
     /// Something from a peer.
     pub fn handle_peer(&mut self, ctx: &mut Ctx<'_>, event: PeerEvent) -> Result<(), ServeError> {
+        if self.peers.is_stale(&event) && !active(Failpoint::StaleLinkEvents) {
+            tracing::debug!(?event, "dropping an event of a quorum link closed since");
+            return Ok(());
+        }
         match event {
             PeerEvent::Notification(n) => {
                 self.election.handle_notification(ctx.now.mono_ms, n);
                 self.after_election(ctx)
             }
-            PeerEvent::Zab { from, message } => {
+            PeerEvent::Zab { from, message, .. } => {
                 if matches!(self.waiting, Waiting::Reload { .. }) {
                     return self.defer(ctx, from, message);
                 }
@@ -262,8 +266,9 @@ impl<S: Store> Member<S> {
                 from,
                 piece,
                 permit,
+                ..
             } => self.snap_piece(ctx, from, piece, permit),
-            PeerEvent::ZabClosed { peer } => {
+            PeerEvent::ZabClosed { peer, .. } => {
                 self.snaps_out.cancel(peer);
                 match &mut self.role {
                     Role::Leading(l) => l.peer_disconnected(peer),

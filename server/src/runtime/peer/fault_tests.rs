@@ -148,10 +148,10 @@ async fn a_second_quorum_link_from_the_same_sid_replaces_the_first() {
         second.read_exact(&mut got).await.unwrap();
         assert_eq!(got, expected);
         drop(second);
-        assert_eq!(
+        assert!(matches!(
             next_event(l).await,
-            PeerEvent::ZabClosed { peer: ServerId(1) }
-        );
+            PeerEvent::ZabClosed { peer, .. } if peer == ServerId(1)
+        ));
         assert_silent(l).await;
     })
     .await
@@ -170,10 +170,10 @@ async fn a_dead_leader_is_reported_closed() {
         f.net.connect_zab(ServerId(2));
         f.net
             .send_zab(ServerId(2), ZabMessage::FollowerInfo { accepted_epoch: 1 });
-        assert_eq!(
+        assert!(matches!(
             next_event(f).await,
-            PeerEvent::ZabClosed { peer: ServerId(2) }
-        );
+            PeerEvent::ZabClosed { peer, .. } if peer == ServerId(2)
+        ));
         // Nothing to send to afterwards: dropped quietly.
         f.net.send_zab(ServerId(2), ZabMessage::UpToDate);
         assert_silent(f).await;
@@ -204,7 +204,10 @@ async fn a_follower_that_does_not_read_is_dropped() {
                 },
             );
             if let Ok(event) = timeout(Duration::from_millis(1), l.events.recv()).await {
-                assert_eq!(event, Some(PeerEvent::ZabClosed { peer: ServerId(1) }));
+                assert!(matches!(
+                    event,
+                    Some(PeerEvent::ZabClosed { peer, .. }) if peer == ServerId(1)
+                ));
                 break;
             }
             assert!(counter < 10_000, "never closed");
@@ -223,10 +226,10 @@ async fn dropping_the_network_closes_its_links_and_ports() {
         link(&mut f, &mut l, 1, 2).await;
         let (election, quorum) = (f.net.election_addr(), f.net.quorum_addr());
         drop(f.net);
-        assert_eq!(
+        assert!(matches!(
             next_event(&mut l).await,
-            PeerEvent::ZabClosed { peer: ServerId(1) }
-        );
+            PeerEvent::ZabClosed { peer, .. } if peer == ServerId(1)
+        ));
         // Its listeners are gone with it.
         for addr in [election, quorum] {
             loop {

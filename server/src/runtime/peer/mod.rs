@@ -66,17 +66,23 @@ const SNAP_CHUNK_OVERHEAD: usize = 64;
 pub enum PeerEvent {
     /// An election notification from a peer (sender checked against the link's sid).
     Notification(Notification),
-    /// A Zab message on the quorum link with `from`.
-    Zab { from: ServerId, message: ZabMessage },
+    /// A Zab message on the quorum link with `from` (`link`: that link's
+    /// generation, see [`PeerNetwork::is_stale`]).
+    Zab {
+        from: ServerId,
+        message: ZabMessage,
+        link: u64,
+    },
     /// The next piece of the SNAP image `from` is streaming to us, with its
     /// share of the bytes in flight (drop it once the piece is written).
     SnapChunk {
         from: ServerId,
         piece: SnapPiece,
         permit: SnapPermit,
+        link: u64,
     },
     /// The quorum link with `peer` closed (after every message it delivered).
-    ZabClosed { peer: ServerId },
+    ZabClosed { peer: ServerId, link: u64 },
 }
 
 /// Bytes of SNAP pieces received and not yet written (dropped) that a
@@ -250,6 +256,22 @@ impl PeerNetwork {
     /// failure emits `ZabClosed { peer: leader }`. Replaces any link with `leader`.
     pub fn connect_zab(&mut self, leader: ServerId) {
         quorum_link::connect(&self.shared, leader);
+    }
+
+    /// Whether `event` came from a quorum link that was closed or replaced
+    /// since it was queued: a new role must not see an old link's messages
+    /// (nor its close). Election notifications are never stale.
+    pub fn is_stale(&self, event: &PeerEvent) -> bool {
+        let state = self.shared.lock();
+        let current = |peer: &ServerId| state.quorum.get(peer).map(|l| l.task.generation);
+        match event {
+            PeerEvent::Notification(_) => false,
+            PeerEvent::Zab { from, link, .. } | PeerEvent::SnapChunk { from, link, .. } => {
+                current(from) != Some(*link)
+            }
+            // Its link is gone from the table by now: stale only if another replaced it.
+            PeerEvent::ZabClosed { peer, link } => current(peer).is_some_and(|g| g != *link),
+        }
     }
 
     /// Queues a Zab message on the quorum link with `to` (leader: an accepted

@@ -156,7 +156,11 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
         decoder,
     );
     if register(&mut state, sid, generation, outbox, task) {
-        permit.send(PeerEvent::Zab { from: sid, message });
+        permit.send(PeerEvent::Zab {
+            from: sid,
+            message,
+            link: generation,
+        });
     }
 }
 
@@ -260,6 +264,7 @@ async fn read_loop(
             Ok(Some(Inbound::Message(message))) => PeerEvent::Zab {
                 from: peer,
                 message,
+                link: generation,
             },
             Ok(Some(Inbound::SnapChunk(piece))) => {
                 let permit = shared.snap_permit(piece.data.len()).await;
@@ -267,6 +272,7 @@ async fn read_loop(
                     from: peer,
                     piece,
                     permit,
+                    link: generation,
                 }
             }
             Ok(None) => continue,
@@ -292,6 +298,9 @@ async fn link_ended(shared: &Shared, peer: ServerId, generation: u64) {
     }
     state.quorum.remove(&peer);
     if let Some(permit) = permit {
-        permit.send(PeerEvent::ZabClosed { peer });
+        permit.send(PeerEvent::ZabClosed {
+            peer,
+            link: generation,
+        });
     }
 }
