@@ -357,7 +357,7 @@ impl<S: Store> NodeLoop<S> {
                     Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
                     Some(StorageReport::Persisted(zxid)) => self.node.handle_event(self.clock.now(), Event::Persisted { zxid }),
                     // Standalone submits no barriers or rebuilds.
-                    Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_)) => {}
+                    Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_)) => {}
                     Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },

@@ -65,6 +65,10 @@ pub enum StorageJob {
     /// (after a TRUNC or a SNAP install), off the node loop, and reports it
     /// as `Rebuilt`.
     Rebuild,
+    /// Reads the epochs and the log since the last snapshot (the last
+    /// `window` txns kept), as an election round starts from them, off the
+    /// node loop; reported as `DurableState`.
+    ReadDurableState { window: usize },
 }
 
 /// What the storage thread reports.
@@ -76,6 +80,8 @@ pub enum StorageReport {
     Reached(u64),
     /// The tree rebuilt from storage, as a `Rebuild` asked.
     Rebuilt(RebuiltTree),
+    /// What is durable, as a `ReadDurableState` asked.
+    DurableState(ReadState),
     /// Storage failed: the node must stop.
     Failed(String),
 }
@@ -91,6 +97,22 @@ impl PartialEq for RebuiltTree {
 }
 
 impl Eq for RebuiltTree {}
+
+/// The durable state read by the storage thread. Reports compare by epochs
+/// and the log's end.
+#[derive(Debug)]
+pub struct ReadState(pub Box<crate::core::zab::DurableState>);
+
+impl PartialEq for ReadState {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |s: &crate::core::zab::DurableState| {
+            (s.accepted_epoch, s.current_epoch, s.history.last_zxid())
+        };
+        key(&self.0) == key(&other.0)
+    }
+}
+
+impl Eq for ReadState {}
 
 /// Largest number of jobs taken from the queue at once; with one fsync per
 /// run of appends, this bounds a batch as ZooKeeper's maxBatchSize does.
@@ -222,6 +244,10 @@ impl<S: Store> Worker<S> {
             StorageJob::Rebuild => {
                 let tree = super::recovery::rebuild(&self.storage)?;
                 self.report(StorageReport::Rebuilt(RebuiltTree(Box::new(tree))));
+            }
+            StorageJob::ReadDurableState { window } => {
+                let state = super::recovery::durable_state(&self.storage, window)?;
+                self.report(StorageReport::DurableState(ReadState(Box::new(state))));
             }
         }
         Ok(())

@@ -14,10 +14,9 @@
 
 use super::peer::convert::SnapPiece;
 use super::peer::{PeerEvent, PeerNetwork, SnapPermit};
-use super::recovery;
 use super::snap_receiver::SnapReceiver;
 use super::snap_sender::SnapSender;
-use super::storage_worker::{RebuiltTree, StorageJob, StorageReport};
+use super::storage_worker::{ReadState, RebuiltTree, StorageJob, StorageReport};
 use super::ServeError;
 use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
@@ -31,6 +30,10 @@ use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, StorageError, Store, Txn};
+
+mod sync;
+
+use sync::{Deferred, Divergence, Reload};
 
 /// Txns a member keeps in memory to bring a follower up to date by DIFF;
 /// one further behind gets a SNAP.
@@ -54,6 +57,8 @@ enum Role {
 /// What the member waits for before it goes on.
 enum Waiting {
     Nothing,
+    /// The storage thread reads what is durable; then a round starts.
+    State,
     /// The role ended; the storage queue drains before the next round.
     Drain,
     /// A TRUNC or a SNAP install: once storage is done, the tree is brought
@@ -62,36 +67,6 @@ enum Waiting {
         deferred: VecDeque<Deferred>,
         reload: Reload,
     },
-}
-
-/// How the tree follows storage after a TRUNC or a SNAP install.
-#[derive(Clone, Copy)]
-enum Reload {
-    /// The log was cut after this zxid, at or above the tree: the tree is a
-    /// prefix of what is left and takes the log's next txns.
-    CatchUp(Zxid),
-    /// The storage thread rebuilds the tree from disk (a cut below the tree,
-    /// or a leader's image, whose txns through `fuzzy_through` may be in it
-    /// already).
-    Rebuild {
-        fuzzy_through: Zxid,
-        installed: bool,
-    },
-}
-
-enum Deferred {
-    Command(ZabCommand),
-    Message { from: ServerId, message: ZabMessage },
-}
-
-/// Whether the tree diverged from a leader's, and what is left to repair.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Divergence {
-    None,
-    /// Found: the tree is rebuilt from disk after the role's drain.
-    Rebuild,
-    /// Rebuilt: the next sync as a follower must be a SNAP.
-    AwaitingSnapshot,
 }
 
 /// What a member step needs from the node loop.
@@ -115,6 +90,10 @@ pub(super) struct Member<S: Store> {
     snaps_out: SnapSender,
     /// Follower: a SNAP streaming in.
     snap_in: Option<SnapReceiver>,
+    /// What was durable when this election round started (read by the
+    /// storage thread): the role it decides starts from it, since nothing
+    /// is written while looking.
+    looked: Option<DurableState>,
     /// The tree diverged from a leader's: it is rebuilt from disk once the
     /// role's storage is drained, and syncs by SNAP until one is installed.
     diverged: Divergence,
@@ -154,6 +133,7 @@ impl<S: Store> Member<S> {
             waiting: Waiting::Nothing,
             snaps_out: SnapSender::default(),
             snap_in: None,
+            looked: None,
             diverged: Divergence::None,
             unsaved_epochs: (None, None),
         }
@@ -162,15 +142,13 @@ impl<S: Store> Member<S> {
     /// What is durable, as a role starts from it. Under skip-epoch-write the
     /// epochs come from memory, as if written: the bug shows only after a
     /// restart, as a lost epoch write would.
-    fn durable_state(&self) -> Result<DurableState, ServeError> {
-        let mut state =
-            recovery::durable_state(&self.storage, HISTORY_WINDOW).map_err(storage_error)?;
+    fn with_unsaved_epochs(&self, mut state: DurableState) -> DurableState {
         if active(Failpoint::SkipEpochWrite) {
             let (accepted, current) = self.unsaved_epochs;
             state.accepted_epoch = accepted.unwrap_or(state.accepted_epoch);
             state.current_epoch = current.unwrap_or(state.current_epoch);
         }
-        Ok(state)
+        state
     }
 
     /// The role's name, for logs and `srvr`.
@@ -193,16 +171,32 @@ impl<S: Store> Member<S> {
         }
     }
 
-    /// Starts an election round from what is durable now.
+    /// Starts an election round from what is durable now, once the storage
+    /// thread has read it (the log since the last snapshot may be long; the
+    /// node loop keeps serving pings and lookers meanwhile).
     pub fn look(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
         self.role = Role::Looking;
+        self.waiting = Waiting::State;
+        self.looked = None;
+        self.election.stand_down();
+        submit(
+            ctx,
+            StorageJob::ReadDurableState {
+                window: HISTORY_WINDOW,
+            },
+        )
+    }
+
+    /// What is durable was read: the round starts with this member's vote.
+    fn start_round(&mut self, ctx: &mut Ctx<'_>, state: DurableState) -> Result<(), ServeError> {
         self.waiting = Waiting::Nothing;
-        let state = self.durable_state()?;
+        let state = self.with_unsaved_epochs(state);
         let own = Vote {
             leader: self.id,
             zxid: state.history.last_zxid(),
             peer_epoch: state.current_epoch,
         };
+        self.looked = Some(state);
         tracing::info!(vote = %own, "looking for a leader");
         self.election.look(ctx.now.mono_ms, own);
         self.after_election(ctx)
@@ -282,61 +276,6 @@ impl<S: Store> Member<S> {
         }
     }
 
-    /// A message that came during a reload waits for it; the leader is not
-    /// silent meanwhile, and its pings are answered at once, so a long
-    /// install does not look like a dead link to either side.
-    fn defer(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        from: ServerId,
-        message: ZabMessage,
-    ) -> Result<(), ServeError> {
-        if let Role::Following(f) = &mut self.role {
-            if f.leader() == from {
-                f.heard_from_leader(ctx.now.mono_ms);
-                if let ZabMessage::Ping { .. } = message {
-                    f.handle_message(ctx.now.mono_ms, from, message);
-                    let replies: Vec<ZabCommand> = f.drain_commands().collect();
-                    for reply in replies {
-                        self.run(ctx, reply)?;
-                    }
-                    return Ok(());
-                }
-            }
-        }
-        if let Waiting::Reload { deferred, .. } = &mut self.waiting {
-            deferred.push_back(Deferred::Message { from, message });
-        }
-        Ok(())
-    }
-
-    /// A piece of the leader's SNAP: staged as it comes, then the role gets it.
-    fn snap_piece(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        from: ServerId,
-        piece: SnapPiece,
-        permit: SnapPermit,
-    ) -> Result<(), ServeError> {
-        let from_leader = matches!(&self.role, Role::Following(f) if f.leader() == from);
-        if !from_leader || !matches!(self.waiting, Waiting::Nothing) {
-            // A SNAP only comes first in a sync, before anything is reloaded.
-            tracing::warn!(peer = %from, "snapshot piece from a member that is not syncing us; closing");
-            self.snap_in = None;
-            self.peers.close_zab(from);
-            return Ok(());
-        }
-        if let Role::Following(f) = &mut self.role {
-            f.heard_from_leader(ctx.now.mono_ms);
-        }
-        let received = SnapReceiver::receive(&mut self.snap_in, piece, permit);
-        submit(ctx, received.job)?;
-        match received.snap {
-            Some(snap) => self.zab_message(ctx, from, snap),
-            None => Ok(()),
-        }
-    }
-
     fn zab_message(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -405,6 +344,12 @@ impl<S: Store> Member<S> {
                 return self.look(ctx);
             }
             StorageReport::Rebuilt(RebuiltTree(tree)) => return self.rebuilt(ctx, *tree),
+            StorageReport::DurableState(ReadState(state)) => {
+                if matches!(self.waiting, Waiting::State) {
+                    return self.start_round(ctx, *state);
+                }
+                return Ok(());
+            }
             StorageReport::Reached(TOKEN_RELOADED) => return self.reloaded(ctx, None),
             _ if matches!(self.waiting, Waiting::Drain) => {}
             StorageReport::Persisted(zxid) => match &mut self.role {
@@ -472,7 +417,12 @@ impl<S: Store> Member<S> {
             "election decided"
         );
         let leading = outcome.state == ServerState::Leading;
-        let state = self.durable_state()?;
+        let Some(state) = self.looked.take() else {
+            // A decision comes only in a round `start_round` began.
+            return Err(ServeError::Storage(
+                "an election decided without the durable state it started from".into(),
+            ));
+        };
         // A leader's whole log becomes committed with its epoch, so its tree
         // takes all of it. A follower's tree stays at what it saw committed:
         // the rest of its log waits for the leader's COMMIT (only the part
@@ -508,25 +458,6 @@ impl<S: Store> Member<S> {
             }
         };
         self.after_zab(ctx)
-    }
-
-    /// Applies what the log holds beyond the tree through `through`
-    /// (logged in an earlier role and not applied there). A txn that fails
-    /// to apply ends the role as a divergence does.
-    fn catch_up_tree(&mut self, ctx: &mut Ctx<'_>, through: Zxid) -> Result<(), ServeError> {
-        let after = ctx.node.tree().last_zxid();
-        for item in self.storage.txns_after(after, 1024) {
-            let (zxid, bytes) = item.map_err(storage_error)?;
-            if zxid > through {
-                break;
-            }
-            let txn = Txn::from_bytes(bytes).map_err(|e| ServeError::Storage(e.to_string()))?;
-            ctx.node.handle_event(ctx.now, Event::Committed { txn });
-        }
-        match ctx.node.take_divergence() {
-            Some(zxid) => self.diverge(ctx, zxid, "a logged txn failed to apply"),
-            None => Ok(()),
-        }
     }
 
     fn after_zab(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
@@ -628,19 +559,6 @@ impl<S: Store> Member<S> {
         }
     }
 
-    /// The tree diverged from the leader's: stop serving at once, rebuild
-    /// the tree from disk, and sync again by SNAP (a broken invariant must
-    /// not be served on; ZOOKEEPER-2846).
-    fn diverge(&mut self, ctx: &mut Ctx<'_>, zxid: Zxid, why: &str) -> Result<(), ServeError> {
-        if active(Failpoint::ServeDiverged) {
-            tracing::error!(%zxid, why, "this member's tree diverged; serving on (failpoint)");
-            return Ok(());
-        }
-        tracing::error!(%zxid, why, "this member's tree diverged from the leader's; resyncing by snapshot");
-        self.diverged = Divergence::Rebuild;
-        self.end_role(ctx, "tree diverged")
-    }
-
     fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), ServeError> {
         tracing::info!(role = %self.describe(), reason, "role ended; back to election");
         self.role = Role::Looking;
@@ -699,85 +617,6 @@ impl<S: Store> Member<S> {
             StorageOp::Barrier(token) => StorageJob::Barrier(token),
         };
         submit(ctx, job)
-    }
-
-    /// Holds the role's later work until the storage jobs queued so far are
-    /// done; then [`reloaded`](Self::reloaded) brings the tree to storage.
-    fn reload_after_storage(&mut self, reload: Reload) -> StorageJob {
-        self.waiting = Waiting::Reload {
-            deferred: VecDeque::new(),
-            reload,
-        };
-        match reload {
-            Reload::CatchUp(_) => StorageJob::Barrier(TOKEN_RELOADED),
-            Reload::Rebuild { .. } => StorageJob::Rebuild,
-        }
-    }
-
-    /// The storage thread rebuilt the tree from disk: for a reload, or for
-    /// a diverged tree after the role's drain (then the vote follows). A
-    /// rebuild that comes after its role ended is still what is on disk.
-    fn rebuilt(&mut self, ctx: &mut Ctx<'_>, tree: DataTree) -> Result<(), ServeError> {
-        match self.waiting {
-            Waiting::Reload { .. } => self.reloaded(ctx, Some(tree)),
-            Waiting::Drain => {
-                ctx.node.replace_tree(tree, Zxid::ZERO);
-                if self.diverged == Divergence::Rebuild {
-                    self.diverged = Divergence::AwaitingSnapshot;
-                    return self.look(ctx);
-                }
-                Ok(())
-            }
-            Waiting::Nothing => Ok(()),
-        }
-    }
-
-    /// The log is cut or a snapshot installed: the tree follows storage
-    /// (caught up on the log, or `rebuilt` by the storage thread), then what
-    /// waited carries on. The time the reload took is the member's own, not
-    /// the leader's silence.
-    fn reloaded(&mut self, ctx: &mut Ctx<'_>, rebuilt: Option<DataTree>) -> Result<(), ServeError> {
-        let Waiting::Reload { deferred, reload } =
-            std::mem::replace(&mut self.waiting, Waiting::Nothing)
-        else {
-            return Ok(());
-        };
-        match (reload, rebuilt) {
-            (Reload::CatchUp(cut), _) => self.catch_up_tree(ctx, cut)?,
-            (
-                Reload::Rebuild {
-                    fuzzy_through,
-                    installed,
-                },
-                Some(tree),
-            ) => {
-                ctx.node.replace_tree(tree, fuzzy_through);
-                if installed {
-                    self.diverged = Divergence::None;
-                }
-            }
-            (Reload::Rebuild { .. }, None) => {
-                unreachable!("a rebuild reload ends with the rebuilt tree")
-            }
-        }
-        if let Role::Following(f) = &mut self.role {
-            f.heard_from_leader(ctx.now.mono_ms);
-        }
-        if matches!(self.waiting, Waiting::Drain) {
-            return Ok(());
-        }
-        for item in deferred {
-            match item {
-                Deferred::Command(command) => self.run(ctx, command)?,
-                Deferred::Message { from, message } => self.zab_message(ctx, from, message)?,
-            }
-            if !matches!(self.waiting, Waiting::Nothing) || matches!(self.role, Role::Looking) {
-                // Another wait began (or the role ended): later items are moot
-                // for a role that ended, and a sync has one TRUNC or SNAP.
-                break;
-            }
-        }
-        self.after_zab(ctx)
     }
 }
 

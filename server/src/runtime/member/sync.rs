@@ -1,0 +1,218 @@
+//! The member while a sync changes its storage under it: a TRUNC or a SNAP
+//! install reloads the tree (the role's later work waits, the leader's pings
+//! are answered meanwhile), a SNAP streams in piece by piece, and a tree
+//! found diverged from the leader's is rebuilt and resynced by SNAP.
+
+use super::*;
+
+/// How the tree follows storage after a TRUNC or a SNAP install.
+#[derive(Clone, Copy)]
+pub(super) enum Reload {
+    /// The log was cut after this zxid, at or above the tree: the tree is a
+    /// prefix of what is left and takes the log's next txns.
+    CatchUp(Zxid),
+    /// The storage thread rebuilds the tree from disk (a cut below the tree,
+    /// or a leader's image, whose txns through `fuzzy_through` may be in it
+    /// already).
+    Rebuild {
+        fuzzy_through: Zxid,
+        installed: bool,
+    },
+}
+
+/// A role's command, or a peer's message, held while the tree reloads.
+pub(super) enum Deferred {
+    Command(ZabCommand),
+    Message { from: ServerId, message: ZabMessage },
+}
+
+/// Whether the tree diverged from a leader's, and what is left to repair.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Divergence {
+    None,
+    /// Found: the tree is rebuilt from disk after the role's drain.
+    Rebuild,
+    /// Rebuilt: the next sync as a follower must be a SNAP.
+    AwaitingSnapshot,
+}
+
+impl<S: Store> Member<S> {
+    /// A message that came during a reload waits for it; the leader is not
+    /// silent meanwhile, and its pings are answered at once, so a long
+    /// install does not look like a dead link to either side.
+    pub(super) fn defer(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: ServerId,
+        message: ZabMessage,
+    ) -> Result<(), ServeError> {
+        if let Role::Following(f) = &mut self.role {
+            if f.leader() == from {
+                f.heard_from_leader(ctx.now.mono_ms);
+                if let ZabMessage::Ping { .. } = message {
+                    f.handle_message(ctx.now.mono_ms, from, message);
+                    let replies: Vec<ZabCommand> = f.drain_commands().collect();
+                    for reply in replies {
+                        self.run(ctx, reply)?;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        if let Waiting::Reload { deferred, .. } = &mut self.waiting {
+            deferred.push_back(Deferred::Message { from, message });
+        }
+        Ok(())
+    }
+
+    /// A piece of the leader's SNAP: staged as it comes, then the role gets it.
+    pub(super) fn snap_piece(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: ServerId,
+        piece: SnapPiece,
+        permit: SnapPermit,
+    ) -> Result<(), ServeError> {
+        let from_leader = matches!(&self.role, Role::Following(f) if f.leader() == from);
+        if !from_leader || !matches!(self.waiting, Waiting::Nothing) {
+            // A SNAP only comes first in a sync, before anything is reloaded.
+            tracing::warn!(peer = %from, "snapshot piece from a member that is not syncing us; closing");
+            self.snap_in = None;
+            self.peers.close_zab(from);
+            return Ok(());
+        }
+        if let Role::Following(f) = &mut self.role {
+            f.heard_from_leader(ctx.now.mono_ms);
+        }
+        let received = SnapReceiver::receive(&mut self.snap_in, piece, permit);
+        submit(ctx, received.job)?;
+        match received.snap {
+            Some(snap) => self.zab_message(ctx, from, snap),
+            None => Ok(()),
+        }
+    }
+
+    /// Applies what the log holds beyond the tree through `through`
+    /// (logged in an earlier role and not applied there). A txn that fails
+    /// to apply ends the role as a divergence does.
+    pub(super) fn catch_up_tree(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        through: Zxid,
+    ) -> Result<(), ServeError> {
+        let after = ctx.node.tree().last_zxid();
+        for item in self.storage.txns_after(after, 1024) {
+            let (zxid, bytes) = item.map_err(storage_error)?;
+            if zxid > through {
+                break;
+            }
+            let txn = Txn::from_bytes(bytes).map_err(|e| ServeError::Storage(e.to_string()))?;
+            ctx.node.handle_event(ctx.now, Event::Committed { txn });
+        }
+        match ctx.node.take_divergence() {
+            Some(zxid) => self.diverge(ctx, zxid, "a logged txn failed to apply"),
+            None => Ok(()),
+        }
+    }
+
+    /// The tree diverged from the leader's: stop serving at once, rebuild
+    /// the tree from disk, and sync again by SNAP (a broken invariant must
+    /// not be served on; ZOOKEEPER-2846).
+    pub(super) fn diverge(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        zxid: Zxid,
+        why: &str,
+    ) -> Result<(), ServeError> {
+        if active(Failpoint::ServeDiverged) {
+            tracing::error!(%zxid, why, "this member's tree diverged; serving on (failpoint)");
+            return Ok(());
+        }
+        tracing::error!(%zxid, why, "this member's tree diverged from the leader's; resyncing by snapshot");
+        self.diverged = Divergence::Rebuild;
+        self.end_role(ctx, "tree diverged")
+    }
+
+    /// Holds the role's later work until the storage jobs queued so far are
+    /// done; then [`reloaded`](Self::reloaded) brings the tree to storage.
+    pub(super) fn reload_after_storage(&mut self, reload: Reload) -> StorageJob {
+        self.waiting = Waiting::Reload {
+            deferred: VecDeque::new(),
+            reload,
+        };
+        match reload {
+            Reload::CatchUp(_) => StorageJob::Barrier(TOKEN_RELOADED),
+            Reload::Rebuild { .. } => StorageJob::Rebuild,
+        }
+    }
+
+    /// The storage thread rebuilt the tree from disk: for a reload, or for
+    /// a diverged tree after the role's drain (then the vote follows). A
+    /// rebuild that comes after its role ended is still what is on disk.
+    pub(super) fn rebuilt(&mut self, ctx: &mut Ctx<'_>, tree: DataTree) -> Result<(), ServeError> {
+        match self.waiting {
+            Waiting::Reload { .. } => self.reloaded(ctx, Some(tree)),
+            Waiting::Drain => {
+                ctx.node.replace_tree(tree, Zxid::ZERO);
+                if self.diverged == Divergence::Rebuild {
+                    self.diverged = Divergence::AwaitingSnapshot;
+                    return self.look(ctx);
+                }
+                Ok(())
+            }
+            Waiting::Nothing | Waiting::State => Ok(()),
+        }
+    }
+
+    /// The log is cut or a snapshot installed: the tree follows storage
+    /// (caught up on the log, or `rebuilt` by the storage thread), then what
+    /// waited carries on. The time the reload took is the member's own, not
+    /// the leader's silence.
+    pub(super) fn reloaded(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        rebuilt: Option<DataTree>,
+    ) -> Result<(), ServeError> {
+        let Waiting::Reload { deferred, reload } =
+            std::mem::replace(&mut self.waiting, Waiting::Nothing)
+        else {
+            return Ok(());
+        };
+        match (reload, rebuilt) {
+            (Reload::CatchUp(cut), _) => self.catch_up_tree(ctx, cut)?,
+            (
+                Reload::Rebuild {
+                    fuzzy_through,
+                    installed,
+                },
+                Some(tree),
+            ) => {
+                ctx.node.replace_tree(tree, fuzzy_through);
+                if installed {
+                    self.diverged = Divergence::None;
+                }
+            }
+            (Reload::Rebuild { .. }, None) => {
+                unreachable!("a rebuild reload ends with the rebuilt tree")
+            }
+        }
+        if let Role::Following(f) = &mut self.role {
+            f.heard_from_leader(ctx.now.mono_ms);
+        }
+        if matches!(self.waiting, Waiting::Drain) {
+            return Ok(());
+        }
+        for item in deferred {
+            match item {
+                Deferred::Command(command) => self.run(ctx, command)?,
+                Deferred::Message { from, message } => self.zab_message(ctx, from, message)?,
+            }
+            if !matches!(self.waiting, Waiting::Nothing) || matches!(self.role, Role::Looking) {
+                // Another wait began (or the role ended): later items are moot
+                // for a role that ended, and a sync has one TRUNC or SNAP.
+                break;
+            }
+        }
+        self.after_zab(ctx)
+    }
+}
