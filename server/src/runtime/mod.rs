@@ -19,6 +19,8 @@ pub mod peer;
 pub mod recovery;
 mod snap_receiver;
 mod snap_sender;
+#[cfg(test)]
+mod snap_sender_tests;
 pub mod storage_worker;
 
 use crate::config::Config;
@@ -460,7 +462,7 @@ impl<S: Store> NodeLoop<S> {
                         // Proposing may end the role, which closes connections.
                         pending.extend(self.node.drain_commands());
                     }
-                    None => self.submit(StorageJob::Persist(txn))?,
+                    None => self.submit(StorageJob::Persist { txn, permit: None })?,
                 },
                 Command::Forward(request) => {
                     if let Some(member) = self.member.as_mut() {

@@ -6,7 +6,7 @@
 //! disk writes.
 
 use super::peer::convert::SnapPiece;
-use super::peer::SnapPermit;
+use super::peer::ReadPermit;
 use super::storage_worker::StorageJob;
 use crate::core::zab::{SnapshotSource, ZabMessage};
 use zkd_protocol::Zxid;
@@ -32,7 +32,7 @@ impl SnapReceiver {
     pub fn receive(
         receiving: &mut Option<SnapReceiver>,
         piece: SnapPiece,
-        permit: SnapPermit,
+        permit: ReadPermit,
     ) -> Received {
         let receiver = match receiving {
             Some(r) if piece.offset != 0 && r.zxid == piece.zxid => r,

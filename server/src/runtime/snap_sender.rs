@@ -3,12 +3,15 @@
 //! serializes its tree while it keeps committing) and sent only as fast as
 //! that follower reads, so the leader never holds more than a few chunks of
 //! it. What the role sends that follower meanwhile waits behind the image,
-//! as ZooKeeper's LearnerHandler queues packets behind its snapshot.
+//! as ZooKeeper's LearnerHandler queues packets behind its snapshot, and
+//! follows it as fast as the follower reads. What waits is bounded by the
+//! link's own bound: past it the follower has fallen too far behind, and
+//! its link closes (it syncs again).
 
 use super::peer::PeerNetwork;
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::peer::zab::MAX_SNAP_CHUNK;
 use zkd_storage::data_tree::SnapshotCursor;
 use zkd_storage::DataTree;
@@ -28,11 +31,16 @@ const CHUNKS_PER_TURN: usize = 4;
 /// How long an image waiting for its follower waits before it looks again.
 const RETRY_MS: u64 = 5;
 
-/// One follower's image in flight.
+/// Bytes a message other than a txn is counted as while it waits.
+const SMALL_MESSAGE: usize = 64;
+
+/// One follower's image in flight, then what waited behind it.
 struct Stream {
-    cursor: SnapshotCursor,
+    /// None once the image is sent: the held messages are going out.
+    cursor: Option<SnapshotCursor>,
     offset: u64,
-    held: Vec<ZabMessage>,
+    held: VecDeque<ZabMessage>,
+    held_bytes: usize,
 }
 
 /// Every SNAP the leader is streaming, by follower.
@@ -50,20 +58,33 @@ impl SnapSender {
         tracing::info!(peer = %to, zxid = %cursor.zxid(), "leader: streaming a snapshot");
         peers.send_snap_start(to, cursor.zxid());
         let stream = Stream {
-            cursor,
+            cursor: Some(cursor),
             offset: 0,
-            held: Vec::new(),
+            held: VecDeque::new(),
+            held_bytes: 0,
         };
         // A newer sync with the same follower replaces an older one outright.
         self.streams.insert(to, stream);
         self.next_ms = Some(now_ms);
     }
 
-    /// Sends `message` to `to`, or holds it while an image is on its way there.
+    /// Sends `message` to `to`, or holds it while an image (or what waits
+    /// behind one) is on its way there. A follower that has more waiting
+    /// than its link may queue is dropped.
     pub fn send(&mut self, to: ServerId, message: ZabMessage, peers: &mut PeerNetwork) {
-        match self.streams.get_mut(&to) {
-            Some(stream) => stream.held.push(message),
-            None => peers.send_zab(to, message),
+        let Some(stream) = self.streams.get_mut(&to) else {
+            return peers.send_zab(to, message);
+        };
+        stream.held_bytes += weight(&message);
+        stream.held.push_back(message);
+        if stream.held_bytes > peers.max_queued_bytes() {
+            tracing::warn!(
+                peer = %to,
+                held = stream.held_bytes,
+                "leader: a follower fell too far behind during its snapshot; closing its link"
+            );
+            self.streams.remove(&to);
+            peers.close_zab(to);
         }
     }
 
@@ -126,7 +147,15 @@ impl SnapSender {
                 Some(queued) if queued >= MAX_QUEUED => break,
                 Some(_) => {}
             }
-            if let Some(chunk) = stream.cursor.take_chunk(MAX_SNAP_CHUNK) {
+            let Some(cursor) = stream.cursor.as_mut() else {
+                if !stream.release(to, peers) {
+                    self.streams.remove(&to);
+                    return Progress::Finished;
+                }
+                sent += 1;
+                continue;
+            };
+            if let Some(chunk) = cursor.take_chunk(MAX_SNAP_CHUNK) {
                 let len = chunk.len() as u64;
                 peers.send_snap_chunk(to, stream.offset, chunk, None);
                 stream.offset += len;
@@ -134,14 +163,12 @@ impl SnapSender {
                 continue;
             }
             let mut done = false;
-            while !done && stream.cursor.buffered() < MAX_SNAP_CHUNK {
-                done = stream.cursor.step(tree, NODES_PER_STEP);
+            while !done && cursor.buffered() < MAX_SNAP_CHUNK {
+                done = cursor.step(tree, NODES_PER_STEP);
             }
             if done {
-                if let Some(stream) = self.streams.remove(&to) {
-                    finish(to, stream, tree, peers);
-                }
-                return Progress::Finished;
+                stream.finish_image(to, tree, peers);
+                sent += 1;
             }
         }
         if sent > 0 {
@@ -160,22 +187,48 @@ enum Progress {
     LinkGone,
 }
 
-/// Sends the image's tail, marked with how far the tree got while it was
-/// written, then everything held behind it.
-fn finish(to: ServerId, mut stream: Stream, tree: &DataTree, peers: &mut PeerNetwork) {
-    let zxid = stream.cursor.zxid();
-    let fuzzy_through = tree.last_zxid();
-    let mut rest = stream.cursor.finish();
-    while rest.len() > MAX_SNAP_CHUNK {
-        let chunk = rest.split_to(MAX_SNAP_CHUNK);
-        let len = chunk.len() as u64;
-        peers.send_snap_chunk(to, stream.offset, chunk, None);
-        stream.offset += len;
+impl Stream {
+    /// Sends the image's tail, marked with how far the tree got while it
+    /// was written; the held messages follow it.
+    fn finish_image(&mut self, to: ServerId, tree: &DataTree, peers: &mut PeerNetwork) {
+        let Some(cursor) = self.cursor.take() else {
+            return;
+        };
+        let zxid = cursor.zxid();
+        let fuzzy_through = tree.last_zxid();
+        let mut rest = cursor.finish();
+        while rest.len() > MAX_SNAP_CHUNK {
+            let chunk = rest.split_to(MAX_SNAP_CHUNK);
+            let len = chunk.len() as u64;
+            peers.send_snap_chunk(to, self.offset, chunk, None);
+            self.offset += len;
+        }
+        let total = self.offset + rest.len() as u64;
+        peers.send_snap_chunk(to, self.offset, rest, Some(fuzzy_through));
+        tracing::info!(peer = %to, %zxid, %fuzzy_through, bytes = total, held = self.held_bytes, "leader: snapshot sent");
     }
-    let total = stream.offset + rest.len() as u64;
-    peers.send_snap_chunk(to, stream.offset, rest, Some(fuzzy_through));
-    tracing::info!(peer = %to, %zxid, %fuzzy_through, bytes = total, "leader: snapshot sent");
-    for message in stream.held {
-        peers.send_zab(to, message);
+
+    /// Sends held messages, a chunk's worth; false once none are left.
+    fn release(&mut self, to: ServerId, peers: &mut PeerNetwork) -> bool {
+        let mut budget = MAX_SNAP_CHUNK;
+        while let Some(message) = self.held.pop_front() {
+            let bytes = weight(&message);
+            self.held_bytes -= bytes;
+            peers.send_zab(to, message);
+            budget = budget.saturating_sub(bytes);
+            if budget == 0 {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// What a held message is counted as: its txn or body, or a small message.
+fn weight(message: &ZabMessage) -> usize {
+    match message {
+        ZabMessage::Proposal { txn, .. } => txn.len() + SMALL_MESSAGE,
+        ZabMessage::Request(request) => request.body.len() + SMALL_MESSAGE,
+        _ => SMALL_MESSAGE,
     }
 }

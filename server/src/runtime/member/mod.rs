@@ -13,7 +13,7 @@
 //! queued can land under the new one.
 
 use super::peer::convert::SnapPiece;
-use super::peer::{PeerEvent, PeerNetwork, SnapPermit};
+use super::peer::{PeerEvent, PeerNetwork, ReadPermit};
 use super::snap_receiver::SnapReceiver;
 use super::snap_sender::SnapSender;
 use super::storage_worker::{ReadState, RebuiltTree, StorageJob, StorageReport};
@@ -97,6 +97,10 @@ pub(super) struct Member<S: Store> {
     /// The tree diverged from a leader's: it is rebuilt from disk once the
     /// role's storage is drained, and syncs by SNAP until one is installed.
     diverged: Divergence,
+    /// The share of the bytes in flight of the peer message being handled:
+    /// the append it leads to holds it until the txn is durable, so a
+    /// follower takes in proposals no faster than its disk makes them durable.
+    arriving: Option<ReadPermit>,
     /// Planted (skip-epoch-write): the acceptedEpoch and currentEpoch this
     /// process meant to persist and did not. Always `(None, None)` otherwise.
     unsaved_epochs: (Option<Epoch>, Option<Epoch>),
@@ -135,6 +139,7 @@ impl<S: Store> Member<S> {
             snap_in: None,
             looked: None,
             diverged: Divergence::None,
+            arriving: None,
             unsaved_epochs: (None, None),
         }
     }
@@ -250,11 +255,16 @@ impl<S: Store> Member<S> {
                 self.election.handle_notification(ctx.now.mono_ms, n);
                 self.after_election(ctx)
             }
-            PeerEvent::Zab { from, message, .. } => {
+            PeerEvent::Zab {
+                from,
+                message,
+                permit,
+                ..
+            } => {
                 if matches!(self.waiting, Waiting::Reload { .. }) {
-                    return self.defer(ctx, from, message);
+                    return self.defer(ctx, from, message, permit);
                 }
-                self.zab_message(ctx, from, message)
+                self.zab_message_held(ctx, from, message, permit)
             }
             PeerEvent::SnapChunk {
                 from,
@@ -274,6 +284,22 @@ impl<S: Store> Member<S> {
                 self.after_zab(ctx)
             }
         }
+    }
+
+    /// [`zab_message`](Self::zab_message), with the message's share of the
+    /// bytes in flight passed to the append it leads to, if any.
+    fn zab_message_held(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: ServerId,
+        message: ZabMessage,
+        permit: ReadPermit,
+    ) -> Result<(), ServeError> {
+        self.arriving = Some(permit);
+        let handled = self.zab_message(ctx, from, message);
+        // A message that led to no append is done with.
+        self.arriving = None;
+        handled
     }
 
     fn zab_message(
@@ -574,10 +600,11 @@ impl<S: Store> Member<S> {
 
     fn storage_op(&mut self, ctx: &mut Ctx<'_>, op: StorageOp) -> Result<(), ServeError> {
         let job = match op {
-            StorageOp::Append { zxid, txn } => StorageJob::Persist(
-                Txn::from_bytes(txn)
+            StorageOp::Append { zxid, txn } => StorageJob::Persist {
+                txn: Txn::from_bytes(txn)
                     .map_err(|e| ServeError::Storage(format!("txn {zxid}: {e}")))?,
-            ),
+                permit: self.arriving.take(),
+            },
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
                 submit(ctx, StorageJob::Truncate(after))?;

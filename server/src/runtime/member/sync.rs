@@ -23,7 +23,11 @@ pub(super) enum Reload {
 /// A role's command, or a peer's message, held while the tree reloads.
 pub(super) enum Deferred {
     Command(ZabCommand),
-    Message { from: ServerId, message: ZabMessage },
+    Message {
+        from: ServerId,
+        message: ZabMessage,
+        permit: ReadPermit,
+    },
 }
 
 /// Whether the tree diverged from a leader's, and what is left to repair.
@@ -45,6 +49,7 @@ impl<S: Store> Member<S> {
         ctx: &mut Ctx<'_>,
         from: ServerId,
         message: ZabMessage,
+        permit: ReadPermit,
     ) -> Result<(), ServeError> {
         if let Role::Following(f) = &mut self.role {
             if f.leader() == from {
@@ -60,7 +65,11 @@ impl<S: Store> Member<S> {
             }
         }
         if let Waiting::Reload { deferred, .. } = &mut self.waiting {
-            deferred.push_back(Deferred::Message { from, message });
+            deferred.push_back(Deferred::Message {
+                from,
+                message,
+                permit,
+            });
         }
         Ok(())
     }
@@ -71,7 +80,7 @@ impl<S: Store> Member<S> {
         ctx: &mut Ctx<'_>,
         from: ServerId,
         piece: SnapPiece,
-        permit: SnapPermit,
+        permit: ReadPermit,
     ) -> Result<(), ServeError> {
         let from_leader = matches!(&self.role, Role::Following(f) if f.leader() == from);
         if !from_leader || !matches!(self.waiting, Waiting::Nothing) {
@@ -205,7 +214,11 @@ impl<S: Store> Member<S> {
         for item in deferred {
             match item {
                 Deferred::Command(command) => self.run(ctx, command)?,
-                Deferred::Message { from, message } => self.zab_message(ctx, from, message)?,
+                Deferred::Message {
+                    from,
+                    message,
+                    permit,
+                } => self.zab_message_held(ctx, from, message, permit)?,
             }
             if !matches!(self.waiting, Waiting::Nothing) || matches!(self.role, Role::Looking) {
                 // Another wait began (or the role ended): later items are moot

@@ -164,6 +164,9 @@ pub(super) struct Outbox {
 struct OutboxInner {
     frames: VecDeque<Bytes>,
     bytes: usize,
+    /// Bytes the writer took and has not yet written to the socket: still
+    /// this member's memory, and what a peer that does not read holds up.
+    in_writer: usize,
     /// Set once: the writer stops with this.
     closed: Option<Closed>,
     /// What the writer took last (the election re-sends it on a new link).
@@ -193,21 +196,23 @@ impl Outbox {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Bytes queued and not yet written to the socket.
+    pub(super) fn queued_bytes(&self) -> usize {
+        let inner = self.lock();
+        inner.bytes + inner.in_writer
+    }
+
     /// Queues `frames` (one message). A message is refused, and the outbox
     /// closed, when what is already queued plus it exceeds `max_bytes`; a lone
     /// message may be larger (a snapshot), so the bound is on a peer that does
     /// not keep up, not on message size.
-    /// Bytes queued and not yet taken by the writer.
-    pub(super) fn queued_bytes(&self) -> usize {
-        self.lock().bytes
-    }
-
     pub(super) fn push(&self, frames: Bytes, max_bytes: usize) -> Push {
         let mut inner = self.lock();
         if inner.closed.is_some() {
             return Push::Closed;
         }
-        let outcome = if inner.bytes > 0 && inner.bytes + frames.len() > max_bytes {
+        let queued = inner.bytes + inner.in_writer;
+        let outcome = if queued > 0 && queued + frames.len() > max_bytes {
             inner.closed = Some(Closed::Overflow);
             self.closing.notify_waiters();
             Push::Overflow
@@ -274,6 +279,12 @@ impl Outbox {
         }
     }
 
+    /// The writer wrote `bytes` of what it took to the socket.
+    fn written(&self, bytes: usize) {
+        let mut inner = self.lock();
+        inner.in_writer = inner.in_writer.saturating_sub(bytes);
+    }
+
     /// Everything queued, waiting until something is.
     ///
     /// Cancel-safe: frames leave the queue only in the same poll that returns them.
@@ -288,6 +299,7 @@ impl Outbox {
                     return Err(why);
                 }
                 if !inner.frames.is_empty() {
+                    inner.in_writer += inner.bytes;
                     inner.bytes = 0;
                     inner.last_taken = inner.frames.back().cloned();
                     return Ok(inner.frames.drain(..).collect());
@@ -320,6 +332,7 @@ pub(super) async fn write_loop(write: OwnedWriteHalf, outbox: &Outbox) -> LinkEn
             if let Err(e) = write.write_all(frame).await {
                 return LinkEnd::Io(e);
             }
+            outbox.written(frame.len());
         }
         if let Err(e) = write.flush().await {
             return LinkEnd::Io(e);

@@ -29,7 +29,7 @@ mod election_link;
 mod link;
 mod quorum_link;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 use crate::config::ServerSpec;
 use crate::core::election::{Notification, ServerId};
@@ -68,9 +68,12 @@ pub enum PeerEvent {
     Notification(Notification),
     /// A Zab message on the quorum link with `from` (`link`: that link's
     /// generation, see [`PeerNetwork::is_stale`]).
+    /// `permit`: its share of [`ZAB_BYTES_IN_FLIGHT`], held until the
+    /// member is done with it (a proposal's, until it is durable).
     Zab {
         from: ServerId,
         message: ZabMessage,
+        permit: ReadPermit,
         link: u64,
     },
     /// The next piece of the SNAP image `from` is streaming to us, with its
@@ -78,7 +81,7 @@ pub enum PeerEvent {
     SnapChunk {
         from: ServerId,
         piece: SnapPiece,
-        permit: SnapPermit,
+        permit: ReadPermit,
         link: u64,
     },
     /// The quorum link with `peer` closed (after every message it delivered).
@@ -90,25 +93,54 @@ pub enum PeerEvent {
 /// disk slows the leader's stream instead of filling this member's memory.
 const SNAP_BYTES_IN_FLIGHT: usize = 8 << 20;
 
-/// A received SNAP piece's share of [`SNAP_BYTES_IN_FLIGHT`], given back
-/// when the last clone drops.
-#[derive(Clone)]
-pub struct SnapPermit(Arc<OwnedSemaphorePermit>);
+/// Bytes of Zab messages received and not yet done with that a member
+/// allows: a proposal's share is given back once it is durable. While they
+/// are spent the links stop reading, TCP pushes back, and a leader sees a
+/// follower whose disk is slower than its own fall behind (its outbox to
+/// that follower fills and closes) instead of that follower's memory growing.
+pub const ZAB_BYTES_IN_FLIGHT: usize = 64 << 20;
 
-impl fmt::Debug for SnapPermit {
+/// A received message's share of a budget of bytes in flight
+/// ([`SNAP_BYTES_IN_FLIGHT`] or [`ZAB_BYTES_IN_FLIGHT`]), given back when
+/// the last clone drops.
+#[derive(Clone)]
+pub struct ReadPermit(Arc<OwnedSemaphorePermit>);
+
+impl fmt::Debug for ReadPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SnapPermit({} KiB)", self.0.num_permits())
+        write!(f, "ReadPermit({} KiB)", self.0.num_permits())
+    }
+}
+
+#[cfg(test)]
+impl ReadPermit {
+    /// `units` of `budget`, which must be free.
+    pub fn take(budget: &Arc<Semaphore>, units: u32) -> ReadPermit {
+        let permit = budget.clone().try_acquire_many_owned(units);
+        ReadPermit(Arc::new(permit.expect("the budget has room")))
     }
 }
 
 // Permits carry no information: events compare by what they say.
-impl PartialEq for SnapPermit {
-    fn eq(&self, _: &SnapPermit) -> bool {
+impl PartialEq for ReadPermit {
+    fn eq(&self, _: &ReadPermit) -> bool {
         true
     }
 }
 
-impl Eq for SnapPermit {}
+impl Eq for ReadPermit {}
+
+/// Waits for `bytes` of `budget` (of `whole` bytes, counted in KiB).
+async fn read_permit(budget: &Arc<Semaphore>, bytes: usize, whole: usize) -> ReadPermit {
+    // Rounded up to KiB, and never more than the whole budget.
+    let units = bytes.div_ceil(1024).clamp(1, whole >> 10) as u32;
+    let permit = budget
+        .clone()
+        .acquire_many_owned(units)
+        .await
+        .expect("a budget of bytes in flight is never closed");
+    ReadPermit(Arc::new(permit))
+}
 
 /// Limits and timeouts of the peer links.
 #[derive(Clone, Debug)]
@@ -214,6 +246,7 @@ impl PeerNetwork {
             events,
             state: Mutex::new(state),
             snap_budget: Arc::new(Semaphore::new(SNAP_BYTES_IN_FLIGHT >> 10)),
+            zab_budget: Arc::new(Semaphore::new(ZAB_BYTES_IN_FLIGHT >> 10)),
         });
         shared.spawn(accept_loop(
             shared.clone(),
@@ -304,6 +337,11 @@ impl PeerNetwork {
         quorum_link::queued_bytes(&self.shared, to)
     }
 
+    /// Bytes a quorum link may queue before it closes.
+    pub fn max_queued_bytes(&self) -> usize {
+        self.shared.settings.max_queued_bytes
+    }
+
     /// Closes the quorum link with `peer`, if any, without a `ZabClosed` event.
     pub fn close_zab(&mut self, peer: ServerId) {
         if let Some(link) = self.shared.lock().quorum.remove(&peer) {
@@ -339,6 +377,8 @@ struct Shared {
     state: Mutex<State>,
     /// [`SNAP_BYTES_IN_FLIGHT`], in KiB.
     snap_budget: Arc<Semaphore>,
+    /// [`ZAB_BYTES_IN_FLIGHT`], in KiB.
+    zab_budget: Arc<Semaphore>,
 }
 
 /// The links, under one short-held lock (never across an await).
@@ -399,16 +439,13 @@ impl State {
 
 impl Shared {
     /// Waits until `bytes` more of SNAP pieces may be in flight.
-    async fn snap_permit(&self, bytes: usize) -> SnapPermit {
-        // Rounded up to KiB, and never more than the whole budget.
-        let units = bytes.div_ceil(1024).clamp(1, SNAP_BYTES_IN_FLIGHT >> 10) as u32;
-        let permit = self
-            .snap_budget
-            .clone()
-            .acquire_many_owned(units)
-            .await
-            .expect("the SNAP budget is never closed");
-        SnapPermit(Arc::new(permit))
+    async fn snap_permit(&self, bytes: usize) -> ReadPermit {
+        read_permit(&self.snap_budget, bytes, SNAP_BYTES_IN_FLIGHT).await
+    }
+
+    /// Waits until a Zab message of `bytes` more may be in flight.
+    async fn zab_permit(&self, bytes: usize) -> ReadPermit {
+        read_permit(&self.zab_budget, bytes, ZAB_BYTES_IN_FLIGHT).await
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

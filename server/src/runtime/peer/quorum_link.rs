@@ -128,6 +128,7 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
         return;
     }
     let mut decoder = ZabDecoder::new();
+    let bytes = prost::Message::encoded_len(&packet);
     let message = match decoder.decode(packet) {
         Ok(Some(Inbound::Message(message))) => message,
         Ok(_) => return,
@@ -136,6 +137,7 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
             return;
         }
     };
+    let budget = shared.zab_permit(bytes).await;
     let Ok(permit) = shared.events.reserve().await else {
         return;
     };
@@ -159,6 +161,7 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
         permit.send(PeerEvent::Zab {
             from: sid,
             message,
+            permit: budget,
             link: generation,
         });
     }
@@ -260,10 +263,12 @@ async fn read_loop(
             Ok(None) => return LinkEnd::Eof,
             Err(end) => return end,
         };
+        let bytes = prost::Message::encoded_len(&packet);
         let event = match decoder.decode(packet) {
             Ok(Some(Inbound::Message(message))) => PeerEvent::Zab {
                 from: peer,
                 message,
+                permit: shared.zab_permit(bytes).await,
                 link: generation,
             },
             Ok(Some(Inbound::SnapChunk(piece))) => {

@@ -15,7 +15,7 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an expected event or close may take.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn settings() -> PeerSettings {
+pub(in crate::runtime) fn settings() -> PeerSettings {
     PeerSettings {
         connect_timeout: Duration::from_secs(2),
         stall_timeout: Duration::from_millis(300),
@@ -33,9 +33,10 @@ fn spec(election: SocketAddr, quorum: SocketAddr) -> ServerSpec {
     }
 }
 
-struct Member {
-    net: PeerNetwork,
-    events: mpsc::Receiver<PeerEvent>,
+/// A member's peer side, with the events it receives.
+pub(in crate::runtime) struct Member {
+    pub net: PeerNetwork,
+    pub events: mpsc::Receiver<PeerEvent>,
 }
 
 /// `ids.len()` listener pairs on free loopback ports, and the `server.N` map of
@@ -61,7 +62,11 @@ async fn listeners(
 }
 
 /// Members `ids` running, `absent` configured only.
-async fn ensemble(ids: &[u64], absent: &[u64], settings: PeerSettings) -> Vec<Member> {
+pub(in crate::runtime) async fn ensemble(
+    ids: &[u64],
+    absent: &[u64],
+    settings: PeerSettings,
+) -> Vec<Member> {
     let (servers, bound) = listeners(ids, absent).await;
     ids.iter()
         .zip(bound)
@@ -81,7 +86,7 @@ async fn ensemble(ids: &[u64], absent: &[u64], settings: PeerSettings) -> Vec<Me
         .collect()
 }
 
-async fn next_event(member: &mut Member) -> PeerEvent {
+pub(in crate::runtime) async fn next_event(member: &mut Member) -> PeerEvent {
     timeout(EVENT_TIMEOUT, member.events.recv())
         .await
         .expect("an event in time")
@@ -125,7 +130,7 @@ fn notification(sender: u64, epoch: u64) -> Notification {
 }
 
 /// A follower `f` linked to leader `l`, FOLLOWERINFO delivered.
-async fn link(f: &mut Member, l: &mut Member, f_id: u64, l_id: u64) {
+pub(in crate::runtime) async fn link(f: &mut Member, l: &mut Member, f_id: u64, l_id: u64) {
     f.net.connect_zab(ServerId(l_id));
     let info = ZabMessage::FollowerInfo { accepted_epoch: 3 };
     f.net.send_zab(ServerId(l_id), info.clone());
@@ -406,6 +411,67 @@ async fn an_old_links_queued_events_are_stale_once_a_new_link_replaces_it() {
             "{new:?}"
         );
         assert!(!f.net.is_stale(&new), "the new link's message");
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// A follower that holds what it received (its disk has not made it durable)
+/// stops reading at its budget of bytes in flight: the rest waits in the
+/// leader's outbox, where the leader sees it, and comes once the follower
+/// lets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_holding_its_budget_of_proposals_stops_reading() {
+    timeout(TEST_TIMEOUT, async {
+        let roomy = PeerSettings {
+            stall_timeout: Duration::from_secs(10),
+            max_queued_bytes: 512 << 20,
+            ..settings()
+        };
+        let mut m = ensemble(&[1, 2], &[], roomy).await;
+        let (f, l) = m.split_at_mut(1);
+        let (f, l) = (&mut f[0], &mut l[0]);
+        link(f, l, 1, 2).await;
+        const SIZE: usize = 512 << 10;
+        // 200 MiB: past the budget and what the kernel buffers on loopback
+        // (up to tcp_rmem's and tcp_wmem's maxima, 36 MiB here).
+        const COUNT: u32 = 400;
+        for counter in 1..=COUNT {
+            let txn = Bytes::from(vec![counter as u8; SIZE]);
+            let zxid = Zxid::new(4, counter);
+            l.net
+                .send_zab(ServerId(1), ZabMessage::Proposal { zxid, txn });
+        }
+        // Taken in and held, as appends not yet durable hold them.
+        let mut held = Vec::new();
+        while let Ok(Some(event)) = timeout(Duration::from_millis(500), f.events.recv()).await {
+            assert!(matches!(event, PeerEvent::Zab { .. }), "{event:?}");
+            held.push(event);
+        }
+        let in_flight = held.len() * SIZE;
+        assert!(
+            in_flight <= ZAB_BYTES_IN_FLIGHT,
+            "{in_flight} B taken in, over the budget"
+        );
+        assert!(
+            in_flight + 2 * SIZE > ZAB_BYTES_IN_FLIGHT,
+            "{in_flight} B taken in: the budget is not spent"
+        );
+        let waiting = l.net.queued_bytes(ServerId(1)).expect("the link is up");
+        assert!(
+            waiting > 32 << 20,
+            "only {waiting} B wait in the leader's outbox ({} held)",
+            held.len()
+        );
+        // Durable: the rest comes, in order.
+        let taken = held.len() as u32;
+        drop(held);
+        for counter in taken + 1..=COUNT {
+            match next_zab(f).await.1 {
+                ZabMessage::Proposal { zxid, .. } => assert_eq!(zxid, Zxid::new(4, counter)),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
     })
     .await
     .expect("test timed out");

@@ -31,8 +31,12 @@ use zkd_storage::{StorageError, Store, Txn};
 /// Work for the storage thread, carried out in submission order.
 #[derive(Debug)]
 pub enum StorageJob {
-    /// Append and make durable; reported as `Persisted` once synced.
-    Persist(Txn),
+    /// Append and make durable; reported as `Persisted` once synced. The
+    /// permit of the proposal it came in (a follower's) is dropped then.
+    Persist {
+        txn: Txn,
+        permit: Option<super::peer::ReadPermit>,
+    },
     /// Store a local snapshot (in the background), then purge old snapshots
     /// and the log they cover. Every txn it includes was submitted before it.
     Snapshot { zxid: Zxid, image: bytes::Bytes },
@@ -50,7 +54,7 @@ pub enum StorageJob {
         first: bool,
         data: bytes::Bytes,
         /// Dropped once the piece is written, letting the link read on.
-        permit: super::peer::SnapPermit,
+        permit: super::peer::ReadPermit,
     },
     /// A follower's SNAP: the history becomes this image, as of `zxid`
     /// (`zkd_storage::store::install_snapshot`). Durable before any later job runs.
@@ -146,6 +150,7 @@ pub fn run<S: Store>(
         storage,
         purge: None,
         unsynced: None,
+        unsynced_permits: Vec::new(),
         snapshots,
         reports,
     };
@@ -166,6 +171,8 @@ struct Worker<S> {
     purge: Option<Zxid>,
     /// The last zxid appended and not yet synced.
     unsynced: Option<Zxid>,
+    /// The permits of the appends not yet synced (see `StorageJob::Persist`).
+    unsynced_permits: Vec<super::peer::ReadPermit>,
     snapshots: Snapshotter,
     reports: UnboundedSender<StorageReport>,
 }
@@ -213,14 +220,15 @@ impl<S: Store> Worker<S> {
     /// comes at the next non-append job or the end of the batch); any other
     /// job first syncs the appends before it.
     fn execute(&mut self, job: StorageJob) -> Result<(), StorageError> {
-        if let StorageJob::Persist(txn) = job {
+        if let StorageJob::Persist { txn, permit } = job {
             self.storage.append(txn.zxid(), txn.to_bytes())?;
             self.unsynced = Some(txn.zxid());
+            self.unsynced_permits.extend(permit);
             return Ok(());
         }
         self.sync_appends()?;
         match job {
-            StorageJob::Persist(_) => unreachable!("handled above"),
+            StorageJob::Persist { .. } => unreachable!("handled above"),
             StorageJob::Snapshot { zxid, image } => self.snapshots.submit(zxid, image),
             StorageJob::Truncate(zxid) => {
                 self.settle_snapshots()?;
@@ -261,6 +269,7 @@ impl<S: Store> Worker<S> {
                 self.storage.sync()?;
             }
             self.report(StorageReport::Persisted(zxid));
+            self.unsynced_permits.clear();
             self.storage.settle()?;
         }
         Ok(())

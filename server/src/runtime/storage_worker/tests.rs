@@ -13,12 +13,13 @@ use zkd_storage::{DataTree, EpochStore, MemStorage, SnapshotStore, StorageError,
 type Result<T> = std::result::Result<T, StorageError>;
 
 /// MemStorage that records every write it carries out, in order, and
-/// whose `save_snapshot` takes `snapshot_delay`.
+/// whose `save_snapshot` takes `snapshot_delay` and `sync` `sync_delay`.
 #[derive(Clone, Debug, Default)]
 struct Recorder {
     inner: MemStorage,
     ops: Arc<Mutex<Vec<String>>>,
     snapshot_delay: Duration,
+    sync_delay: Duration,
 }
 
 impl Recorder {
@@ -36,6 +37,7 @@ impl TxnLog for Recorder {
         self.inner.append(zxid, txn)
     }
     fn sync(&mut self) -> Result<()> {
+        std::thread::sleep(self.sync_delay);
         self.record("sync".into());
         self.inner.sync()
     }
@@ -141,7 +143,10 @@ fn txn(z: i64) -> Txn {
 }
 
 fn persist(z: i64) -> StorageJob {
-    StorageJob::Persist(txn(z))
+    StorageJob::Persist {
+        txn: txn(z),
+        permit: None,
+    }
 }
 
 /// A worker on `storage` with `jobs` already queued (so they form one batch).
@@ -457,4 +462,33 @@ fn local_snapshots_queue_one_deep_and_purge_the_log() {
             .last_zxid(),
         Zxid(6)
     );
+}
+
+/// A follower's proposal holds its share of the bytes in flight until it is
+/// durable, not merely appended: a disk slower than the leader's stops the
+/// link from reading instead of queueing without bound.
+#[test]
+fn a_proposals_permit_is_given_back_once_it_is_durable() {
+    let budget = Arc::new(tokio::sync::Semaphore::new(10));
+    let storage = Recorder {
+        sync_delay: Duration::from_millis(500),
+        ..Recorder::default()
+    };
+    let jobs = (1..=3)
+        .map(|z| StorageJob::Persist {
+            txn: txn(z),
+            permit: Some(crate::runtime::peer::ReadPermit::take(&budget, 2)),
+        })
+        .collect();
+    assert_eq!(budget.available_permits(), 4);
+    let mut worker = Running::start(storage, jobs);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        budget.available_permits(),
+        4,
+        "given back before the fsync ended"
+    );
+    worker.expect(&[StorageReport::Persisted(Zxid(3))]);
+    assert_eq!(budget.available_permits(), 10);
+    worker.stop();
 }
