@@ -68,6 +68,14 @@ impl Ensemble {
 
     /// Starts `n` members with `options` and waits until every one serves.
     pub fn start_with(n: usize, options: ServerOptions) -> Ensemble {
+        Ensemble::start_each(vec![options; n])
+    }
+
+    /// Starts one member per entry of `options` (which share their
+    /// `tick_time_ms` and limits: the first member's) on loopback, and
+    /// waits until every one serves.
+    pub fn start_each(options: Vec<ServerOptions>) -> Ensemble {
+        let n = options.len();
         let peers: Vec<PeerAddr> = (0..n)
             .map(|_| PeerAddr {
                 host: "127.0.0.1".into(),
@@ -75,18 +83,15 @@ impl Ensemble {
                 election_port: free_port(),
             })
             .collect();
-        let mut servers = limits(&options);
+        let mut servers = limits(&options[0]);
         for (i, peer) in peers.iter().enumerate() {
             servers.push_str(&peer.server_line(i + 1));
         }
-        let members = (1..=n)
-            .map(|id| {
-                ZkdProcess::start_configured(
-                    options.clone(),
-                    free_port(),
-                    &servers,
-                    Some(id as u64),
-                )
+        let members = options
+            .into_iter()
+            .enumerate()
+            .map(|(i, member)| {
+                ZkdProcess::start_configured(member, free_port(), &servers, Some(i as u64 + 1))
             })
             .collect();
         let ensemble = Ensemble {

@@ -20,6 +20,9 @@ pub struct ServerOptions {
     /// The dataDir (which must exist), e.g. on a filesystem the test
     /// controls; by default a `data` folder in the server's temporary directory.
     pub data_dir: Option<PathBuf>,
+    /// Failpoints to plant (`ZKD_FAILPOINTS`), running the failpoints build
+    /// ([`zkd_failpoints_binary`]); empty runs the ordinary build.
+    pub planted: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -29,6 +32,7 @@ impl Default for ServerOptions {
             extra: Vec::new(),
             wrapper: Vec::new(),
             data_dir: None,
+            planted: Vec::new(),
         }
     }
 }
@@ -73,6 +77,40 @@ pub fn zkd_binary() -> &'static Path {
         target
             .join(if release { "release" } else { "debug" })
             .join("zkd")
+    })
+}
+
+/// The `zkd` build with planted bugs (the `failpoints` feature):
+/// `ZKD_FAILPOINTS_BIN` if set (client-tests/run-all.sh builds it), else
+/// built once per test process in a target directory of its own.
+pub fn zkd_failpoints_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(bin) = std::env::var("ZKD_FAILPOINTS_BIN") {
+            return PathBuf::from(bin);
+        }
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let target = workspace.join("target").join("failpoints");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(workspace)
+            .args([
+                "build",
+                "-q",
+                "--release",
+                "-p",
+                "zkd-server",
+                "--bin",
+                "zkd",
+            ])
+            .args(["--features", "failpoints", "--target-dir"])
+            .arg(&target)
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building zkd with failpoints failed");
+        target.join("release").join("zkd")
     })
 }
 
@@ -155,6 +193,7 @@ pub struct ZkdProcess {
     data: PathBuf,
     config: PathBuf,
     wrapper: Vec<String>,
+    planted: Vec<String>,
 }
 
 impl ZkdProcess {
@@ -215,6 +254,7 @@ impl ZkdProcess {
             data,
             config,
             wrapper: options.wrapper,
+            planted: options.planted,
         };
         p.spawn().unwrap_or_else(|e| panic!("{e}"));
         p
@@ -228,14 +268,21 @@ impl ZkdProcess {
             .append(true)
             .open(self.dir.path().join("zkd.log"))
             .expect("log file");
+        let binary = match self.planted.is_empty() {
+            true => zkd_binary(),
+            false => zkd_failpoints_binary(),
+        };
         let mut command = match self.wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
-                c.args(args).arg(zkd_binary());
+                c.args(args).arg(binary);
                 c
             }
-            None => Command::new(zkd_binary()),
+            None => Command::new(binary),
         };
+        if !self.planted.is_empty() {
+            command.env("ZKD_FAILPOINTS", self.planted.join(","));
+        }
         let child = command
             .args(["serve", "--config"])
             .arg(&self.config)

@@ -8,11 +8,14 @@
 //!   ports close those connections only: writes go on, the leader stays;
 //! * Debian's `zkServer.sh status` reads each member's `Mode`;
 //! * the sequential-ephemeral election recipe keeps at most one leader while
-//!   the ensemble's leader is killed under it.
+//!   the ensemble's leader is killed under it;
+//! * a follower whose disk is far slower than the leader's stays within its
+//!   memory budget, falls behind, and catches up.
 
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,5 +86,7 @@ mod election_recipe;
 mod partition;
 #[path = "ensemble_faults/peer_ports.rs"]
 mod peer_ports;
+#[path = "ensemble_faults/slow_follower.rs"]
+mod slow_follower;
 #[path = "ensemble_faults/zkserver_status.rs"]
 mod zkserver_status;

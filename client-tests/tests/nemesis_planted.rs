@@ -8,7 +8,7 @@
 //! it before the tests); without it this test builds one in its own target
 //! directory, never over the `zkd` the other tests run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// A planted bug, the cell that must catch it, and the anomaly kinds that
@@ -111,34 +111,6 @@ const PLANTS: [Plant; 7] = [
     },
 ];
 
-/// The failpoints build of zkd.
-fn broken_zkd() -> PathBuf {
-    if let Ok(bin) = std::env::var("ZKD_FAILPOINTS_BIN") {
-        return PathBuf::from(bin);
-    }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root");
-    let target = workspace.join("target").join("failpoints");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(workspace)
-        .args([
-            "build",
-            "-q",
-            "--release",
-            "-p",
-            "zkd-server",
-            "--bin",
-            "zkd",
-        ])
-        .args(["--features", "failpoints", "--target-dir"])
-        .arg(&target)
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "building zkd with failpoints failed");
-    target.join("release").join("zkd")
-}
-
 /// Runs one cell on the broken build with `failpoint` (or none); its
 /// summary, and whether zkd-nemesis exited 1 (an anomaly).
 fn run_cell(out: &Path, zkd: &Path, failpoint: Option<&str>, plant: &Plant) -> (String, bool) {
@@ -180,7 +152,7 @@ fn cell_logs(out: &Path, failpoint: Option<&str>, plant: &Plant) -> String {
 
 #[test]
 fn every_planted_bug_is_caught_and_the_unplanted_build_is_valid() {
-    let zkd = broken_zkd();
+    let zkd = zkd_client_tests::process::zkd_failpoints_binary();
     let out = tempfile::tempdir().expect("tempdir");
     let (summary, invalid) = run_cell(out.path(), &zkd, None, &PLANTS[0]);
     assert!(

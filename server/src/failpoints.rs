@@ -78,11 +78,16 @@ pub enum Failpoint {
     /// Events a closed or replaced quorum link queued reach the member's
     /// current role (a COMMIT or a close of the old link, seen by a new sync).
     StaleLinkEvents,
+    /// A follower's proposals give back their share of the bytes in flight
+    /// as soon as they are read, not once durable: a disk slower than the
+    /// leader's lets the storage queue, and the follower's memory, grow
+    /// without bound.
+    UnboundedIntake,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 12] = [
+    pub const ALL: [Failpoint; 13] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -95,6 +100,7 @@ impl Failpoint {
         Failpoint::ServeDiverged,
         Failpoint::SyncTimedWhole,
         Failpoint::StaleLinkEvents,
+        Failpoint::UnboundedIntake,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -112,6 +118,7 @@ impl Failpoint {
             Failpoint::ServeDiverged => "serve-diverged",
             Failpoint::SyncTimedWhole => "sync-timed-whole",
             Failpoint::StaleLinkEvents => "stale-link-events",
+            Failpoint::UnboundedIntake => "unbounded-intake",
         }
     }
 

@@ -295,7 +295,8 @@ impl<S: Store> Member<S> {
         message: ZabMessage,
         permit: ReadPermit,
     ) -> Result<(), ServeError> {
-        self.arriving = Some(permit);
+        // Planted (unbounded-intake): given back at once.
+        self.arriving = (!active(Failpoint::UnboundedIntake)).then_some(permit);
         let handled = self.zab_message(ctx, from, message);
         // A message that led to no append is done with.
         self.arriving = None;
