@@ -154,7 +154,7 @@ fn cell_logs(out: &Path, failpoint: Option<&str>, plant: &Plant) -> String {
 fn every_planted_bug_is_caught_and_the_unplanted_build_is_valid() {
     let zkd = zkd_client_tests::process::zkd_failpoints_binary();
     let out = tempfile::tempdir().expect("tempdir");
-    let (summary, invalid) = run_cell(out.path(), &zkd, None, &PLANTS[0]);
+    let (summary, invalid) = run_cell(out.path(), zkd, None, &PLANTS[0]);
     assert!(
         !invalid,
         "the failpoints build without failpoints:\n{summary}"
@@ -166,7 +166,7 @@ fn every_planted_bug_is_caught_and_the_unplanted_build_is_valid() {
     );
     let mut missed = Vec::new();
     for plant in &PLANTS {
-        let (summary, invalid) = run_cell(out.path(), &zkd, Some(plant.failpoint), plant);
+        let (summary, invalid) = run_cell(out.path(), zkd, Some(plant.failpoint), plant);
         let seen = invalid && plant.caught_as.iter().any(|k| summary.contains(k));
         let logged = plant
             .or_logged
