@@ -382,6 +382,12 @@ impl ZkdProcess {
         }
     }
 
+    /// Plants `failpoints` (the failpoints build, `ZKD_FAILPOINTS`) from the
+    /// next start on; none runs the ordinary build again.
+    pub fn plant(&mut self, failpoints: &[&str]) {
+        self.planted = failpoints.iter().map(|f| f.to_string()).collect();
+    }
+
     /// Starts the server again on the same port and data directory.
     pub fn restart(&mut self) {
         self.try_restart().unwrap_or_else(|e| panic!("{e}"));

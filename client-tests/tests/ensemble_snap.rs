@@ -261,15 +261,12 @@ fn set_config(member: &zkd_client_tests::ZkdProcess, key: &str, value: &str) {
     std::fs::write(path, lines.join("\n") + "\n").expect("write zoo.cfg");
 }
 
-/// A SNAP that takes several initLimits to send and install completes at
-/// its first try (issue 14, finding 5). ZooKeeper's learner and leader time
-/// each other out per read, not per sync: every piece of the image the
-/// follower reads, every ping during its install, shows the link alive.
-/// The tree is written with ordinary timeouts; then every member restarts
-/// with tickTime=100 and initLimit=1, 100 ms of silence while syncing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snap_longer_than_init_limit_completes_at_its_first_try() {
-    const TICK_MS: u64 = 100;
+/// An ensemble whose member `newcomer` (a follower) has lost its disk and
+/// must sync a 240 MiB tree by SNAP, every member restarted with
+/// tickTime=100 and initLimit=1 (100 ms of silence while syncing), and
+/// `planted` in every member; the newcomer is restarted last, at the
+/// instant returned.
+async fn a_slow_snap(planted: &[&str]) -> (Ensemble, usize, std::time::Instant) {
     const SLOW_NODES: usize = 240;
     let (mut ensemble, client, leader) = ensemble_with("40", "/slow").await;
     for i in 0..SLOW_NODES {
@@ -283,9 +280,10 @@ async fn a_snap_longer_than_init_limit_completes_at_its_first_try() {
     let newcomer = (0..3).find(|i| *i != leader).unwrap();
     for member in &mut ensemble.members {
         member.kill9();
-        set_config(member, "tickTime", &TICK_MS.to_string());
+        set_config(member, "tickTime", &SLOW_TICK_MS.to_string());
         set_config(member, "initLimit", "1");
         set_config(member, "syncLimit", "5");
+        member.plant(planted);
     }
     ensemble.members[newcomer].wipe_data();
     let others: Vec<usize> = (0..3).filter(|i| *i != newcomer).collect();
@@ -295,14 +293,34 @@ async fn a_snap_longer_than_init_limit_completes_at_its_first_try() {
     ensemble.wait_until_serving(&others);
     let started = std::time::Instant::now();
     ensemble.members[newcomer].restart();
+    (ensemble, newcomer, started)
+}
+
+/// tickTime of [`a_slow_snap`].
+const SLOW_TICK_MS: u64 = 100;
+
+/// The newcomer's log since its last start.
+fn last_run(ensemble: &Ensemble, newcomer: usize) -> String {
+    let log = ensemble.members[newcomer].log();
+    log.rsplit("ensemble member starting")
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A SNAP that takes several initLimits to send and install completes at
+/// its first try (issue 14, finding 5). ZooKeeper's learner and leader time
+/// each other out per read, not per sync: every piece of the image the
+/// follower reads, every ping during its install, shows the link alive.
+/// The tree is written with ordinary timeouts; then every member restarts
+/// with tickTime=100 and initLimit=1, 100 ms of silence while syncing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snap_longer_than_init_limit_completes_at_its_first_try() {
+    let (ensemble, newcomer, started) = a_slow_snap(&[]).await;
     ensemble.wait_until_serving(&[newcomer]);
     let took = started.elapsed();
     // This run of the newcomer: one sync, which no timeout interrupted.
-    let log = ensemble.members[newcomer].log();
-    let run = log
-        .rsplit("ensemble member starting")
-        .next()
-        .unwrap_or_default();
+    let run = last_run(&ensemble, newcomer);
     let installs = run.matches("installing the leader's snapshot").count();
     assert!(
         installs == 1 && !run.contains("role ended"),
@@ -311,17 +329,36 @@ async fn a_snap_longer_than_init_limit_completes_at_its_first_try() {
     );
     // Otherwise the SNAP was too quick to show anything: make the tree bigger.
     assert!(
-        took > Duration::from_millis(3 * TICK_MS),
+        took > Duration::from_millis(3 * SLOW_TICK_MS),
         "the SNAP took {took:?}, under three initLimits"
     );
-    eprintln!("a {SLOW_NODES} MiB SNAP took {took:?} with initLimit {TICK_MS} ms");
+    eprintln!("a 240 MiB SNAP took {took:?} with initLimit {SLOW_TICK_MS} ms");
 
     let reader = connect(&ensemble.connect_string(&[newcomer]), SESSION).await;
     within(reader.sync("/slow")).await.unwrap();
     let children = within(reader.list_children("/slow")).await.unwrap();
-    assert_eq!(
-        children.len(),
-        SLOW_NODES,
-        "the newcomer has the whole tree"
+    assert_eq!(children.len(), 240, "the newcomer has the whole tree");
+}
+
+/// With liveness timed per sync again (`sync-timed-whole` planted), the
+/// same SNAP never completes: the test above can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_liveness_timed_per_sync_the_slow_snap_never_completes() {
+    const GIVEN: Duration = Duration::from_secs(20);
+    let (ensemble, newcomer, _) = a_slow_snap(&["sync-timed-whole"]).await;
+    let deadline = std::time::Instant::now() + GIVEN;
+    while std::time::Instant::now() < deadline {
+        assert!(
+            ensemble.mode(newcomer).is_none(),
+            "planted sync-timed-whole, and the newcomer serves after its SNAP:\n{}",
+            last_run(&ensemble, newcomer)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let run = last_run(&ensemble, newcomer);
+    assert!(
+        run.contains("snapshot"),
+        "the newcomer never started a SNAP:\n{run}"
     );
+    eprintln!("planted sync-timed-whole: the newcomer was not serving after {GIVEN:?}");
 }

@@ -186,7 +186,7 @@ pub async fn serve<S: Store>(
     ));
     let (member, peer_rx) = if ensemble {
         let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
-        let member = start_member(&config, storage.clone(), peer_tx).await?;
+        let member = start_member(&config, peer_tx).await?;
         (Some(member), Some(peer_rx))
     } else {
         (None, None)
@@ -221,11 +221,10 @@ pub async fn serve<S: Store>(
 const PEER_EVENT_CAPACITY: usize = 4096;
 
 /// Binds the peer ports of `config`'s member and builds its election and Zab side.
-async fn start_member<S: Store>(
+async fn start_member(
     config: &Config,
-    storage: S,
     events: mpsc::Sender<peer::PeerEvent>,
-) -> Result<member::Member<S>, ServeError> {
+) -> Result<member::Member, ServeError> {
     use crate::core::zab::{Timing, Voters};
     let me = ServerId(config.my_id.unwrap_or(1));
     let timing = Timing {
@@ -255,7 +254,7 @@ async fn start_member<S: Store>(
         members = config.servers.len(),
         "ensemble member starting"
     );
-    Ok(member::Member::new(me, voters, timing, storage, peers))
+    Ok(member::Member::new(me, voters, timing, peers))
 }
 
 /// The error that ends the node after storage failed. The store is leaked,
@@ -272,20 +271,20 @@ struct ConnHandle {
     writer: tokio::task::AbortHandle,
 }
 
-struct NodeLoop<S: Store> {
+struct NodeLoop {
     node: Node,
     clock: Clock,
     jobs: std::sync::mpsc::Sender<StorageJob>,
     conns: BTreeMap<ConnId, ConnHandle>,
     info: four_letter::ServerInfo,
     /// The election and Zab side, in an ensemble.
-    member: Option<member::Member<S>>,
+    member: Option<member::Member>,
 }
 
 /// Peer events taken in before the member's overdue timers run.
 const MAX_PEER_EVENTS_BEFORE_TIMERS: usize = 256;
 
-impl<S: Store> NodeLoop<S> {
+impl NodeLoop {
     async fn run(
         &mut self,
         mut inbound: mpsc::Receiver<Inbound>,
@@ -359,7 +358,7 @@ impl<S: Store> NodeLoop<S> {
                     Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
                     Some(StorageReport::Persisted(zxid)) => self.node.handle_event(self.clock.now(), Event::Persisted { zxid }),
                     // Standalone submits no barriers or rebuilds.
-                    Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_)) => {}
+                    Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_) | StorageReport::Logged(_)) => {}
                     Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },
@@ -385,7 +384,7 @@ impl<S: Store> NodeLoop<S> {
     /// the node asked for.
     fn with_member(
         &mut self,
-        step: impl FnOnce(&mut member::Member<S>, &mut member::Ctx<'_>) -> Result<(), ServeError>,
+        step: impl FnOnce(&mut member::Member, &mut member::Ctx<'_>) -> Result<(), ServeError>,
     ) -> Result<(), ServeError> {
         let Some(member) = self.member.as_mut() else {
             return Ok(());

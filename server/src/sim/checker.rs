@@ -79,7 +79,14 @@ impl Checker {
                 )));
             }
         }
-        if let Some((&lost, _)) = self.acknowledged.range(last_zxid.next()..).next() {
+        // Every write committed in an earlier epoch. A later epoch's came
+        // after this one was established, even when this leader learns of
+        // its quorum late (it was paused): it can commit nothing more then.
+        let earlier = Zxid::new(epoch, 0);
+        let missing = (last_zxid < earlier)
+            .then(|| self.acknowledged.range(last_zxid.next()..earlier).next())
+            .flatten();
+        if let Some((&lost, _)) = missing {
             return Err(Violation(format!(
                 "leader log completeness: leader {member} of epoch {epoch} ends at {last_zxid}, \
                  without acknowledged write {lost}"

@@ -4,6 +4,8 @@
 
 use super::Sim;
 use crate::core::election::ServerId;
+use crate::core::zab::StorageOp;
+use zkd_storage::{EpochStore, TxnLog};
 
 impl Sim {
     /// Crashes, restarts, partitions and heals, at seeded times.
@@ -34,6 +36,10 @@ impl Sim {
             // Heal everything and bring everyone back: the ensemble must recover.
             self.cut.clear();
             self.heals_at = None;
+            let paused: Vec<ServerId> = self.paused.keys().copied().collect();
+            for id in paused {
+                self.resume(id);
+            }
             let down: Vec<ServerId> = self.restarts.keys().copied().collect();
             for id in down {
                 self.restarts.insert(id, self.now);
@@ -45,8 +51,25 @@ impl Sim {
             Some(l) if self.rng.below(2) == 0 => l,
             _ => ids[self.rng.below(ids.len() as u64) as usize],
         };
-        match self.rng.below(5) {
-            0 if !self.restarts.contains_key(&victim) => self.crash(victim),
+        let up = !self.restarts.contains_key(&victim);
+        match self.rng.below(7) {
+            0 if up => self.crash(victim),
+            // Stopped, its connections open (a GC pause, SIGSTOP): shorter
+            // or longer than its peers' patience.
+            5 if up && !self.paused.contains_key(&victim) => {
+                let until = self.now + 100 + self.rng.below(2000);
+                if until - self.now > self.timing.sync_ms() {
+                    self.counts.long_pauses += 1;
+                }
+                if self.trace {
+                    eprintln!(
+                        "{:>6} ms  member {victim}: PAUSE until {until} ms",
+                        self.now
+                    );
+                }
+                self.paused.insert(victim, until);
+            }
+            6 if up => self.torn_crash(victim),
             // A correlated outage: every member loses power at once.
             1 if self.rng.below(3) == 0 => {
                 for id in &ids {
@@ -84,6 +107,13 @@ impl Sim {
         self.in_flight
             .retain(|_, (from, to, _)| !((*from == a && *to == b) || (*from == b && *to == a)));
         for (end, other) in [(a, b), (b, a)] {
+            if let Some(&until) = self.paused.get(&end) {
+                // A stopped process learns of the close when it runs again.
+                self.seq += 1;
+                let closed = (other, end, super::Packet::Closed);
+                self.in_flight.insert((until, self.seq), closed);
+                continue;
+            }
             if let Some(Some(m)) = self.members.get_mut(&end) {
                 m.disconnected(self.now, other);
                 self.collect(end);
@@ -91,11 +121,69 @@ impl Sim {
         }
     }
 
+    /// Paused members whose pause is over run again, before anything else
+    /// of this step: what waited for them comes first.
+    pub(super) fn resume_due(&mut self) {
+        let resumed: Vec<ServerId> = self
+            .paused
+            .iter()
+            .filter(|(_, until)| **until <= self.now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in resumed {
+            self.resume(id);
+        }
+    }
+
+    fn resume(&mut self, id: ServerId) {
+        if self.trace {
+            eprintln!("{:>6} ms  member {id}: RESUME", self.now);
+        }
+        self.paused.remove(&id);
+    }
+
+    /// A power cut in the middle of the storage queue: a random prefix of
+    /// the queued appends and epoch writes reached the disk, and the member
+    /// never learned it (it reported nothing, acknowledged nothing).
+    fn torn_crash(&mut self, id: ServerId) {
+        let queue = self
+            .queues
+            .get_mut(&id)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let reached = self.rng.below(queue.len() as u64 + 1) as usize;
+        let mut disk = self.disks[&id].clone();
+        let mut written = 0;
+        for (_, op) in queue.into_iter().take(reached) {
+            let done = match op {
+                StorageOp::Append { zxid, txn } => disk.append(zxid, txn).and_then(|_| disk.sync()),
+                StorageOp::SetAcceptedEpoch(e) => disk.set_accepted_epoch(e),
+                StorageOp::SetCurrentEpoch(e) => disk.set_current_epoch(e),
+                StorageOp::Barrier(_) => continue,
+                // A cut or an install ends the prefix the cut can keep.
+                StorageOp::TruncateAndReload { .. } | StorageOp::InstallSnapshot { .. } => break,
+            };
+            done.expect("a memory disk takes every write");
+            written += 1;
+        }
+        if written > 0 {
+            self.counts.torn_writes += 1;
+        }
+        if self.trace {
+            eprintln!(
+                "{:>6} ms  member {id}: TORN power cut, {written} queued writes reached the disk",
+                self.now
+            );
+        }
+        self.crash(id);
+    }
+
     /// kill -9 and power loss: queued storage operations never happen.
     pub(super) fn crash(&mut self, id: ServerId) {
         if self.trace {
             eprintln!("{:>6} ms  member {id}: CRASH", self.now);
         }
+        self.paused.remove(&id);
         self.members.insert(id, None);
         if let Some(q) = self.queues.get_mut(&id) {
             q.clear();

@@ -1,8 +1,9 @@
 //! Deterministic simulation of an ensemble: the members' pure cores
 //! (election, Zab, tree) in one thread, with seeded virtual time, a seeded
-//! network of FIFO links (delays; partitions drop what is in flight) and
-//! `MemStorage` disks whose queued, not yet durable, operations a crash
-//! loses. Every random choice comes from the seed; a failure names it and a
+//! network of FIFO links (delays; partitions drop what is in flight),
+//! pauses (a stopped process: nothing of it runs, what is sent to it
+//! waits) and `MemStorage` disks whose queued, not yet durable, operations
+//! a crash loses (a torn one keeps a prefix of them, never reported). Every random choice comes from the seed; a failure names it and a
 //! one-line replay command.
 //!
 //! After every step the [`checker::Checker`] holds Zab's invariants: one
@@ -91,6 +92,10 @@ struct Sim {
     writes_paused: bool,
     /// Members whose disks a script stalled: their storage waits.
     stalled: BTreeSet<ServerId>,
+    /// Paused members (a stopped process, its connections open) and when
+    /// they resume: nothing of theirs runs, what is sent to them waits.
+    paused: BTreeMap<ServerId, u64>,
+    counts: FaultCounts,
     /// Members whose trees a script damaged in memory, until a SNAP repairs them.
     damaged: BTreeSet<ServerId>,
     /// Zxids seen durable on a quorum of disks (a wiped disk later does
@@ -100,14 +105,32 @@ struct Sim {
 
 /// Runs one schedule to its end; the first broken invariant is an error
 /// naming the seed and how to replay it.
-pub fn run(schedule: Schedule) -> Result<(), String> {
+pub fn run(schedule: Schedule) -> Result<FaultCounts, String> {
     let mut sim = Sim::new(schedule);
-    sim.run().map_err(|Violation(v)| {
-        format!(
+    match sim.run() {
+        Ok(()) => Ok(sim.counts),
+        Err(Violation(v)) => Err(format!(
             "seed {}: {v} (at {} ms)\nreplay: ZKD_SIM_SEED={} cargo test --release -p zkd-server sim::tests::replay -- --ignored",
             schedule.seed, sim.now, schedule.seed
-        )
-    })
+        )),
+    }
+}
+
+/// How often a schedule's random faults did what they are there for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FaultCounts {
+    /// Torn power cuts that left queued, unreported writes on the disk.
+    pub torn_writes: u64,
+    /// Pauses longer than the sync limit: the peers gave up on the member
+    /// while its connections stayed open.
+    pub long_pauses: u64,
+}
+
+impl std::ops::AddAssign for FaultCounts {
+    fn add_assign(&mut self, other: FaultCounts) {
+        self.torn_writes += other.torn_writes;
+        self.long_pauses += other.long_pauses;
+    }
 }
 
 impl Sim {
@@ -144,6 +167,8 @@ impl Sim {
             syncs: Vec::new(),
             writes_paused: false,
             stalled: BTreeSet::new(),
+            paused: BTreeMap::new(),
+            counts: FaultCounts::default(),
             damaged: BTreeSet::new(),
             quorum_durable: BTreeSet::new(),
         };
@@ -171,10 +196,14 @@ impl Sim {
     /// Advances to the next event and handles everything due then.
     fn step(&mut self) -> Result<(), Violation> {
         self.now = self.next_event_ms().min(self.schedule.end_ms);
+        self.resume_due();
         self.deliver_due()?;
         self.execute_due_storage()?;
         let ids: Vec<ServerId> = self.members.keys().copied().collect();
         for id in ids {
+            if self.paused.contains_key(&id) {
+                continue;
+            }
             if let Some(Some(m)) = self.members.get_mut(&id) {
                 if m.next_timeout().is_some_and(|t| t <= self.now) {
                     m.tick(self.now);
@@ -232,21 +261,24 @@ impl Sim {
         let storage = self
             .queues
             .iter()
-            .filter(|(id, _)| !self.stalled.contains(id))
+            .filter(|(id, _)| !self.stalled.contains(id) && !self.paused.contains_key(id))
             .filter_map(|(_, q)| q.front().map(|o| o.0))
             .min();
         let timers = self
             .members
             .values()
             .flatten()
+            .filter(|m| !self.paused.contains_key(&m.id))
             .filter_map(Member::next_timeout)
             .min();
         let restart = self.restarts.values().min().copied();
+        let resume = self.paused.values().min().copied();
         [
             message,
             storage,
             timers,
             restart,
+            resume,
             self.heals_at,
             Some(self.next_fault_ms),
             Some(self.next_write_ms),
@@ -266,6 +298,11 @@ impl Sim {
             let Some((from, to, packet)) = self.in_flight.remove(&(at, seq)) else {
                 break;
             };
+            if let Some(&until) = self.paused.get(&to) {
+                // Waits in the paused member's socket; the order stays (seq).
+                self.in_flight.insert((until, seq), (from, to, packet));
+                continue;
+            }
             let Some(Some(m)) = self.members.get_mut(&to) else {
                 continue;
             };
@@ -297,7 +334,7 @@ impl Sim {
         let ids: Vec<ServerId> = self.queues.keys().copied().collect();
         for id in ids {
             while let Some(q) = self.queues.get_mut(&id) {
-                let stalled = self.stalled.contains(&id);
+                let stalled = self.stalled.contains(&id) || self.paused.contains_key(&id);
                 if stalled || q.front().is_none_or(|(due, _)| *due > self.now) {
                     break;
                 }
@@ -441,6 +478,9 @@ impl Sim {
         self.next_write_ms = self.now + 2 + self.rng.below(20);
         let ids: Vec<ServerId> = self.members.keys().copied().collect();
         for id in ids {
+            if self.paused.contains_key(&id) {
+                continue;
+            }
             if let Some(Some(m)) = self.members.get_mut(&id) {
                 self.writes += 1;
                 if m.write(self.now, &format!("/w{}", self.writes)).is_some() {

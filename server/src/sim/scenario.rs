@@ -304,6 +304,17 @@ impl Scenario {
         self.sim.stalled.insert(id);
     }
 
+    /// Stops `id` for `ms` with its connections open (a GC pause, SIGSTOP):
+    /// nothing of it runs, and what is sent to it waits.
+    pub fn pause(&mut self, id: ServerId, ms: u64) {
+        self.sim.paused.insert(id, self.sim.now + ms);
+    }
+
+    /// Whether `id` is paused.
+    pub fn is_paused(&self, id: ServerId) -> bool {
+        self.sim.paused.contains_key(&id)
+    }
+
     /// `id`'s disk goes on with what waited.
     pub fn unstall_disk(&mut self, id: ServerId) {
         self.sim.stalled.remove(&id);

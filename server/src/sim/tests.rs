@@ -1,7 +1,8 @@
-//! Seeded schedules: fault-free runs, and runs with crashes and partitions.
+//! Seeded schedules: fault-free runs, and runs with crashes (torn ones
+//! too), partitions and pauses.
 //! A failure prints its seed and a replay command.
 
-use super::{run, Schedule};
+use super::{run, FaultCounts, Schedule};
 
 fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
     Schedule {
@@ -30,12 +31,23 @@ fn fault_free_ensembles_elect_commit_and_converge() {
 }
 
 #[test]
-fn crashes_and_partitions_keep_every_invariant() {
+fn crashes_partitions_pauses_and_torn_cuts_keep_every_invariant() {
+    let mut counts = FaultCounts::default();
     for seed in 1..=seeds() {
-        if let Err(e) = run(schedule(seed, 10_000)) {
-            panic!("{e}");
+        match run(schedule(seed, 10_000)) {
+            Ok(c) => counts += c,
+            Err(e) => panic!("{e}"),
         }
     }
+    // The faults did what they are there for, in some schedules at least.
+    assert!(
+        counts.torn_writes > 0,
+        "no torn cut left a write: {counts:?}"
+    );
+    assert!(
+        counts.long_pauses > 0,
+        "no pause outlasted the sync limit: {counts:?}"
+    );
 }
 
 /// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::tests::replay -- --ignored`.

@@ -16,7 +16,7 @@ use super::peer::convert::SnapPiece;
 use super::peer::{PeerEvent, PeerNetwork, ReadPermit};
 use super::snap_receiver::SnapReceiver;
 use super::snap_sender::SnapSender;
-use super::storage_worker::{ReadState, RebuiltTree, StorageJob, StorageReport};
+use super::storage_worker::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 use super::ServeError;
 use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
@@ -29,11 +29,11 @@ use crate::failpoints::{active, Failpoint};
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, StorageError, Store, Txn};
+use zkd_storage::{DataTree, Txn};
 
 mod sync;
 
-use sync::{Deferred, Divergence, Reload};
+use sync::{Deferred, Divergence, Loaded, Reload};
 
 /// Txns a member keeps in memory to bring a follower up to date by DIFF;
 /// one further behind gets a SNAP.
@@ -41,7 +41,6 @@ const HISTORY_WINDOW: usize = 10_000;
 
 /// Barrier tokens of the member itself (the Zab roles use 1-2 and 11-12).
 const TOKEN_DRAINED: u64 = 1001;
-const TOKEN_RELOADED: u64 = 1002;
 
 /// ZooKeeper's finalize wait and notification backoff cap.
 const FINALIZE_WAIT_MS: u64 = 200;
@@ -77,11 +76,10 @@ pub(super) struct Ctx<'a> {
 }
 
 /// One member of an ensemble.
-pub(super) struct Member<S: Store> {
+pub(super) struct Member {
     id: ServerId,
     voters: Voters,
     timing: Timing,
-    storage: S,
     election: Election,
     role: Role,
     peers: PeerNetwork,
@@ -93,7 +91,7 @@ pub(super) struct Member<S: Store> {
     /// What was durable when this election round started (read by the
     /// storage thread): the role it decides starts from it, since nothing
     /// is written while looking.
-    looked: Option<DurableState>,
+    looked: Option<ReadState>,
     /// The tree diverged from a leader's: it is rebuilt from disk once the
     /// role's storage is drained, and syncs by SNAP until one is installed.
     diverged: Divergence,
@@ -106,15 +104,9 @@ pub(super) struct Member<S: Store> {
     unsaved_epochs: (Option<Epoch>, Option<Epoch>),
 }
 
-impl<S: Store> Member<S> {
+impl Member {
     /// A member that has not looked for a leader yet.
-    pub fn new(
-        id: ServerId,
-        voters: Voters,
-        timing: Timing,
-        storage: S,
-        peers: PeerNetwork,
-    ) -> Self {
+    pub fn new(id: ServerId, voters: Voters, timing: Timing, peers: PeerNetwork) -> Self {
         let config = ElectionConfig {
             my_id: id,
             voters: voters.0.clone(),
@@ -130,7 +122,6 @@ impl<S: Store> Member<S> {
             id,
             voters,
             timing,
-            storage,
             election: Election::new(config, own),
             role: Role::Looking,
             peers,
@@ -188,20 +179,21 @@ impl<S: Store> Member<S> {
             ctx,
             StorageJob::ReadDurableState {
                 window: HISTORY_WINDOW,
+                tree_at: ctx.node.tree().last_zxid(),
             },
         )
     }
 
     /// What is durable was read: the round starts with this member's vote.
-    fn start_round(&mut self, ctx: &mut Ctx<'_>, state: DurableState) -> Result<(), ServeError> {
+    fn start_round(&mut self, ctx: &mut Ctx<'_>, mut read: ReadState) -> Result<(), ServeError> {
         self.waiting = Waiting::Nothing;
-        let state = self.with_unsaved_epochs(state);
+        *read.state = self.with_unsaved_epochs(*read.state);
         let own = Vote {
             leader: self.id,
-            zxid: state.history.last_zxid(),
-            peer_epoch: state.current_epoch,
+            zxid: read.state.history.last_zxid(),
+            peer_epoch: read.state.current_epoch,
         };
-        self.looked = Some(state);
+        self.looked = Some(read);
         tracing::info!(vote = %own, "looking for a leader");
         self.election.look(ctx.now.mono_ms, own);
         self.after_election(ctx)
@@ -371,13 +363,13 @@ impl<S: Store> Member<S> {
                 return self.look(ctx);
             }
             StorageReport::Rebuilt(RebuiltTree(tree)) => return self.rebuilt(ctx, *tree),
-            StorageReport::DurableState(ReadState(state)) => {
+            StorageReport::DurableState(read) => {
                 if matches!(self.waiting, Waiting::State) {
-                    return self.start_round(ctx, *state);
+                    return self.start_round(ctx, read);
                 }
                 return Ok(());
             }
-            StorageReport::Reached(TOKEN_RELOADED) => return self.reloaded(ctx, None),
+            StorageReport::Logged(logged) => return self.reloaded(ctx, Loaded::Logged(logged)),
             _ if matches!(self.waiting, Waiting::Drain) => {}
             StorageReport::Persisted(zxid) => match &mut self.role {
                 Role::Leading(l) => l.handle_persisted(zxid),
@@ -444,12 +436,13 @@ impl<S: Store> Member<S> {
             "election decided"
         );
         let leading = outcome.state == ServerState::Leading;
-        let Some(state) = self.looked.take() else {
+        let Some(ReadState { state, after_tree }) = self.looked.take() else {
             // A decision comes only in a round `start_round` began.
             return Err(ServeError::Storage(
                 "an election decided without the durable state it started from".into(),
             ));
         };
+        let state = *state;
         // A leader's whole log becomes committed with its epoch, so its tree
         // takes all of it. A follower's tree stays at what it saw committed:
         // the rest of its log waits for the leader's COMMIT (only the part
@@ -460,7 +453,7 @@ impl<S: Store> Member<S> {
         } else {
             state.history.base()
         };
-        self.catch_up_tree(ctx, through)?;
+        self.catch_up_tree(ctx, after_tree, through)?;
         if matches!(self.waiting, Waiting::Drain) {
             return Ok(());
         }
@@ -609,8 +602,12 @@ impl<S: Store> Member<S> {
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
                 submit(ctx, StorageJob::Truncate(after))?;
-                let reload = if ctx.node.tree().last_zxid() <= after {
-                    Reload::CatchUp(after)
+                let tree_at = ctx.node.tree().last_zxid();
+                let reload = if tree_at <= after {
+                    Reload::CatchUp {
+                        tree_at,
+                        cut: after,
+                    }
                 } else {
                     Reload::Rebuild {
                         fuzzy_through: Zxid::ZERO,
@@ -652,8 +649,4 @@ fn submit(ctx: &Ctx<'_>, job: StorageJob) -> Result<(), ServeError> {
     ctx.jobs
         .send(job)
         .map_err(|_| ServeError::Storage("storage worker stopped".into()))
-}
-
-fn storage_error(e: StorageError) -> ServeError {
-    ServeError::Storage(e.to_string())
 }

@@ -8,9 +8,10 @@ use super::*;
 /// How the tree follows storage after a TRUNC or a SNAP install.
 #[derive(Clone, Copy)]
 pub(super) enum Reload {
-    /// The log was cut after this zxid, at or above the tree: the tree is a
-    /// prefix of what is left and takes the log's next txns.
-    CatchUp(Zxid),
+    /// The log was cut after `cut`, at or above the tree (at `tree_at`):
+    /// the tree is a prefix of what is left and takes the log's next txns,
+    /// which the storage thread reads.
+    CatchUp { tree_at: Zxid, cut: Zxid },
     /// The storage thread rebuilds the tree from disk (a cut below the tree,
     /// or a leader's image, whose txns through `fuzzy_through` may be in it
     /// already).
@@ -18,6 +19,14 @@ pub(super) enum Reload {
         fuzzy_through: Zxid,
         installed: bool,
     },
+}
+
+/// What the storage thread read for a reload.
+pub(super) enum Loaded {
+    /// The tree, rebuilt from disk.
+    Tree(DataTree),
+    /// The logged txns a catch-up applies.
+    Logged(LoggedTxns),
 }
 
 /// A role's command, or a peer's message, held while the tree reloads.
@@ -40,7 +49,7 @@ pub(super) enum Divergence {
     AwaitingSnapshot,
 }
 
-impl<S: Store> Member<S> {
+impl Member {
     /// A message that came during a reload waits for it; the leader is not
     /// silent meanwhile, and its pings are answered at once, so a long
     /// install does not look like a dead link to either side.
@@ -101,17 +110,21 @@ impl<S: Store> Member<S> {
         }
     }
 
-    /// Applies what the log holds beyond the tree through `through`
-    /// (logged in an earlier role and not applied there). A txn that fails
-    /// to apply ends the role as a divergence does.
+    /// Applies the logged txns beyond the tree through `through` (logged in
+    /// an earlier role and not applied there; the storage thread read them
+    /// from the tree's zxid on). A txn that fails to apply ends the role as
+    /// a divergence does.
     pub(super) fn catch_up_tree(
         &mut self,
         ctx: &mut Ctx<'_>,
+        logged: LoggedTxns,
         through: Zxid,
     ) -> Result<(), ServeError> {
         let after = ctx.node.tree().last_zxid();
-        for item in self.storage.txns_after(after, 1024) {
-            let (zxid, bytes) = item.map_err(storage_error)?;
+        for (zxid, bytes) in logged {
+            if zxid <= after {
+                continue;
+            }
             if zxid > through {
                 break;
             }
@@ -150,7 +163,10 @@ impl<S: Store> Member<S> {
             reload,
         };
         match reload {
-            Reload::CatchUp(_) => StorageJob::Barrier(TOKEN_RELOADED),
+            Reload::CatchUp { tree_at, cut } => StorageJob::ReadLogged {
+                after: tree_at,
+                through: cut,
+            },
             Reload::Rebuild { .. } => StorageJob::Rebuild,
         }
     }
@@ -160,7 +176,7 @@ impl<S: Store> Member<S> {
     /// rebuild that comes after its role ended is still what is on disk.
     pub(super) fn rebuilt(&mut self, ctx: &mut Ctx<'_>, tree: DataTree) -> Result<(), ServeError> {
         match self.waiting {
-            Waiting::Reload { .. } => self.reloaded(ctx, Some(tree)),
+            Waiting::Reload { .. } => self.reloaded(ctx, Loaded::Tree(tree)),
             Waiting::Drain => {
                 ctx.node.replace_tree(tree, Zxid::ZERO);
                 if self.diverged == Divergence::Rebuild {
@@ -174,35 +190,36 @@ impl<S: Store> Member<S> {
     }
 
     /// The log is cut or a snapshot installed: the tree follows storage
-    /// (caught up on the log, or `rebuilt` by the storage thread), then what
-    /// waited carries on. The time the reload took is the member's own, not
-    /// the leader's silence.
-    pub(super) fn reloaded(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        rebuilt: Option<DataTree>,
-    ) -> Result<(), ServeError> {
+    /// (caught up on the logged txns, or rebuilt, which the storage thread
+    /// read), then what waited carries on. The time the reload took is the
+    /// member's own, not the leader's silence.
+    pub(super) fn reloaded(&mut self, ctx: &mut Ctx<'_>, loaded: Loaded) -> Result<(), ServeError> {
         let Waiting::Reload { deferred, reload } =
             std::mem::replace(&mut self.waiting, Waiting::Nothing)
         else {
             return Ok(());
         };
-        match (reload, rebuilt) {
-            (Reload::CatchUp(cut), _) => self.catch_up_tree(ctx, cut)?,
+        match (reload, loaded) {
+            (Reload::CatchUp { cut, .. }, Loaded::Logged(logged)) => {
+                self.catch_up_tree(ctx, logged, cut)?
+            }
             (
                 Reload::Rebuild {
                     fuzzy_through,
                     installed,
                 },
-                Some(tree),
+                Loaded::Tree(tree),
             ) => {
                 ctx.node.replace_tree(tree, fuzzy_through);
                 if installed {
                     self.diverged = Divergence::None;
                 }
             }
-            (Reload::Rebuild { .. }, None) => {
-                unreachable!("a rebuild reload ends with the rebuilt tree")
+            // Reports come in job order: a reload gets what its own job read.
+            _ => {
+                return Err(ServeError::Storage(
+                    "a reload got what another kind of storage job read".into(),
+                ))
             }
         }
         if let Role::Following(f) = &mut self.role {

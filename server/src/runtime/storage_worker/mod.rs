@@ -70,10 +70,17 @@ pub enum StorageJob {
     /// as `Rebuilt`.
     Rebuild,
     /// Reads the epochs and the log since the last snapshot (the last
-    /// `window` txns kept), as an election round starts from them, off the
-    /// node loop; reported as `DurableState`.
-    ReadDurableState { window: usize },
+    /// `window` txns kept), as an election round starts from them, and the
+    /// logged txns after `tree_at` (the tree's zxid), which the role it
+    /// decides may apply; off the node loop, reported as `DurableState`.
+    ReadDurableState { window: usize, tree_at: Zxid },
+    /// Reads the logged txns after `after` through `through` (a tree caught
+    /// up after a TRUNC above it), off the node loop; reported as `Logged`.
+    ReadLogged { after: Zxid, through: Zxid },
 }
+
+/// Logged txns in zxid order, as the storage thread read them.
+pub type LoggedTxns = Vec<(Zxid, bytes::Bytes)>;
 
 /// What the storage thread reports.
 #[derive(Debug, PartialEq, Eq)]
@@ -86,6 +93,8 @@ pub enum StorageReport {
     Rebuilt(RebuiltTree),
     /// What is durable, as a `ReadDurableState` asked.
     DurableState(ReadState),
+    /// The logged txns a `ReadLogged` asked for.
+    Logged(LoggedTxns),
     /// Storage failed: the node must stop.
     Failed(String),
 }
@@ -102,17 +111,22 @@ impl PartialEq for RebuiltTree {
 
 impl Eq for RebuiltTree {}
 
-/// The durable state read by the storage thread. Reports compare by epochs
-/// and the log's end.
+/// The durable state read by the storage thread. Reports compare by epochs,
+/// the log's end and the txns after the tree.
 #[derive(Debug)]
-pub struct ReadState(pub Box<crate::core::zab::DurableState>);
+pub struct ReadState {
+    pub state: Box<crate::core::zab::DurableState>,
+    /// The logged txns after the tree's zxid (`ReadDurableState::tree_at`).
+    pub after_tree: LoggedTxns,
+}
 
 impl PartialEq for ReadState {
     fn eq(&self, other: &Self) -> bool {
-        let key = |s: &crate::core::zab::DurableState| {
+        let key = |r: &ReadState| {
+            let s = &r.state;
             (s.accepted_epoch, s.current_epoch, s.history.last_zxid())
         };
-        key(&self.0) == key(&other.0)
+        key(self) == key(other) && self.after_tree == other.after_tree
     }
 }
 
@@ -253,9 +267,18 @@ impl<S: Store> Worker<S> {
                 let tree = super::recovery::rebuild(&self.storage)?;
                 self.report(StorageReport::Rebuilt(RebuiltTree(Box::new(tree))));
             }
-            StorageJob::ReadDurableState { window } => {
+            StorageJob::ReadDurableState { window, tree_at } => {
                 let state = super::recovery::durable_state(&self.storage, window)?;
-                self.report(StorageReport::DurableState(ReadState(Box::new(state))));
+                let after_tree = match tree_at >= state.history.base() {
+                    true => state.history.after(tree_at).cloned().collect(),
+                    false => self.logged(tree_at, state.history.last_zxid())?,
+                };
+                let state = Box::new(state);
+                self.report(StorageReport::DurableState(ReadState { state, after_tree }));
+            }
+            StorageJob::ReadLogged { after, through } => {
+                let logged = self.logged(after, through)?;
+                self.report(StorageReport::Logged(logged));
             }
         }
         Ok(())
@@ -273,6 +296,19 @@ impl<S: Store> Worker<S> {
             self.storage.settle()?;
         }
         Ok(())
+    }
+
+    /// The logged txns after `after` through `through`.
+    fn logged(&self, after: Zxid, through: Zxid) -> Result<LoggedTxns, StorageError> {
+        let mut logged = Vec::new();
+        for item in self.storage.txns_after(after, 1024) {
+            let (zxid, txn) = item?;
+            if zxid > through {
+                break;
+            }
+            logged.push((zxid, txn));
+        }
+        Ok(logged)
     }
 
     /// Waits for background snapshots, and drops the log purge: the history

@@ -492,3 +492,39 @@ fn a_proposals_permit_is_given_back_once_it_is_durable() {
     assert_eq!(budget.available_permits(), 10);
     worker.stop();
 }
+
+/// The txns a member's catch-up applies are read here, not on its loop:
+/// after a TRUNC (`ReadLogged`), and with the state an election round
+/// starts from, from the tree's zxid on, inside the history window or
+/// below it.
+#[test]
+fn the_logged_txns_a_catch_up_applies_are_read_on_the_storage_thread() {
+    let mut w = Running::start(Recorder::default(), (1..=6).map(persist).collect());
+    w.expect(&[StorageReport::Persisted(Zxid(6))]);
+    let zxids = |logged: &LoggedTxns| logged.iter().map(|(z, _)| z.0).collect::<Vec<_>>();
+    w.send(StorageJob::ReadLogged {
+        after: Zxid(2),
+        through: Zxid(4),
+    });
+    match w.next(Duration::from_secs(10)) {
+        Some(StorageReport::Logged(logged)) => {
+            assert_eq!(zxids(&logged), [3, 4]);
+            assert_eq!(logged[0].1, txn(3).to_bytes());
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    for (window, tree_at, after_tree) in [(2, 1, vec![2, 3, 4, 5, 6]), (10, 4, vec![5, 6])] {
+        w.send(StorageJob::ReadDurableState {
+            window,
+            tree_at: Zxid(tree_at),
+        });
+        match w.next(Duration::from_secs(10)) {
+            Some(StorageReport::DurableState(read)) => {
+                assert_eq!(read.state.history.last_zxid(), Zxid(6));
+                assert_eq!(zxids(&read.after_tree), after_tree, "window {window}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    w.stop();
+}

@@ -15,6 +15,7 @@ use zkd_protocol::Zxid;
 
 mod divergence;
 mod election;
+mod pauses;
 #[cfg(feature = "failpoints")]
 mod planted;
 mod snap;
