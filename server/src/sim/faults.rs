@@ -22,7 +22,7 @@ impl Sim {
         }
         if self.heals_at.is_some_and(|at| at <= self.now) {
             self.heals_at = None;
-            self.cut.clear();
+            self.heal_links();
         }
         if self.schedule.scripted {
             self.next_fault_ms = u64::MAX;
@@ -34,7 +34,7 @@ impl Sim {
         self.next_fault_ms = self.now + 300 + self.rng.below(1500);
         if self.now >= self.schedule.faults_until_ms {
             // Heal everything and bring everyone back: the ensemble must recover.
-            self.cut.clear();
+            self.heal_links();
             self.heals_at = None;
             let paused: Vec<ServerId> = self.paused.keys().copied().collect();
             for id in paused {
@@ -114,9 +114,25 @@ impl Sim {
                 self.in_flight.insert((until, self.seq), closed);
                 continue;
             }
+            let now = self.local(end);
             if let Some(Some(m)) = self.members.get_mut(&end) {
-                m.disconnected(self.now, other);
+                m.disconnected(now, other);
                 self.collect(end);
+            }
+        }
+    }
+
+    /// Every cut link works again. Each end's election link reconnects and
+    /// carries the last notification it sent again (ZooKeeper's and the
+    /// runtime's peer layer do): one sent into the partition is not lost.
+    pub(super) fn heal_links(&mut self) {
+        let healed = std::mem::take(&mut self.cut);
+        for (a, b) in healed {
+            for (from, to) in [(a, b), (b, a)] {
+                let up = matches!(self.members.get(&from), Some(Some(_)));
+                if let (true, Some(n)) = (up, self.last_notification.get(&(from, to)).copied()) {
+                    self.send(from, to, super::Packet::Wire(super::Wire::Election(n)));
+                }
             }
         }
     }
@@ -193,6 +209,8 @@ impl Sim {
             .retain(|_, (from, to, _)| *from != id && *to != id);
         self.link_clock
             .retain(|(from, to), _| *from != id && *to != id);
+        // A new process remembers no notification it sent.
+        self.last_notification.retain(|(from, _), _| *from != id);
         self.restarts
             .insert(id, self.now + 200 + self.rng.below(2000));
     }

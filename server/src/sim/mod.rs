@@ -2,7 +2,8 @@
 //! (election, Zab, tree) in one thread, with seeded virtual time, a seeded
 //! network of FIFO links (delays; partitions drop what is in flight),
 //! pauses (a stopped process: nothing of it runs, what is sent to it
-//! waits) and `MemStorage` disks whose queued, not yet durable, operations
+//! waits), a clock per member that runs slow or fast from an origin of its
+//! own (random schedules), and `MemStorage` disks whose queued, not yet durable, operations
 //! a crash loses (a torn one keeps a prefix of them, never reported). Every random choice comes from the seed; a failure names it and a
 //! one-line replay command.
 //!
@@ -16,15 +17,17 @@
 //! `scenario`) are in `trap`.
 
 pub mod checker;
+mod clock;
 mod faults;
 pub mod member;
 pub mod rng;
 pub mod scenario;
 mod trap;
 
-use crate::core::election::ServerId;
+use crate::core::election::{Notification, ServerId};
 use crate::core::zab::{StorageOp, Timing, Voters};
 use checker::{Checker, Violation};
+use clock::MemberClock;
 use member::{Effect, Member, Wire};
 use rng::Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -72,6 +75,9 @@ struct Sim {
     link_clock: BTreeMap<(ServerId, ServerId), u64>,
     /// Links that are cut, as (lower id, higher id).
     cut: BTreeSet<(ServerId, ServerId)>,
+    /// The last election notification each member sent each other one: a
+    /// new connection carries it again, as the runtime's does.
+    last_notification: BTreeMap<(ServerId, ServerId), Notification>,
     /// Crashed members and when they come back.
     restarts: BTreeMap<ServerId, u64>,
     heals_at: Option<u64>,
@@ -96,6 +102,8 @@ struct Sim {
     /// they resume: nothing of theirs runs, what is sent to them waits.
     paused: BTreeMap<ServerId, u64>,
     counts: FaultCounts,
+    /// Each member's clock (skewed in random schedules, exact in scripts).
+    clocks: BTreeMap<ServerId, MemberClock>,
     /// Members whose trees a script damaged in memory, until a SNAP repairs them.
     damaged: BTreeSet<ServerId>,
     /// Zxids seen durable on a quorum of disks (a wiped disk later does
@@ -154,6 +162,7 @@ impl Sim {
             seq: 0,
             link_clock: BTreeMap::new(),
             cut: BTreeSet::new(),
+            last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),
             heals_at: None,
             next_fault_ms: 500,
@@ -169,18 +178,38 @@ impl Sim {
             stalled: BTreeSet::new(),
             paused: BTreeMap::new(),
             counts: FaultCounts::default(),
+            clocks: BTreeMap::new(),
             damaged: BTreeSet::new(),
             quorum_durable: BTreeSet::new(),
         };
+        for id in &ids {
+            let clock = match schedule.scripted {
+                true => MemberClock::EXACT,
+                false => MemberClock::skewed(&mut sim.rng),
+            };
+            sim.clocks.insert(*id, clock);
+        }
         for id in ids {
             sim.boot(id);
         }
         sim
     }
 
+    /// What member `id`'s own clock reads now.
+    fn local(&self, id: ServerId) -> u64 {
+        self.clocks[&id].local(self.now)
+    }
+
+    /// When member `id`'s next timer fires, in simulated time.
+    fn next_timer(&self, m: &Member) -> Option<u64> {
+        let clock = self.clocks[&m.id];
+        m.next_timeout().map(|local| clock.sim_time(local))
+    }
+
     fn boot(&mut self, id: ServerId) {
         let disk = self.disks[&id].clone();
-        let member = Member::start(id, self.voters.clone(), self.timing, disk, self.now);
+        let now = self.local(id);
+        let member = Member::start(id, self.voters.clone(), self.timing, disk, now);
         self.members.insert(id, Some(member));
         self.checker.restarted(id);
         self.collect(id);
@@ -204,11 +233,14 @@ impl Sim {
             if self.paused.contains_key(&id) {
                 continue;
             }
-            if let Some(Some(m)) = self.members.get_mut(&id) {
-                if m.next_timeout().is_some_and(|t| t <= self.now) {
-                    m.tick(self.now);
-                    self.collect_checked(id)?;
-                }
+            let now = self.local(id);
+            let due = match self.members.get(&id) {
+                Some(Some(m)) => self.next_timer(m).is_some_and(|t| t <= self.now),
+                _ => false,
+            };
+            if let (true, Some(Some(m))) = (due, self.members.get_mut(&id)) {
+                m.tick(now);
+                self.collect_checked(id)?;
             }
         }
         self.faults();
@@ -269,7 +301,7 @@ impl Sim {
             .values()
             .flatten()
             .filter(|m| !self.paused.contains_key(&m.id))
-            .filter_map(Member::next_timeout)
+            .filter_map(|m| self.next_timer(m))
             .min();
         let restart = self.restarts.values().min().copied();
         let resume = self.paused.values().min().copied();
@@ -303,6 +335,7 @@ impl Sim {
                 self.in_flight.insert((until, seq), (from, to, packet));
                 continue;
             }
+            let now = self.local(to);
             let Some(Some(m)) = self.members.get_mut(&to) else {
                 continue;
             };
@@ -310,7 +343,7 @@ impl Sim {
                 Packet::Wire(wire) => {
                     let seen = (!self.traps.is_empty() || sync_kind(&wire).is_some())
                         .then(|| wire.clone());
-                    m.receive(self.now, from, wire);
+                    m.receive(now, from, wire);
                     self.collect_checked(to)?;
                     if let Some(wire) = seen {
                         self.note_sync(to, &wire);
@@ -322,7 +355,7 @@ impl Sim {
                     }
                 }
                 Packet::Closed => {
-                    m.disconnected(self.now, from);
+                    m.disconnected(now, from);
                     self.collect_checked(to)?;
                 }
             }
@@ -420,9 +453,10 @@ impl Sim {
                                 op: &op,
                             });
                         }
+                        let now = self.local(id);
                         if let Some(Some(m)) = self.members.get_mut(&id) {
                             m.drain();
-                            m.look(self.now);
+                            m.look(now);
                         }
                         self.checker.restarted(id);
                         pending.push_back(id);
@@ -447,6 +481,9 @@ impl Sim {
     }
 
     fn send(&mut self, from: ServerId, to: ServerId, packet: Packet) {
+        if let Packet::Wire(Wire::Election(n)) = &packet {
+            self.last_notification.insert((from, to), *n);
+        }
         if self.is_cut(from, to) || !matches!(self.members.get(&to), Some(Some(_))) {
             return;
         }
@@ -481,9 +518,10 @@ impl Sim {
             if self.paused.contains_key(&id) {
                 continue;
             }
+            let now = self.local(id);
             if let Some(Some(m)) = self.members.get_mut(&id) {
                 self.writes += 1;
-                if m.write(self.now, &format!("/w{}", self.writes)).is_some() {
+                if m.write(now, &format!("/w{}", self.writes)).is_some() {
                     self.collect_checked(id)?;
                 }
             }
@@ -504,7 +542,16 @@ impl Sim {
             .map(|m| m.id)
             .collect();
         if leaders.len() != 1 {
-            let states: Vec<String> = live.iter().map(|m| m.describe()).collect();
+            let states: Vec<String> = live
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}; next timer at {:?} ms",
+                        m.describe(),
+                        self.next_timer(m)
+                    )
+                })
+                .collect();
             return Err(Violation(format!(
                 "liveness: {} established leaders after the faults stopped:\n  {}",
                 leaders.len(),
@@ -562,7 +609,13 @@ fn trace_line(effect: &Effect) -> String {
             let text = format!("{m:?}");
             format!("-> {to} {}", &text[..text.len().min(90)])
         }
-        Effect::Send { .. } => String::new(),
+        Effect::Send {
+            wire: Wire::Election(n),
+            to,
+        } => format!(
+            "-> {to} {:?} {} {:?} round {}",
+            n.state, n.vote, n.vote.zxid, n.election_epoch
+        ),
         Effect::Delivered { zxid, digest, .. } => format!("delivered {zxid} digest {digest:x}"),
         other => format!("{other:?}").chars().take(120).collect(),
     }

@@ -322,7 +322,7 @@ impl Scenario {
 
     /// Restores every link.
     pub fn heal(&mut self) {
-        self.sim.cut.clear();
+        self.sim.heal_links();
     }
 
     /// Power loss on `id`: what its storage had not done yet is lost.
@@ -338,12 +338,13 @@ impl Scenario {
 
     /// A client write on `id` while it believes it leads; its zxid.
     pub fn write_on(&mut self, id: ServerId) -> Option<Zxid> {
+        let now = self.sim.local(id);
         let Some(Some(m)) = self.sim.members.get_mut(&id) else {
             return None;
         };
         self.sim.writes += 1;
         let path = format!("/scripted{}", self.sim.writes);
-        let zxid = m.write(self.sim.now, &path)?;
+        let zxid = m.write(now, &path)?;
         self.sim.collect(id);
         Some(zxid)
     }
