@@ -85,6 +85,10 @@ pub struct Election {
     /// storage first): lookers hear LOOKING with this member's own vote,
     /// never the leader it no longer follows, and nothing is counted.
     standing_down: bool,
+    /// The latest vote of each looker heard while standing down: counted
+    /// when the next round starts, as ZooKeeper's queued notifications are
+    /// (a looker already in that round does not send its vote again soon).
+    held: BTreeMap<ServerId, Notification>,
 }
 
 impl Election {
@@ -105,16 +109,19 @@ impl Election {
             commands: VecDeque::new(),
             outcome: None,
             standing_down: false,
+            held: BTreeMap::new(),
         }
     }
 
     /// The member's role ended; until the next [`look`](Self::look) it
     /// answers as a looker with its own last vote, so no looker is sent to
-    /// a leader that is gone, and it counts no votes.
+    /// a leader that is gone, and it counts no votes yet (lookers' votes
+    /// are held for the next round).
     pub fn stand_down(&mut self) {
         self.state = ServerState::Looking;
         self.vote = self.own;
         self.standing_down = true;
+        self.held.clear();
         self.received.clear();
         self.out_of_election.clear();
         self.finalize_at = None;
@@ -137,6 +144,9 @@ impl Election {
         self.resend_interval_ms = self.config.finalize_wait_ms;
         self.resend_at = Some(now_ms + self.resend_interval_ms);
         self.broadcast(now_ms);
+        for n in std::mem::take(&mut self.held).into_values() {
+            self.handle_notification(now_ms, n);
+        }
     }
 
     /// Feeds a notification from a peer.
@@ -148,6 +158,7 @@ impl Election {
         if self.standing_down {
             if n.state == ServerState::Looking {
                 self.send(n.sender, self.notification());
+                self.held.insert(n.sender, n);
             }
             return;
         }

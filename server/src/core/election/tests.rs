@@ -461,3 +461,33 @@ fn a_member_whose_role_ended_answers_lookers_as_a_looker() {
     e.look(100, vote(2, 8, 1));
     assert_eq!(e.poll_timeout(), Some(300), "the next round runs as usual");
 }
+
+/// A looker's vote heard while standing down counts when the next round
+/// starts: that looker, already in the round, would not send it again
+/// before its re-send timer (found as a 500 ms longer failover).
+#[test]
+fn a_lookers_vote_heard_while_standing_down_counts_in_the_next_round() {
+    let mut e = Election::new(config(2, 3), vote(2, 7, 1));
+    e.look(0, vote(2, 7, 1));
+    sends(&mut e);
+    e.handle_notification(1, settled(1, ServerState::Following, 3, 1));
+    e.handle_notification(1, settled(3, ServerState::Leading, 3, 1));
+    assert!(e.take_outcome().is_some());
+    e.stand_down();
+    let ahead = Notification {
+        sender: ServerId(3),
+        state: ServerState::Looking,
+        vote: vote(3, 9, 1),
+        election_epoch: 2,
+    };
+    e.handle_notification(50, ahead);
+    sends(&mut e);
+    e.look(100, vote(2, 9, 1));
+    assert_eq!(e.vote().leader, ServerId(3), "the held vote is better");
+    e.handle_timeout(300);
+    let outcome = e.take_outcome().expect("decided after one finalize wait");
+    assert_eq!(
+        (outcome.state, outcome.vote.leader),
+        (ServerState::Following, ServerId(3))
+    );
+}
