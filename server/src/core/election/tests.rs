@@ -427,11 +427,8 @@ mod simulated {
     }
 }
 
-/// Issue 14, finding 8: between the end of a role and the next round (the
-/// member drains its storage first), a looker must not be told to follow
-/// the leader this member no longer follows, and no vote is counted then.
-#[test]
-fn a_member_whose_role_ended_answers_lookers_as_a_looker() {
+/// Member 2 of 3, which followed 3 in round 1; its role just ended.
+fn stood_down_after_following_3() -> Election {
     let mut e = Election::new(config(2, 3), vote(2, 7, 1));
     e.look(0, vote(2, 7, 1));
     sends(&mut e);
@@ -439,6 +436,15 @@ fn a_member_whose_role_ended_answers_lookers_as_a_looker() {
     e.handle_notification(1, settled(3, ServerState::Leading, 3, 1));
     assert!(e.take_outcome().is_some());
     e.stand_down();
+    e
+}
+
+/// Issue 14, finding 8: between the end of a role and the next round (the
+/// member drains its storage first), a looker must not be told to follow
+/// the leader this member no longer follows, and no vote is counted then.
+#[test]
+fn a_member_whose_role_ended_answers_lookers_as_a_looker() {
+    let mut e = stood_down_after_following_3();
     let looker = Notification {
         sender: ServerId(1),
         state: ServerState::Looking,
@@ -467,13 +473,7 @@ fn a_member_whose_role_ended_answers_lookers_as_a_looker() {
 /// before its re-send timer (found as a 500 ms longer failover).
 #[test]
 fn a_lookers_vote_heard_while_standing_down_counts_in_the_next_round() {
-    let mut e = Election::new(config(2, 3), vote(2, 7, 1));
-    e.look(0, vote(2, 7, 1));
-    sends(&mut e);
-    e.handle_notification(1, settled(1, ServerState::Following, 3, 1));
-    e.handle_notification(1, settled(3, ServerState::Leading, 3, 1));
-    assert!(e.take_outcome().is_some());
-    e.stand_down();
+    let mut e = stood_down_after_following_3();
     let ahead = Notification {
         sender: ServerId(3),
         state: ServerState::Looking,
