@@ -1,11 +1,41 @@
 //! Fault driving: restarts and heals when they are due, a random
-//! schedule's faults at seeded times, and the crash and link cut that
-//! scripts and traps use as well.
+//! schedule's faults at seeded times (crashes, torn power cuts, failed
+//! disk writes, pauses, partitions: whole, one-way, bridged), and the
+//! crash that scripts and traps use as well.
 
 use super::Sim;
 use crate::core::election::ServerId;
 use crate::core::zab::StorageOp;
 use zkd_storage::{EpochStore, TxnLog};
+
+/// How often a schedule's random faults did what they are there for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FaultCounts {
+    /// Torn power cuts that left queued, unreported writes on the disk.
+    pub torn_writes: u64,
+    /// Pauses longer than the sync limit: the peers gave up on the member
+    /// while its connections stayed open.
+    pub long_pauses: u64,
+    /// Messages a one-way partition held and delivered late.
+    pub late_packets: u64,
+    /// Older election notifications read after a reconnect's newer one.
+    pub stale_notifications: u64,
+    /// Partitions in two with a member linked to both sides.
+    pub bridges: u64,
+    /// Storage operations that failed (EIO) and ended their member.
+    pub disk_errors: u64,
+}
+
+impl std::ops::AddAssign for FaultCounts {
+    fn add_assign(&mut self, other: FaultCounts) {
+        self.torn_writes += other.torn_writes;
+        self.long_pauses += other.long_pauses;
+        self.late_packets += other.late_packets;
+        self.stale_notifications += other.stale_notifications;
+        self.bridges += other.bridges;
+        self.disk_errors += other.disk_errors;
+    }
+}
 
 impl Sim {
     /// Crashes, restarts, partitions and heals, at seeded times.
@@ -52,24 +82,16 @@ impl Sim {
             _ => ids[self.rng.below(ids.len() as u64) as usize],
         };
         let up = !self.restarts.contains_key(&victim);
-        match self.rng.below(7) {
+        match self.rng.below(10) {
             0 if up => self.crash(victim),
             // Stopped, its connections open (a GC pause, SIGSTOP): shorter
             // or longer than its peers' patience.
-            5 if up && !self.paused.contains_key(&victim) => {
-                let until = self.now + 100 + self.rng.below(2000);
-                if until - self.now > self.timing.sync_ms() {
-                    self.counts.long_pauses += 1;
-                }
-                if self.trace {
-                    eprintln!(
-                        "{:>6} ms  member {victim}: PAUSE until {until} ms",
-                        self.now
-                    );
-                }
-                self.paused.insert(victim, until);
-            }
+            5 if up && !self.paused.contains_key(&victim) => self.pause(victim),
             6 if up => self.torn_crash(victim),
+            // The victim's next storage operation fails.
+            7 if up => {
+                self.failing_disks.insert(victim);
+            }
             // A correlated outage: every member loses power at once.
             1 if self.rng.below(3) == 0 => {
                 for id in &ids {
@@ -85,56 +107,75 @@ impl Sim {
                         self.cut_link(victim, *other);
                     }
                 }
-                self.heals_at = Some(self.now + 300 + self.rng.below(2500));
+                self.heal_later();
             }
+            8 => {
+                // The victim hears everyone and nobody hears it, or the reverse.
+                let outbound = self.rng.below(2) == 0;
+                for other in &ids {
+                    match (*other != victim, outbound) {
+                        (true, true) => self.cut_one_way(victim, *other),
+                        (true, false) => self.cut_one_way(*other, victim),
+                        (false, _) => {}
+                    }
+                }
+                self.heal_later();
+            }
+            9 => self.bridge(victim, &ids),
             _ => {
                 let other = ids[self.rng.below(ids.len() as u64) as usize];
                 if other != victim {
                     self.cut_link(victim, other);
-                    self.heals_at = Some(self.now + 300 + self.rng.below(2500));
+                    self.heal_later();
                 }
             }
         }
     }
 
-    /// A partition breaks the connection, as TCP would: what it carried is
-    /// lost and both ends learn that it closed.
-    pub(super) fn cut_link(&mut self, a: ServerId, b: ServerId) {
+    fn heal_later(&mut self) {
+        self.heals_at = Some(self.now + 300 + self.rng.below(2500));
+    }
+
+    fn pause(&mut self, victim: ServerId) {
+        let until = self.now + 100 + self.rng.below(2000);
+        if until - self.now > self.timing.sync_ms() {
+            self.counts.long_pauses += 1;
+        }
         if self.trace {
-            eprintln!("{:>6} ms  cut {a}-{b}", self.now);
+            eprintln!(
+                "{:>6} ms  member {victim}: PAUSE until {until} ms",
+                self.now
+            );
         }
-        self.cut.insert((a.min(b), a.max(b)));
-        self.in_flight
-            .retain(|_, (from, to, _)| !((*from == a && *to == b) || (*from == b && *to == a)));
-        for (end, other) in [(a, b), (b, a)] {
-            if let Some(&until) = self.paused.get(&end) {
-                // A stopped process learns of the close when it runs again.
-                self.seq += 1;
-                let closed = (other, end, super::Packet::Closed);
-                self.in_flight.insert((until, self.seq), closed);
-                continue;
-            }
-            let now = self.local(end);
-            if let Some(Some(m)) = self.members.get_mut(&end) {
-                m.disconnected(now, other);
-                self.collect(end);
-            }
-        }
+        self.paused.insert(victim, until);
     }
 
-    /// Every cut link works again. Each end's election link reconnects and
-    /// carries the last notification it sent again (ZooKeeper's and the
-    /// runtime's peer layer do): one sent into the partition is not lost.
-    pub(super) fn heal_links(&mut self) {
-        let healed = std::mem::take(&mut self.cut);
-        for (a, b) in healed {
-            for (from, to) in [(a, b), (b, a)] {
-                let up = matches!(self.members.get(&from), Some(Some(_)));
-                if let (true, Some(n)) = (up, self.last_notification.get(&(from, to)).copied()) {
-                    self.send(from, to, super::Packet::Wire(super::Wire::Election(n)));
-                }
+    /// The others split in two sides that cannot reach each other, and
+    /// `bridge` reaches both (a quorum may form on either side through it).
+    fn bridge(&mut self, bridge: ServerId, ids: &[ServerId]) {
+        let (mut left, mut right) = (Vec::new(), Vec::new());
+        for id in ids.iter().filter(|id| **id != bridge) {
+            match self.rng.below(2) == 0 {
+                true => left.push(*id),
+                false => right.push(*id),
             }
         }
+        if left.is_empty() || right.is_empty() {
+            return;
+        }
+        if self.trace {
+            eprintln!(
+                "{:>6} ms  bridge {bridge} between {left:?} and {right:?}",
+                self.now
+            );
+        }
+        for a in &left {
+            for b in &right {
+                self.cut_link(*a, *b);
+            }
+        }
+        self.counts.bridges += 1;
+        self.heal_later();
     }
 
     /// Paused members whose pause is over run again, before anything else
@@ -168,19 +209,13 @@ impl Sim {
             .map(std::mem::take)
             .unwrap_or_default();
         let reached = self.rng.below(queue.len() as u64 + 1) as usize;
-        let mut disk = self.disks[&id].clone();
         let mut written = 0;
         for (_, op) in queue.into_iter().take(reached) {
-            let done = match op {
-                StorageOp::Append { zxid, txn } => disk.append(zxid, txn).and_then(|_| disk.sync()),
-                StorageOp::SetAcceptedEpoch(e) => disk.set_accepted_epoch(e),
-                StorageOp::SetCurrentEpoch(e) => disk.set_current_epoch(e),
-                StorageOp::Barrier(_) => continue,
-                // A cut or an install ends the prefix the cut can keep.
-                StorageOp::TruncateAndReload { .. } | StorageOp::InstallSnapshot { .. } => break,
-            };
-            done.expect("a memory disk takes every write");
-            written += 1;
+            match self.write_unreported(id, op) {
+                Some(true) => written += 1,
+                Some(false) => {}
+                None => break,
+            }
         }
         if written > 0 {
             self.counts.torn_writes += 1;
@@ -194,6 +229,38 @@ impl Sim {
         self.crash(id);
     }
 
+    /// The storage operation `op` of member `id` fails with EIO: it may or
+    /// may not have reached the disk, and the member exits at once, as the
+    /// runtime's storage thread ends the process on a failed write.
+    pub(super) fn disk_error(&mut self, id: ServerId, op: StorageOp) {
+        let reached = self.rng.below(2) == 0 && self.write_unreported(id, op).is_some();
+        self.counts.disk_errors += 1;
+        if self.trace {
+            eprintln!(
+                "{:>6} ms  member {id}: EIO, the failed write {} the disk",
+                self.now,
+                if reached { "reached" } else { "did not reach" }
+            );
+        }
+        self.crash(id);
+    }
+
+    /// Writes `op` to member `id`'s disk without telling the member: whether
+    /// it wrote anything, or None for a cut or an install (which end the
+    /// prefix a power cut can keep).
+    fn write_unreported(&mut self, id: ServerId, op: StorageOp) -> Option<bool> {
+        let mut disk = self.disks[&id].clone();
+        let done = match op {
+            StorageOp::Append { zxid, txn } => disk.append(zxid, txn).and_then(|_| disk.sync()),
+            StorageOp::SetAcceptedEpoch(e) => disk.set_accepted_epoch(e),
+            StorageOp::SetCurrentEpoch(e) => disk.set_current_epoch(e),
+            StorageOp::Barrier(_) => return Some(false),
+            StorageOp::TruncateAndReload { .. } | StorageOp::InstallSnapshot { .. } => return None,
+        };
+        done.expect("a memory disk takes every write");
+        Some(true)
+    }
+
     /// kill -9 and power loss: queued storage operations never happen.
     pub(super) fn crash(&mut self, id: ServerId) {
         if self.trace {
@@ -205,12 +272,8 @@ impl Sim {
             q.clear();
         }
         self.disks[&id].crash();
-        self.in_flight
-            .retain(|_, (from, to, _)| *from != id && *to != id);
-        self.link_clock
-            .retain(|(from, to), _| *from != id && *to != id);
-        // A new process remembers no notification it sent.
-        self.last_notification.retain(|(from, _), _| *from != id);
+        self.failing_disks.remove(&id);
+        self.forget_links(id);
         self.restarts
             .insert(id, self.now + 200 + self.rng.below(2000));
     }

@@ -1,7 +1,8 @@
 //! Deterministic simulation of an ensemble: the members' pure cores
 //! (election, Zab, tree) in one thread, with seeded virtual time, a seeded
-//! network of FIFO links (delays; partitions drop what is in flight),
-//! pauses (a stopped process: nothing of it runs, what is sent to it
+//! network of FIFO links (see `network`: delays; partitions drop what is in
+//! flight, one-way ones hold it; reconnects deliver stale notifications),
+//! failed disk writes that end their member, pauses (a stopped process: nothing of it runs, what is sent to it
 //! waits), a clock per member that runs slow or fast from an origin of its
 //! own (random schedules), and `MemStorage` disks whose queued, not yet durable, operations
 //! a crash loses (a torn one keeps a prefix of them, never reported). Every random choice comes from the seed; a failure names it and a
@@ -19,7 +20,9 @@
 pub mod checker;
 mod clock;
 mod faults;
+pub use faults::FaultCounts;
 pub mod member;
+mod network;
 pub mod rng;
 pub mod scenario;
 mod trap;
@@ -75,9 +78,17 @@ struct Sim {
     link_clock: BTreeMap<(ServerId, ServerId), u64>,
     /// Links that are cut, as (lower id, higher id).
     cut: BTreeSet<(ServerId, ServerId)>,
+    /// Directions (from, to) a one-way partition holds.
+    one_way: BTreeSet<(ServerId, ServerId)>,
+    /// What the one-way partitions hold, per direction, in order.
+    held: BTreeMap<(ServerId, ServerId), VecDeque<Packet>>,
     /// The last election notification each member sent each other one: a
     /// new connection carries it again, as the runtime's does.
     last_notification: BTreeMap<(ServerId, ServerId), Notification>,
+    /// The one sent before it, which a reconnect may deliver late.
+    older_notification: BTreeMap<(ServerId, ServerId), Notification>,
+    /// Members whose next storage operation fails (EIO): the member exits.
+    failing_disks: BTreeSet<ServerId>,
     /// Crashed members and when they come back.
     restarts: BTreeMap<ServerId, u64>,
     heals_at: Option<u64>,
@@ -124,23 +135,6 @@ pub fn run(schedule: Schedule) -> Result<FaultCounts, String> {
     }
 }
 
-/// How often a schedule's random faults did what they are there for.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FaultCounts {
-    /// Torn power cuts that left queued, unreported writes on the disk.
-    pub torn_writes: u64,
-    /// Pauses longer than the sync limit: the peers gave up on the member
-    /// while its connections stayed open.
-    pub long_pauses: u64,
-}
-
-impl std::ops::AddAssign for FaultCounts {
-    fn add_assign(&mut self, other: FaultCounts) {
-        self.torn_writes += other.torn_writes;
-        self.long_pauses += other.long_pauses;
-    }
-}
-
 impl Sim {
     fn new(schedule: Schedule) -> Sim {
         let ids: BTreeSet<ServerId> = (1..=schedule.members).map(ServerId).collect();
@@ -162,7 +156,11 @@ impl Sim {
             seq: 0,
             link_clock: BTreeMap::new(),
             cut: BTreeSet::new(),
+            one_way: BTreeSet::new(),
+            held: BTreeMap::new(),
             last_notification: BTreeMap::new(),
+            older_notification: BTreeMap::new(),
+            failing_disks: BTreeSet::new(),
             restarts: BTreeMap::new(),
             heals_at: None,
             next_fault_ms: 500,
@@ -372,6 +370,10 @@ impl Sim {
                     break;
                 }
                 let Some((_, op)) = q.pop_front() else { break };
+                if self.failing_disks.remove(&id) {
+                    self.disk_error(id, op);
+                    break;
+                }
                 self.spring(&Moment::BeforeStorage {
                     member: id,
                     op: &op,
@@ -403,7 +405,7 @@ impl Sim {
                 }
                 match effect {
                     Effect::Send { to, wire } => self.send(id, to, Packet::Wire(wire)),
-                    Effect::Disconnect { peer } => self.send(id, peer, Packet::Closed),
+                    Effect::Disconnect { peer } => self.quorum_link_closed(id, peer),
                     Effect::Storage(op) => {
                         // fsync latency: mostly short, now and then a slow disk.
                         let latency = if self.rng.below(20) == 0 {
@@ -478,24 +480,6 @@ impl Sim {
             Some(Some(m)) => m.tree.digest(),
             _ => 0,
         }
-    }
-
-    fn send(&mut self, from: ServerId, to: ServerId, packet: Packet) {
-        if let Packet::Wire(Wire::Election(n)) = &packet {
-            self.last_notification.insert((from, to), *n);
-        }
-        if self.is_cut(from, to) || !matches!(self.members.get(&to), Some(Some(_))) {
-            return;
-        }
-        let link = self.link_clock.entry((from, to)).or_insert(0);
-        let at = (self.now + 1 + self.rng.below(10)).max(*link);
-        *link = at;
-        self.seq += 1;
-        self.in_flight.insert((at, self.seq), (from, to, packet));
-    }
-
-    fn is_cut(&self, a: ServerId, b: ServerId) -> bool {
-        self.cut.contains(&(a.min(b), a.max(b)))
     }
 
     /// A client write every few milliseconds at whoever leads.

@@ -1,5 +1,6 @@
 //! Seeded schedules: fault-free runs, and runs with crashes (torn ones
-//! too), partitions and pauses.
+//! too), partitions (one-way and bridged ones too), pauses, stale
+//! notifications after reconnects, and failed disk writes.
 //! A failure prints its seed and a replay command.
 
 use super::{run, FaultCounts, Schedule};
@@ -31,7 +32,7 @@ fn fault_free_ensembles_elect_commit_and_converge() {
 }
 
 #[test]
-fn crashes_partitions_pauses_and_torn_cuts_keep_every_invariant() {
+fn crashes_partitions_pauses_torn_cuts_and_disk_errors_keep_every_invariant() {
     let mut counts = FaultCounts::default();
     for seed in 1..=seeds() {
         match run(schedule(seed, 10_000)) {
@@ -39,6 +40,7 @@ fn crashes_partitions_pauses_and_torn_cuts_keep_every_invariant() {
             Err(e) => panic!("{e}"),
         }
     }
+    eprintln!("faults that did something: {counts:?}");
     // The faults did what they are there for, in some schedules at least.
     assert!(
         counts.torn_writes > 0,
@@ -47,6 +49,19 @@ fn crashes_partitions_pauses_and_torn_cuts_keep_every_invariant() {
     assert!(
         counts.long_pauses > 0,
         "no pause outlasted the sync limit: {counts:?}"
+    );
+    assert!(
+        counts.late_packets > 0,
+        "no one-way partition held a message: {counts:?}"
+    );
+    assert!(
+        counts.stale_notifications > 0,
+        "no reconnect delivered an older notification: {counts:?}"
+    );
+    assert!(counts.bridges > 0, "no bridge partition: {counts:?}");
+    assert!(
+        counts.disk_errors > 0,
+        "no storage operation failed: {counts:?}"
     );
 }
 
