@@ -224,7 +224,7 @@ const PEER_EVENT_CAPACITY: usize = 4096;
 async fn start_member(
     config: &Config,
     events: mpsc::Sender<peer::PeerEvent>,
-) -> Result<member::Member, ServeError> {
+) -> Result<Membership, ServeError> {
     use crate::core::zab::{Timing, Voters};
     let me = ServerId(config.my_id.unwrap_or(1));
     let timing = Timing {
@@ -254,7 +254,10 @@ async fn start_member(
         members = config.servers.len(),
         "ensemble member starting"
     );
-    Ok(member::Member::new(me, voters, timing, peers))
+    Ok(Membership {
+        member: member::Member::new(me, voters, timing),
+        peers,
+    })
 }
 
 /// The error that ends the node after storage failed. The store is leaked,
@@ -278,7 +281,13 @@ struct NodeLoop {
     conns: BTreeMap<ConnId, ConnHandle>,
     info: four_letter::ServerInfo,
     /// The election and Zab side, in an ensemble.
-    member: Option<member::Member>,
+    member: Option<Membership>,
+}
+
+/// An ensemble member's election and Zab side, and its links to the others.
+struct Membership {
+    member: member::Member,
+    peers: peer::PeerNetwork,
 }
 
 /// Peer events taken in before the member's overdue timers run.
@@ -310,7 +319,7 @@ impl NodeLoop {
             if self
                 .member
                 .as_ref()
-                .and_then(|m| m.poll_timeout())
+                .and_then(|m| m.member.poll_timeout())
                 .is_some_and(|due| due <= now.mono_ms)
             {
                 // What peers sent while this loop was busy comes first: a peer
@@ -331,7 +340,7 @@ impl NodeLoop {
             }
             let due = [
                 self.node.poll_timeout(),
-                self.member.as_ref().and_then(|m| m.poll_timeout()),
+                self.member.as_ref().and_then(|m| m.member.poll_timeout()),
             ]
             .into_iter()
             .flatten()
@@ -364,7 +373,7 @@ impl NodeLoop {
                 },
                 Some(event) = peer_event => self.with_member(|m, ctx| m.handle_peer(ctx, event))?,
                 Some(FourLetterWord { word, reply }) = words.recv() => {
-                    let followers = self.member.as_ref().and_then(|m| m.followers());
+                    let followers = self.member.as_ref().and_then(|m| m.member.followers());
                     let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
                 }
                 msg = inbound.recv(), if self.node.outstanding() < MAX_OUTSTANDING => match msg {
@@ -386,12 +395,13 @@ impl NodeLoop {
         &mut self,
         step: impl FnOnce(&mut member::Member, &mut member::Ctx<'_>) -> Result<(), ServeError>,
     ) -> Result<(), ServeError> {
-        let Some(member) = self.member.as_mut() else {
+        let Some(Membership { member, peers }) = self.member.as_mut() else {
             return Ok(());
         };
         let mut ctx = member::Ctx {
             node: &mut self.node,
-            jobs: &self.jobs,
+            links: peers,
+            jobs: &mut self.jobs,
             now: self.clock.now(),
         };
         step(member, &mut ctx)?;
@@ -451,10 +461,11 @@ impl NodeLoop {
                     }
                 }
                 Command::Persist { txn } => match self.member.as_mut() {
-                    Some(member) => {
+                    Some(Membership { member, peers }) => {
                         let mut ctx = member::Ctx {
                             node: &mut self.node,
-                            jobs: &self.jobs,
+                            links: peers,
+                            jobs: &mut self.jobs,
                             now: self.clock.now(),
                         };
                         member.propose(&mut ctx, txn)?;
@@ -464,25 +475,28 @@ impl NodeLoop {
                     None => self.submit(StorageJob::Persist { txn, permit: None })?,
                 },
                 Command::Forward(request) => {
-                    if let Some(member) = self.member.as_mut() {
-                        member.send_to_leader(ZabMessage::Request(request));
+                    if let Some(Membership { member, peers }) = self.member.as_mut() {
+                        member.send_to_leader(peers, ZabMessage::Request(request));
                     }
                 }
                 Command::Revalidate {
                     session,
                     timeout_ms,
                 } => {
-                    if let Some(member) = self.member.as_mut() {
-                        member.send_to_leader(ZabMessage::Revalidate {
-                            session,
-                            timeout_ms,
-                        });
+                    if let Some(Membership { member, peers }) = self.member.as_mut() {
+                        member.send_to_leader(
+                            peers,
+                            ZabMessage::Revalidate {
+                                session,
+                                timeout_ms,
+                            },
+                        );
                     }
                 }
                 Command::Revalidated { to, session, valid } => {
-                    if let Some(member) = self.member.as_mut() {
+                    if let Some(Membership { member, peers }) = self.member.as_mut() {
                         let reply = ZabMessage::RevalidateReply { session, valid };
-                        member.send_to_follower(ServerId(to), reply);
+                        member.send_to_follower(peers, ServerId(to), reply);
                     }
                 }
                 Command::Snapshot { zxid, image } => {

@@ -8,7 +8,7 @@
 //! link's own bound: past it the follower has fallen too far behind, and
 //! its link closes (it syncs again).
 
-use super::peer::PeerNetwork;
+use super::member::PeerLinks;
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
 use std::collections::{BTreeMap, VecDeque};
@@ -53,7 +53,7 @@ pub(super) struct SnapSender {
 
 impl SnapSender {
     /// Starts streaming `to` an image of `tree` as it is now.
-    pub fn start(&mut self, now_ms: u64, to: ServerId, tree: &DataTree, peers: &mut PeerNetwork) {
+    pub fn start(&mut self, now_ms: u64, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) {
         let cursor = tree.start_snapshot();
         tracing::info!(peer = %to, zxid = %cursor.zxid(), "leader: streaming a snapshot");
         peers.send_snap_start(to, cursor.zxid());
@@ -71,7 +71,7 @@ impl SnapSender {
     /// Sends `message` to `to`, or holds it while an image (or what waits
     /// behind one) is on its way there. A follower that has more waiting
     /// than its link may queue is dropped.
-    pub fn send(&mut self, to: ServerId, message: ZabMessage, peers: &mut PeerNetwork) {
+    pub fn send(&mut self, to: ServerId, message: ZabMessage, peers: &mut dyn PeerLinks) {
         let Some(stream) = self.streams.get_mut(&to) else {
             return peers.send_zab(to, message);
         };
@@ -96,7 +96,12 @@ impl SnapSender {
     /// Sends what each follower has room for; finished images release the
     /// messages held behind them. Returns the followers whose image moved
     /// on: they read it, so they are alive.
-    pub fn step(&mut self, now_ms: u64, tree: &DataTree, peers: &mut PeerNetwork) -> Vec<ServerId> {
+    pub fn step(
+        &mut self,
+        now_ms: u64,
+        tree: &DataTree,
+        peers: &mut dyn PeerLinks,
+    ) -> Vec<ServerId> {
         let mut moved = Vec::new();
         if self.next_ms.is_none_or(|due| now_ms < due) {
             return moved;
@@ -132,7 +137,7 @@ impl SnapSender {
         self.next_ms = None;
     }
 
-    fn step_one(&mut self, to: ServerId, tree: &DataTree, peers: &mut PeerNetwork) -> Progress {
+    fn step_one(&mut self, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) -> Progress {
         let Some(stream) = self.streams.get_mut(&to) else {
             return Progress::Finished;
         };
@@ -190,7 +195,7 @@ enum Progress {
 impl Stream {
     /// Sends the image's tail, marked with how far the tree got while it
     /// was written; the held messages follow it.
-    fn finish_image(&mut self, to: ServerId, tree: &DataTree, peers: &mut PeerNetwork) {
+    fn finish_image(&mut self, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) {
         let Some(cursor) = self.cursor.take() else {
             return;
         };
@@ -209,7 +214,7 @@ impl Stream {
     }
 
     /// Sends held messages, a chunk's worth; false once none are left.
-    fn release(&mut self, to: ServerId, peers: &mut PeerNetwork) -> bool {
+    fn release(&mut self, to: ServerId, peers: &mut dyn PeerLinks) -> bool {
         let mut budget = MAX_SNAP_CHUNK;
         while let Some(message) = self.held.pop_front() {
             let bytes = weight(&message);

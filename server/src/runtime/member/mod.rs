@@ -26,11 +26,12 @@ use crate::core::zab::{
 };
 use crate::core::{Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
+pub(super) use ports::{PeerLinks, StorageJobs};
 use std::collections::VecDeque;
-use std::sync::mpsc::Sender;
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, Txn};
 
+mod ports;
 mod sync;
 
 use sync::{Deferred, Divergence, Loaded, Reload};
@@ -68,10 +69,12 @@ enum Waiting {
     },
 }
 
-/// What a member step needs from the node loop.
+/// What a member step needs from its driver: the client-facing node, the
+/// links to the other members, the storage thread, and the time.
 pub(super) struct Ctx<'a> {
     pub node: &'a mut Node,
-    pub jobs: &'a Sender<StorageJob>,
+    pub links: &'a mut dyn PeerLinks,
+    pub jobs: &'a mut dyn StorageJobs,
     pub now: Now,
 }
 
@@ -82,7 +85,6 @@ pub(super) struct Member {
     timing: Timing,
     election: Election,
     role: Role,
-    peers: PeerNetwork,
     waiting: Waiting,
     /// Leader: SNAPs streaming out.
     snaps_out: SnapSender,
@@ -106,7 +108,7 @@ pub(super) struct Member {
 
 impl Member {
     /// A member that has not looked for a leader yet.
-    pub fn new(id: ServerId, voters: Voters, timing: Timing, peers: PeerNetwork) -> Self {
+    pub fn new(id: ServerId, voters: Voters, timing: Timing) -> Self {
         let config = ElectionConfig {
             my_id: id,
             voters: voters.0.clone(),
@@ -124,7 +126,6 @@ impl Member {
             timing,
             election: Election::new(config, own),
             role: Role::Looking,
-            peers,
             waiting: Waiting::Nothing,
             snaps_out: SnapSender::default(),
             snap_in: None,
@@ -175,13 +176,11 @@ impl Member {
         self.waiting = Waiting::State;
         self.looked = None;
         self.election.stand_down();
-        submit(
-            ctx,
-            StorageJob::ReadDurableState {
-                window: HISTORY_WINDOW,
-                tree_at: ctx.node.tree().last_zxid(),
-            },
-        )
+        let tree_at = ctx.node.tree().last_zxid();
+        ctx.jobs.submit(StorageJob::ReadDurableState {
+            window: HISTORY_WINDOW,
+            tree_at,
+        })
     }
 
     /// What is durable was read: the round starts with this member's vote.
@@ -227,7 +226,7 @@ impl Member {
         }
         let moved = self
             .snaps_out
-            .step(ctx.now.mono_ms, ctx.node.tree(), &mut self.peers);
+            .step(ctx.now.mono_ms, ctx.node.tree(), ctx.links);
         if let Role::Leading(l) = &mut self.role {
             for peer in moved {
                 l.heard_from(peer, ctx.now.mono_ms);
@@ -238,7 +237,7 @@ impl Member {
 
     /// Something from a peer.
     pub fn handle_peer(&mut self, ctx: &mut Ctx<'_>, event: PeerEvent) -> Result<(), ServeError> {
-        if self.peers.is_stale(&event) && !active(Failpoint::StaleLinkEvents) {
+        if ctx.links.is_stale(&event) && !active(Failpoint::StaleLinkEvents) {
             tracing::debug!(?event, "dropping an event of a quorum link closed since");
             return Ok(());
         }
@@ -302,7 +301,7 @@ impl Member {
         message: ZabMessage,
     ) -> Result<(), ServeError> {
         match (&mut self.role, message) {
-            (Role::Looking, _) => self.peers.close_zab(from),
+            (Role::Looking, _) => ctx.links.close_zab(from),
             // Client traffic a follower relays goes to the node; the
             // leader's role sees only the protocol.
             (Role::Leading(_), ZabMessage::Request(request)) => ctx.node.handle_event(
@@ -358,7 +357,7 @@ impl Member {
             StorageReport::Reached(TOKEN_DRAINED) if matches!(self.waiting, Waiting::Drain) => {
                 if self.diverged == Divergence::Rebuild {
                     // The diverged tree is rebuilt from disk before the vote.
-                    return submit(ctx, StorageJob::Rebuild);
+                    return ctx.jobs.submit(StorageJob::Rebuild);
                 }
                 return self.look(ctx);
             }
@@ -402,16 +401,21 @@ impl Member {
     }
 
     /// The follower's node sends the leader a request or a revalidation.
-    pub fn send_to_leader(&mut self, message: ZabMessage) {
+    pub fn send_to_leader(&mut self, links: &mut dyn PeerLinks, message: ZabMessage) {
         if let Role::Following(f) = &self.role {
-            self.peers.send_zab(f.leader(), message);
+            links.send_zab(f.leader(), message);
         }
     }
 
     /// The leader's node answers a follower's revalidation.
-    pub fn send_to_follower(&mut self, to: ServerId, message: ZabMessage) {
+    pub fn send_to_follower(
+        &mut self,
+        links: &mut dyn PeerLinks,
+        to: ServerId,
+        message: ZabMessage,
+    ) {
         if let Role::Leading(_) = &self.role {
-            self.snaps_out.send(to, message, &mut self.peers);
+            self.snaps_out.send(to, message, links);
         }
     }
 
@@ -420,7 +424,7 @@ impl Member {
             self.election.drain_commands().collect::<Vec<_>>()
         {
             if to != self.id {
-                self.peers.send_notification(to, notification);
+                ctx.links.send_notification(to, notification);
             }
         }
         let Some(outcome) = self.election.take_outcome() else {
@@ -509,7 +513,7 @@ impl Member {
             ZabCommand::Send { to, message } => {
                 if let ZabMessage::FollowerInfo { .. } = message {
                     // Each (re)try of the follower's handshake gets a fresh link.
-                    self.peers.connect_zab(to);
+                    ctx.links.connect_zab(to);
                 }
                 let message = match message {
                     ZabMessage::Ping { zxid, .. } if matches!(self.role, Role::Following(_)) => {
@@ -528,7 +532,7 @@ impl Member {
                     }
                     other => other,
                 };
-                self.snaps_out.send(to, message, &mut self.peers);
+                self.snaps_out.send(to, message, ctx.links);
             }
             ZabCommand::Storage(op) => self.storage_op(ctx, op)?,
             ZabCommand::Deliver { zxid, txn } => {
@@ -547,11 +551,11 @@ impl Member {
             }
             ZabCommand::SendSnapshot { to } => {
                 self.snaps_out
-                    .start(ctx.now.mono_ms, to, ctx.node.tree(), &mut self.peers)
+                    .start(ctx.now.mono_ms, to, ctx.node.tree(), ctx.links)
             }
             ZabCommand::Disconnect { peer } => {
                 self.snaps_out.cancel(peer);
-                self.peers.close_zab(peer);
+                ctx.links.close_zab(peer);
             }
             ZabCommand::Serving => self.serving(ctx),
             ZabCommand::Abandon { reason } => return self.end_role(ctx, &reason),
@@ -587,9 +591,9 @@ impl Member {
         ctx.node.stop_serving();
         self.snaps_out.clear();
         self.snap_in = None;
-        self.peers.close_all_zab();
+        ctx.links.close_all_zab();
         self.waiting = Waiting::Drain;
-        submit(ctx, StorageJob::Barrier(TOKEN_DRAINED))
+        ctx.jobs.submit(StorageJob::Barrier(TOKEN_DRAINED))
     }
 
     fn storage_op(&mut self, ctx: &mut Ctx<'_>, op: StorageOp) -> Result<(), ServeError> {
@@ -601,7 +605,7 @@ impl Member {
             },
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
-                submit(ctx, StorageJob::Truncate(after))?;
+                ctx.jobs.submit(StorageJob::Truncate(after))?;
                 let tree_at = ctx.node.tree().last_zxid();
                 let reload = if tree_at <= after {
                     Reload::CatchUp {
@@ -621,7 +625,8 @@ impl Member {
                 image,
                 fuzzy_through,
             } => {
-                submit(ctx, StorageJob::InstallSnapshot { zxid, image })?;
+                ctx.jobs
+                    .submit(StorageJob::InstallSnapshot { zxid, image })?;
                 self.reload_after_storage(Reload::Rebuild {
                     fuzzy_through,
                     installed: true,
@@ -641,12 +646,6 @@ impl Member {
             StorageOp::SetCurrentEpoch(e) => StorageJob::SetCurrentEpoch(e),
             StorageOp::Barrier(token) => StorageJob::Barrier(token),
         };
-        submit(ctx, job)
+        ctx.jobs.submit(job)
     }
-}
-
-fn submit(ctx: &Ctx<'_>, job: StorageJob) -> Result<(), ServeError> {
-    ctx.jobs
-        .send(job)
-        .map_err(|_| ServeError::Storage("storage worker stopped".into()))
 }

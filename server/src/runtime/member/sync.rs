@@ -96,14 +96,14 @@ impl Member {
             // A SNAP only comes first in a sync, before anything is reloaded.
             tracing::warn!(peer = %from, "snapshot piece from a member that is not syncing us; closing");
             self.snap_in = None;
-            self.peers.close_zab(from);
+            ctx.links.close_zab(from);
             return Ok(());
         }
         if let Role::Following(f) = &mut self.role {
             f.heard_from_leader(ctx.now.mono_ms);
         }
         let received = SnapReceiver::receive(&mut self.snap_in, piece, permit);
-        submit(ctx, received.job)?;
+        ctx.jobs.submit(received.job)?;
         match received.snap {
             Some(snap) => self.zab_message(ctx, from, snap),
             None => Ok(()),
