@@ -25,7 +25,6 @@ pub mod storage_worker;
 
 use crate::config::Config;
 use crate::core::election::ServerId;
-use crate::core::zab::ZabMessage;
 use crate::core::{Command, ConnId, CoreConfig, Event, Node};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
@@ -449,9 +448,23 @@ impl NodeLoop {
         }
     }
 
+    /// Carries out what the node asked for: a member routes what concerns
+    /// the ensemble itself; the rest is written to connections (or, standalone,
+    /// submitted to storage).
     fn route_commands(&mut self) -> Result<(), ServeError> {
-        let mut pending: std::collections::VecDeque<Command> = self.node.drain_commands().collect();
-        while let Some(command) = pending.pop_front() {
+        let commands: Vec<Command> = match self.member.as_mut() {
+            Some(Membership { member, peers }) => {
+                let mut ctx = member::Ctx {
+                    node: &mut self.node,
+                    links: peers,
+                    jobs: &mut self.jobs,
+                    now: self.clock.now(),
+                };
+                member.route_node_commands(&mut ctx)?
+            }
+            None => self.node.drain_commands().collect(),
+        };
+        for command in commands {
             match command {
                 Command::Reply { conn, frame } => self.write(conn, frame, true),
                 Command::Send { conn, frame } => self.write(conn, frame, false),
@@ -460,48 +473,14 @@ impl NodeLoop {
                         let _ = c.outgoing.send(Outgoing::Close);
                     }
                 }
-                Command::Persist { txn } => match self.member.as_mut() {
-                    Some(Membership { member, peers }) => {
-                        let mut ctx = member::Ctx {
-                            node: &mut self.node,
-                            links: peers,
-                            jobs: &mut self.jobs,
-                            now: self.clock.now(),
-                        };
-                        member.propose(&mut ctx, txn)?;
-                        // Proposing may end the role, which closes connections.
-                        pending.extend(self.node.drain_commands());
-                    }
-                    None => self.submit(StorageJob::Persist { txn, permit: None })?,
-                },
-                Command::Forward(request) => {
-                    if let Some(Membership { member, peers }) = self.member.as_mut() {
-                        member.send_to_leader(peers, ZabMessage::Request(request));
-                    }
-                }
-                Command::Revalidate {
-                    session,
-                    timeout_ms,
-                } => {
-                    if let Some(Membership { member, peers }) = self.member.as_mut() {
-                        member.send_to_leader(
-                            peers,
-                            ZabMessage::Revalidate {
-                                session,
-                                timeout_ms,
-                            },
-                        );
-                    }
-                }
-                Command::Revalidated { to, session, valid } => {
-                    if let Some(Membership { member, peers }) = self.member.as_mut() {
-                        let reply = ZabMessage::RevalidateReply { session, valid };
-                        member.send_to_follower(peers, ServerId(to), reply);
-                    }
+                Command::Persist { txn } => {
+                    self.submit(StorageJob::Persist { txn, permit: None })?
                 }
                 Command::Snapshot { zxid, image } => {
                     self.submit(StorageJob::Snapshot { zxid, image })?
                 }
+                // A standalone node asks nothing of an ensemble.
+                Command::Forward(_) | Command::Revalidate { .. } | Command::Revalidated { .. } => {}
             }
         }
         Ok(())

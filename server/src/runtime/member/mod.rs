@@ -31,6 +31,7 @@ use std::collections::VecDeque;
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, Txn};
 
+mod node_commands;
 mod ports;
 mod sync;
 
@@ -382,41 +383,6 @@ impl Member {
             },
         }
         self.after_zab(ctx)
-    }
-
-    /// The leader's node started a txn: propose it.
-    pub fn propose(&mut self, ctx: &mut Ctx<'_>, txn: Txn) -> Result<(), ServeError> {
-        if let Role::Leading(l) = &mut self.role {
-            match l.next_zxid() {
-                Some(next) if next == txn.zxid() => l.propose(next, txn.to_bytes()),
-                Some(next) => {
-                    tracing::error!(node = %txn.zxid(), leader = %next, "zxids disagree; stepping down");
-                    return self.end_role(ctx, "zxid mismatch");
-                }
-                // The counter is about to wrap: the role ends with a new epoch to come.
-                None => {}
-            }
-        }
-        self.after_zab(ctx)
-    }
-
-    /// The follower's node sends the leader a request or a revalidation.
-    pub fn send_to_leader(&mut self, links: &mut dyn PeerLinks, message: ZabMessage) {
-        if let Role::Following(f) = &self.role {
-            links.send_zab(f.leader(), message);
-        }
-    }
-
-    /// The leader's node answers a follower's revalidation.
-    pub fn send_to_follower(
-        &mut self,
-        links: &mut dyn PeerLinks,
-        to: ServerId,
-        message: ZabMessage,
-    ) {
-        if let Role::Leading(_) = &self.role {
-            self.snaps_out.send(to, message, links);
-        }
     }
 
     fn after_election(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {

@@ -178,6 +178,39 @@ pub fn run<S: Store>(
     }
 }
 
+/// The worker's job handling without its threads, for the simulator: each
+/// job runs when the caller says (its simulated fsync latency), as a batch
+/// of its own, and local snapshots are saved at once. What the jobs do is
+/// the storage thread's own code.
+#[cfg(test)]
+pub struct InlineWorker<S>(Worker<S>);
+
+#[cfg(test)]
+impl<S: Store> InlineWorker<S> {
+    /// A worker on `storage` that keeps `retain` snapshots and reports to `reports`.
+    pub fn new(storage: S, retain: usize, reports: UnboundedSender<StorageReport>) -> Self {
+        InlineWorker(Worker {
+            snapshots: Snapshotter::inline(storage.clone(), retain),
+            storage,
+            purge: None,
+            unsynced: None,
+            unsynced_permits: Vec::new(),
+            reports,
+        })
+    }
+
+    /// Runs `job` and syncs it, as a batch of one, then a step of any purge.
+    pub fn run(&mut self, job: StorageJob) -> Result<(), StorageError> {
+        let worker = &mut self.0;
+        if let Some(goal) = worker.snapshots.collect(false)? {
+            worker.purge = worker.purge.max(Some(goal));
+        }
+        worker.execute(job)?;
+        worker.sync_appends()?;
+        worker.purge_step()
+    }
+}
+
 /// The storage thread's state.
 struct Worker<S> {
     storage: S,
@@ -344,9 +377,19 @@ impl<S: Store> Worker<S> {
 /// may be purged through it).
 type Saved = Result<Option<Zxid>, StorageError>;
 
+/// Saves one snapshot where it is called, reporting on the given sender.
+#[cfg(test)]
+type InlineSaver = (
+    Box<dyn FnMut(Zxid, bytes::Bytes) -> Saved + Send>,
+    mpsc::Sender<Saved>,
+);
+
 /// The background thread that saves local snapshots.
 struct Snapshotter {
     jobs: Option<SyncSender<(Zxid, bytes::Bytes)>>,
+    /// The simulator's: no thread, each snapshot saved when submitted.
+    #[cfg(test)]
+    inline: Option<InlineSaver>,
     done: Receiver<Saved>,
     /// Snapshots handed over and not yet reported done.
     in_flight: usize,
@@ -363,13 +406,39 @@ impl Snapshotter {
             .spawn(move || save_snapshots(storage, retain, todo, report))?;
         Ok(Snapshotter {
             jobs: Some(jobs),
+            #[cfg(test)]
+            inline: None,
             done,
             in_flight: 0,
             thread: Some(thread),
         })
     }
 
+    /// A snapshotter without a thread: `submit` saves at once.
+    #[cfg(test)]
+    fn inline<S: Store>(mut storage: S, retain: usize) -> Snapshotter {
+        let (report, done) = mpsc::channel();
+        let save = move |zxid, image| {
+            storage
+                .save_snapshot(zxid, image)
+                .and_then(|()| storage.purge_snapshots(retain))
+        };
+        Snapshotter {
+            jobs: None,
+            inline: Some((Box::new(save), report)),
+            done,
+            in_flight: 0,
+            thread: None,
+        }
+    }
+
     fn submit(&mut self, zxid: Zxid, image: bytes::Bytes) {
+        #[cfg(test)]
+        if let Some((save, report)) = &mut self.inline {
+            let _ = report.send(save(zxid, image));
+            self.in_flight += 1;
+            return;
+        }
         let Some(jobs) = &self.jobs else { return };
         match jobs.try_send((zxid, image)) {
             Ok(()) => self.in_flight += 1,
