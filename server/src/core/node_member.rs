@@ -69,6 +69,12 @@ impl Node {
         self.show_ensemble_config();
     }
 
+    /// Txns up to this zxid may already be in the tree (it came from a fuzzy
+    /// snapshot): until the tree reaches it, it is not the state at its zxid.
+    pub fn fuzzy_through(&self) -> Zxid {
+        self.fuzzy_through
+    }
+
     /// The established leader of `epoch`: its zxids start at `epoch << 32`,
     /// and it tracks every session with a fresh timeout, as ZooKeeper's
     /// leader does on taking over.

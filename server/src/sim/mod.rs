@@ -26,6 +26,7 @@ mod network;
 pub mod rng;
 pub mod scenario;
 mod trap;
+pub mod whole;
 
 use crate::core::election::{Notification, ServerId};
 use crate::core::zab::{StorageOp, Timing, Voters};
@@ -573,7 +574,7 @@ impl Sim {
 }
 
 /// Whether `disk` holds `zxid` durably: logged, or covered by its purge mark.
-fn disk_holds(disk: &MemStorage, zxid: Zxid) -> bool {
+pub(super) fn disk_holds(disk: &MemStorage, zxid: Zxid) -> bool {
     use zkd_storage::TxnLog;
     disk.contains(zxid).unwrap_or(false)
         || disk

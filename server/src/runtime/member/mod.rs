@@ -26,7 +26,7 @@ use crate::core::zab::{
 };
 use crate::core::{Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
-pub(super) use ports::{PeerLinks, StorageJobs};
+pub(crate) use ports::{PeerLinks, StorageJobs};
 use std::collections::VecDeque;
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, Txn};
@@ -72,7 +72,7 @@ enum Waiting {
 
 /// What a member step needs from its driver: the client-facing node, the
 /// links to the other members, the storage thread, and the time.
-pub(super) struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     pub node: &'a mut Node,
     pub links: &'a mut dyn PeerLinks,
     pub jobs: &'a mut dyn StorageJobs,
@@ -80,7 +80,7 @@ pub(super) struct Ctx<'a> {
 }
 
 /// One member of an ensemble.
-pub(super) struct Member {
+pub(crate) struct Member {
     id: ServerId,
     voters: Voters,
     timing: Timing,

@@ -1,0 +1,136 @@
+//! A whole member's links in the simulation: the runtime member's
+//! [`PeerLinks`] port over simulated connections. Each quorum connection
+//! has an id that both ends know it by (the runtime's link generation);
+//! what a member sends waits in its outbox until the simulation puts it on
+//! the network, and a connection closed by either end, or broken by a
+//! partition or a crash, is dead for both.
+
+use crate::core::election::{Notification, ServerId};
+use crate::core::zab::ZabMessage;
+use crate::runtime::member::PeerLinks;
+use crate::runtime::peer::convert::SnapPiece;
+use crate::runtime::peer::PeerEvent;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use zkd_protocol::Zxid;
+
+/// What travels between two members.
+#[derive(Debug)]
+pub enum Wire {
+    Notification(Notification),
+    Zab {
+        conn: u64,
+        message: ZabMessage,
+    },
+    Snap {
+        conn: u64,
+        piece: SnapPiece,
+    },
+    /// The sending end closed connection `conn`.
+    Closed {
+        conn: u64,
+    },
+}
+
+/// One member's end of its links.
+pub struct SimLinks {
+    /// The quorum connection this member holds with each peer.
+    pub quorum: BTreeMap<ServerId, u64>,
+    /// What it sent, in order, for the simulation to carry.
+    pub outbox: Vec<(ServerId, Wire)>,
+    /// The zxid of the SNAP streaming to each follower.
+    snapping: BTreeMap<ServerId, Zxid>,
+    /// Ids of connections this member opens (unique per incarnation).
+    next_conn: u64,
+}
+
+impl SimLinks {
+    /// The links of a member incarnation whose connection ids start at `first_conn`.
+    pub fn new(first_conn: u64) -> SimLinks {
+        SimLinks {
+            quorum: BTreeMap::new(),
+            outbox: Vec::new(),
+            snapping: BTreeMap::new(),
+            next_conn: first_conn,
+        }
+    }
+
+    fn close(&mut self, peer: ServerId) {
+        self.snapping.remove(&peer);
+        if let Some(conn) = self.quorum.remove(&peer) {
+            self.outbox.push((peer, Wire::Closed { conn }));
+        }
+    }
+}
+
+impl PeerLinks for SimLinks {
+    fn send_notification(&mut self, to: ServerId, n: Notification) {
+        self.outbox.push((to, Wire::Notification(n)));
+    }
+
+    fn connect_zab(&mut self, leader: ServerId) {
+        self.close(leader);
+        self.next_conn += 1;
+        self.quorum.insert(leader, self.next_conn);
+    }
+
+    fn is_stale(&self, event: &PeerEvent) -> bool {
+        let current = |peer: &ServerId| self.quorum.get(peer).copied();
+        match event {
+            PeerEvent::Notification(_) => false,
+            PeerEvent::Zab { from, link, .. } | PeerEvent::SnapChunk { from, link, .. } => {
+                current(from) != Some(*link)
+            }
+            PeerEvent::ZabClosed { peer, link } => current(peer).is_some_and(|c| c != *link),
+        }
+    }
+
+    fn send_zab(&mut self, to: ServerId, message: ZabMessage) {
+        if let Some(&conn) = self.quorum.get(&to) {
+            self.outbox.push((to, Wire::Zab { conn, message }));
+        }
+    }
+
+    fn send_snap_start(&mut self, to: ServerId, zxid: Zxid) {
+        self.snapping.insert(to, zxid);
+    }
+
+    fn send_snap_chunk(
+        &mut self,
+        to: ServerId,
+        offset: u64,
+        data: Bytes,
+        fuzzy_through: Option<Zxid>,
+    ) {
+        let (Some(&conn), Some(&zxid)) = (self.quorum.get(&to), self.snapping.get(&to)) else {
+            return;
+        };
+        let piece = SnapPiece {
+            zxid,
+            offset,
+            data,
+            fuzzy_through,
+        };
+        self.outbox.push((to, Wire::Snap { conn, piece }));
+    }
+
+    fn queued_bytes(&self, to: ServerId) -> Option<usize> {
+        // The simulated network takes whatever it is given.
+        self.quorum.contains_key(&to).then_some(0)
+    }
+
+    fn max_queued_bytes(&self) -> usize {
+        256 << 20
+    }
+
+    fn close_zab(&mut self, peer: ServerId) {
+        self.close(peer);
+    }
+
+    fn close_all_zab(&mut self) {
+        let peers: Vec<ServerId> = self.quorum.keys().copied().collect();
+        for peer in peers {
+            self.close(peer);
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Whole members in the simulation: each is what a `zkd` process runs, the
+//! runtime's own member lifecycle (`runtime::member::Member`: election
+//! rounds from durable state, the Zab role, TRUNC and SNAP reloads, the
+//! drain barrier, divergence) around the client-facing `core::Node`
+//! (sessions, reads, `sync`, forwarding, local snapshots), with the storage
+//! thread's own job handling (`InlineWorker`) on a `MemStorage` disk. The
+//! simulation only replaces the runtime's I/O: links (`links`), the disk's
+//! latency and the clock, all seeded. Clients (`clients`) speak jute to the
+//! nodes and check what they are answered.
+//!
+//! After every millisecond: trees at equal zxid have equal digests, and a
+//! serving member's tree is durable on a quorum of disks (nothing a client
+//! can read may be lost). At the end the ensemble has converged and holds
+//! every acknowledged create and every node any client read.
+
+mod clients;
+mod links;
+#[cfg(test)]
+mod tests;
+
+use super::checker::Violation;
+use super::rng::Rng;
+use super::{disk_holds, Schedule};
+use crate::core::election::{Notification, ServerId};
+use crate::core::zab::{Timing, Voters};
+use crate::core::{CoreConfig, Event, Mode, Node, Now};
+use crate::runtime::member::{Ctx, Member, StorageJobs};
+use crate::runtime::peer::{PeerEvent, ReadPermit};
+use crate::runtime::storage_worker::{InlineWorker, StorageJob, StorageReport};
+use crate::runtime::{recovery, ServeError};
+use clients::{ClientCounts, Clients};
+use links::{SimLinks, Wire};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::Semaphore;
+use zkd_protocol::Zxid;
+use zkd_storage::{DataTree, MemStorage};
+
+/// Clients of the ensemble.
+const CLIENTS: usize = 6;
+
+/// No new creates during the last stretch of a run.
+const QUIESCE_MS: u64 = 3_000;
+
+/// How long after the end the members have to agree.
+const SETTLE_MS: u64 = 3_000;
+
+/// What a run did, so a test can tell it did something.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WholeCounts {
+    pub crashes: u64,
+    pub partitions: u64,
+    pub clients: ClientCounts,
+}
+
+impl std::ops::AddAssign for WholeCounts {
+    fn add_assign(&mut self, o: WholeCounts) {
+        self.crashes += o.crashes;
+        self.partitions += o.partitions;
+        let (c, d) = (&mut self.clients, o.clients);
+        c.creates_acked += d.creates_acked;
+        c.reads_found += d.reads_found;
+        c.syncs += d.syncs;
+        c.reconnects += d.reconnects;
+    }
+}
+
+/// One running `zkd` process.
+struct Process {
+    member: Member,
+    node: Node,
+    links: SimLinks,
+    /// Jobs submitted in the current step, not yet queued on the disk.
+    submitted: VecDeque<StorageJob>,
+    /// Jobs queued on the disk, each with when it is done.
+    disk: VecDeque<(u64, StorageJob)>,
+    worker: InlineWorker<MemStorage>,
+    reports: UnboundedReceiver<StorageReport>,
+}
+
+impl StorageJobs for VecDeque<StorageJob> {
+    fn submit(&mut self, job: StorageJob) -> Result<(), ServeError> {
+        self.push_back(job);
+        Ok(())
+    }
+}
+
+struct WholeSim {
+    schedule: Schedule,
+    now: u64,
+    rng: Rng,
+    voters: Voters,
+    timing: Timing,
+    procs: BTreeMap<ServerId, Option<Process>>,
+    disks: BTreeMap<ServerId, MemStorage>,
+    incarnations: u64,
+    /// (delivery time, sequence) -> (from, to, what)
+    in_flight: BTreeMap<(u64, u64), (ServerId, ServerId, Wire)>,
+    seq: u64,
+    link_clock: BTreeMap<(ServerId, ServerId), u64>,
+    /// Cut links, as (lower id, higher id).
+    cut: BTreeSet<(ServerId, ServerId)>,
+    /// Quorum connections closed or broken: nothing more arrives on them.
+    dead: BTreeSet<u64>,
+    /// The last notification each member sent each other one, carried again
+    /// when a cut link heals, as the runtime's election links do.
+    last_notification: BTreeMap<(ServerId, ServerId), Notification>,
+    restarts: BTreeMap<ServerId, u64>,
+    heals_at: Option<u64>,
+    next_fault_ms: u64,
+    clients: Clients,
+    /// The byte budget peer events hold permits of (never short).
+    budget: Arc<Semaphore>,
+    /// Prefix consistency: the digest of any tree at each zxid.
+    digests: BTreeMap<Zxid, u64>,
+    quorum_durable: BTreeSet<Zxid>,
+    counts: WholeCounts,
+    trace: bool,
+}
+
+/// Runs one schedule with whole members; the first broken invariant is an
+/// error naming the seed.
+pub fn run(schedule: Schedule) -> Result<WholeCounts, String> {
+    let mut sim = WholeSim::new(schedule);
+    match sim.run() {
+        Ok(()) => Ok(WholeCounts {
+            clients: sim.clients.counts,
+            ..sim.counts
+        }),
+        Err(Violation(v)) => Err(format!(
+            "seed {}: {v} (at {} ms)\nreplay: ZKD_SIM_SEED={} cargo test -p zkd-server sim::whole::tests::replay -- --ignored",
+            schedule.seed, sim.now, schedule.seed
+        )),
+    }
+}
+
+impl WholeSim {
+    fn new(schedule: Schedule) -> WholeSim {
+        let ids: BTreeSet<ServerId> = (1..=schedule.members).map(ServerId).collect();
+        let mut sim = WholeSim {
+            schedule,
+            now: 0,
+            rng: Rng::new(schedule.seed),
+            voters: Voters(ids.clone()),
+            timing: Timing {
+                tick_ms: 100,
+                init_limit: 10,
+                sync_limit: 5,
+            },
+            procs: BTreeMap::new(),
+            disks: ids.iter().map(|id| (*id, MemStorage::new())).collect(),
+            incarnations: 0,
+            in_flight: BTreeMap::new(),
+            seq: 0,
+            link_clock: BTreeMap::new(),
+            cut: BTreeSet::new(),
+            dead: BTreeSet::new(),
+            last_notification: BTreeMap::new(),
+            restarts: BTreeMap::new(),
+            heals_at: None,
+            next_fault_ms: 1_000,
+            clients: Clients::new(CLIENTS),
+            budget: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+            digests: BTreeMap::new(),
+            quorum_durable: BTreeSet::new(),
+            counts: WholeCounts::default(),
+            trace: std::env::var_os("ZKD_SIM_TRACE").is_some(),
+        };
+        for id in ids {
+            sim.procs.insert(id, None);
+            sim.boot(id).expect("a fresh disk boots");
+        }
+        sim
+    }
+
+    fn at(&self) -> Now {
+        Now {
+            mono_ms: self.now,
+            wall_ms: 1_700_000_000_000 + self.now as i64,
+        }
+    }
+
+    /// Starts member `id` on its disk, as `zkd` starts: recover the tree,
+    /// then look for a leader.
+    fn boot(&mut self, id: ServerId) -> Result<(), Violation> {
+        let mut disk = self.disks[&id].clone();
+        let tree = recovery::recover(&mut disk)
+            .map_err(|e| Violation(format!("member {id} cannot recover its disk: {e}")))?;
+        let config = CoreConfig {
+            server_id: id.0 as u8,
+            tick_ms: self.timing.tick_ms,
+            min_session_timeout_ms: 200,
+            max_session_timeout_ms: 20_000,
+            snap_count: 40,
+            seed: id.0 + self.incarnations,
+            ..CoreConfig::default()
+        };
+        let node = Node::new_member(config, tree, self.at());
+        let (reports_tx, reports) = unbounded_channel();
+        self.incarnations += 1;
+        let process = Process {
+            member: Member::new(id, self.voters.clone(), self.timing),
+            node,
+            links: SimLinks::new(self.incarnations << 32),
+            submitted: VecDeque::new(),
+            disk: VecDeque::new(),
+            worker: InlineWorker::new(disk, 3, reports_tx),
+            reports,
+        };
+        self.procs.insert(id, Some(process));
+        self.trace_line(format_args!("member {id}: boots"));
+        self.with_member(id, |m, ctx| m.look(ctx))
+    }
+
+    fn run(&mut self) -> Result<(), Violation> {
+        while self.now < self.schedule.end_ms {
+            self.now += 1;
+            self.step()?;
+        }
+        // Clients stop; what is in flight lands, and the members agree.
+        let settled_by = self.now + SETTLE_MS;
+        loop {
+            match self.converged() {
+                Err(_) if self.now < settled_by => {
+                    self.now += 1;
+                    self.step()?;
+                }
+                Err(e) => return Err(e),
+                Ok(tree) => return self.clients.check_final(tree),
+            }
+        }
+    }
+
+    fn step(&mut self) -> Result<(), Violation> {
+        self.restarts_due()?;
+        self.deliver_due()?;
+        let ids: Vec<ServerId> = self.procs.keys().copied().collect();
+        for &id in &ids {
+            self.disk_due(id)?;
+            self.timers_due(id)?;
+        }
+        let up = self.up();
+        let writing = self.now + QUIESCE_MS < self.schedule.end_ms;
+        if self.now <= self.schedule.end_ms {
+            let events = self.clients.step(self.now, &mut self.rng, &up, writing);
+            self.feed_nodes(events)?;
+        }
+        self.faults()?;
+        for id in ids {
+            self.check_member(id)?;
+        }
+        Ok(())
+    }
+
+    fn up(&self) -> Vec<ServerId> {
+        self.procs
+            .iter()
+            .filter(|(_, p)| p.is_some())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Runs one step of member `id` (if it is up), then carries out what it
+    /// and its node asked for.
+    fn with_member(
+        &mut self,
+        id: ServerId,
+        step: impl FnOnce(&mut Member, &mut Ctx<'_>) -> Result<(), ServeError>,
+    ) -> Result<(), Violation> {
+        let now = self.at();
+        let Some(Some(p)) = self.procs.get_mut(&id) else {
+            return Ok(());
+        };
+        let mut ctx = Ctx {
+            node: &mut p.node,
+            links: &mut p.links,
+            jobs: &mut p.submitted,
+            now,
+        };
+        let result =
+            step(&mut p.member, &mut ctx).and_then(|()| p.member.route_node_commands(&mut ctx));
+        let for_clients = result.map_err(|e| Violation(format!("member {id} stopped: {e}")))?;
+        self.flush(id);
+        let mut events = Vec::new();
+        for command in for_clients {
+            events.extend(
+                self.clients
+                    .on_command(id, command, self.now, &mut self.rng)?,
+            );
+        }
+        self.feed_nodes(events)
+    }
+
+    /// Feeds client events to the members' nodes.
+    fn feed_nodes(&mut self, events: Vec<(ServerId, Event)>) -> Result<(), Violation> {
+        for (id, event) in events {
+            let now = self.at();
+            self.with_member(id, |_, ctx| {
+                ctx.node.handle_event(now, event);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Moves what member `id` sent onto the network and what it submitted
+    /// onto its disk's queue (each job done 1-5 ms after the one before).
+    fn flush(&mut self, id: ServerId) {
+        let Some(Some(p)) = self.procs.get_mut(&id) else {
+            return;
+        };
+        let outbox = std::mem::take(&mut p.links.outbox);
+        let mut done = p.disk.back().map_or(self.now, |(t, _)| *t);
+        while let Some(job) = p.submitted.pop_front() {
+            done = done.max(self.now) + 1 + self.rng.below(5);
+            p.disk.push_back((done, job));
+        }
+        for (to, wire) in outbox {
+            self.send(id, to, wire);
+        }
+    }
+
+    /// Runs member `id`'s storage jobs whose time has come, then hands it
+    /// their reports.
+    fn disk_due(&mut self, id: ServerId) -> Result<(), Violation> {
+        let Some(Some(p)) = self.procs.get_mut(&id) else {
+            return Ok(());
+        };
+        while p.disk.front().is_some_and(|(t, _)| *t <= self.now) {
+            let (_, job) = p.disk.pop_front().expect("a job is due");
+            p.worker
+                .run(job)
+                .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
+        }
+        let mut reports = Vec::new();
+        while let Ok(report) = p.reports.try_recv() {
+            reports.push(report);
+        }
+        for report in reports {
+            self.with_member(id, |m, ctx| m.handle_report(ctx, report))?;
+        }
+        Ok(())
+    }
+
+    fn timers_due(&mut self, id: ServerId) -> Result<(), Violation> {
+        let now = self.at();
+        let Some(Some(p)) = self.procs.get(&id) else {
+            return Ok(());
+        };
+        let due = |t: Option<u64>| t.is_some_and(|t| t <= now.mono_ms);
+        let (node_due, member_due) = (due(p.node.poll_timeout()), due(p.member.poll_timeout()));
+        if node_due {
+            self.with_member(id, |_, ctx| {
+                ctx.node.handle_timeout(now);
+                Ok(())
+            })?;
+        }
+        if member_due {
+            self.with_member(id, |m, ctx| m.handle_timeout(ctx))?;
+        }
+        Ok(())
+    }
+
+    /// A peer event for member `id`, with a permit as a link's reader gives.
+    fn peer_event(&mut self, id: ServerId, event: PeerEvent) -> Result<(), Violation> {
+        self.with_member(id, |m, ctx| m.handle_peer(ctx, event))
+    }
+
+    fn permit(&self) -> ReadPermit {
+        ReadPermit::take(&self.budget, 1)
+    }
+
+    fn mode(&self, id: ServerId) -> Option<Mode> {
+        match self.procs.get(&id) {
+            Some(Some(p)) => Some(p.node.mode()),
+            _ => None,
+        }
+    }
+
+    /// Invariants of member `id` after a step.
+    fn check_member(&mut self, id: ServerId) -> Result<(), Violation> {
+        let Some(Some(p)) = self.procs.get(&id) else {
+            return Ok(());
+        };
+        let tree = p.node.tree();
+        let (zxid, digest) = (tree.last_zxid(), tree.digest());
+        // A tree from a fuzzy image holds later txns until it reaches them.
+        let exact = zxid >= p.node.fuzzy_through();
+        if let Some(seen) = exact.then(|| self.digests.insert(zxid, digest)).flatten() {
+            if seen != digest {
+                return Err(Violation(format!(
+                    "prefix consistency: member {id}'s tree at {zxid} differs from another's"
+                )));
+            }
+        }
+        let serving = matches!(self.mode(id), Some(Mode::Leading | Mode::Following));
+        if !serving || zxid == Zxid::ZERO || self.quorum_durable.contains(&zxid) {
+            return Ok(());
+        }
+        let holders: Vec<ServerId> = self
+            .disks
+            .iter()
+            .filter(|(_, disk)| disk_holds(disk, zxid))
+            .map(|(id, _)| *id)
+            .collect();
+        if !self.voters.is_quorum(&holders) {
+            return Err(Violation(format!(
+                "visibility: member {id} serves a tree at {zxid}, durable only on {holders:?}"
+            )));
+        }
+        self.quorum_durable.insert(zxid);
+        Ok(())
+    }
+
+    /// Whether every member serves one tree (which then is returned).
+    fn converged(&self) -> Result<&DataTree, Violation> {
+        let mut trees = Vec::new();
+        for (id, p) in &self.procs {
+            let Some(p) = p else {
+                return Err(Violation(format!(
+                    "liveness: member {id} is down at the end"
+                )));
+            };
+            if !matches!(p.node.mode(), Mode::Leading | Mode::Following) {
+                return Err(Violation(format!(
+                    "liveness: member {id} is not serving at the end ({})",
+                    p.member.describe()
+                )));
+            }
+            trees.push((*id, p.node.tree()));
+        }
+        let key = |t: &DataTree| (t.last_zxid(), t.digest());
+        if trees.windows(2).any(|w| key(w[0].1) != key(w[1].1)) {
+            let ends: Vec<_> = trees.iter().map(|(id, t)| (*id, key(t))).collect();
+            return Err(Violation(format!(
+                "convergence: the members end at {ends:?}"
+            )));
+        }
+        trees
+            .first()
+            .map(|(_, t)| *t)
+            .ok_or_else(|| Violation("no members".into()))
+    }
+
+    fn trace_line(&self, what: std::fmt::Arguments<'_>) {
+        if self.trace {
+            eprintln!("{:>6} ms  {what}", self.now);
+        }
+    }
+}
+
+mod network;

@@ -1,0 +1,222 @@
+//! The whole-member simulation's network and faults: FIFO links with
+//! random delays, crashes (a process and its connections gone, its disk
+//! kept) and partitions (connections across them break, both ends learn).
+
+use super::{Violation, WholeSim, Wire};
+use crate::core::election::ServerId;
+use crate::runtime::peer::PeerEvent;
+
+impl WholeSim {
+    /// Puts what `from` sent on the link to `to`. A quorum message that
+    /// cannot get there breaks its connection, and the sender learns.
+    pub(super) fn send(&mut self, from: ServerId, to: ServerId, wire: Wire) {
+        match &wire {
+            Wire::Notification(n) => {
+                self.last_notification.insert((from, to), *n);
+            }
+            Wire::Closed { conn } => {
+                self.dead.insert(*conn);
+            }
+            Wire::Zab { .. } | Wire::Snap { .. } => {}
+        }
+        let reachable = !self.is_cut(from, to) && matches!(self.procs.get(&to), Some(Some(_)));
+        if !reachable {
+            if let Wire::Zab { conn, .. } | Wire::Snap { conn, .. } = wire {
+                if self.dead.insert(conn) {
+                    let delay = 1 + self.rng.below(50);
+                    self.queue(to, from, Wire::Closed { conn }, delay);
+                }
+            }
+            return;
+        }
+        let delay = 1 + self.rng.below(10);
+        self.queue(from, to, wire, delay);
+    }
+
+    fn queue(&mut self, from: ServerId, to: ServerId, wire: Wire, delay: u64) {
+        let link = self.link_clock.entry((from, to)).or_insert(0);
+        let at = (self.now + delay).max(*link);
+        *link = at;
+        self.seq += 1;
+        self.in_flight.insert((at, self.seq), (from, to, wire));
+    }
+
+    fn is_cut(&self, a: ServerId, b: ServerId) -> bool {
+        self.cut.contains(&(a.min(b), a.max(b)))
+    }
+
+    /// Delivers everything due by now, in order.
+    pub(super) fn deliver_due(&mut self) -> Result<(), Violation> {
+        while let Some(entry) = self.in_flight.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            let (from, to, wire) = entry.remove();
+            self.deliver(from, to, wire)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, from: ServerId, to: ServerId, wire: Wire) -> Result<(), Violation> {
+        let permit = self.permit();
+        let Some(Some(p)) = self.procs.get_mut(&to) else {
+            return Ok(());
+        };
+        let event = match wire {
+            Wire::Notification(n) => PeerEvent::Notification(n),
+            Wire::Zab { conn, .. } | Wire::Snap { conn, .. } if self.dead.contains(&conn) => {
+                return Ok(())
+            }
+            Wire::Zab { conn, message } => {
+                // A follower's new connection is accepted with its first message.
+                if let Some(old) = p.links.quorum.insert(from, conn).filter(|c| *c != conn) {
+                    self.dead.insert(old);
+                }
+                PeerEvent::Zab {
+                    from,
+                    message,
+                    permit,
+                    link: conn,
+                }
+            }
+            Wire::Snap { conn, piece } => PeerEvent::SnapChunk {
+                from,
+                piece,
+                permit,
+                link: conn,
+            },
+            Wire::Closed { conn } => {
+                if p.links.quorum.get(&from) == Some(&conn) {
+                    p.links.quorum.remove(&from);
+                }
+                PeerEvent::ZabClosed {
+                    peer: from,
+                    link: conn,
+                }
+            }
+        };
+        self.peer_event(to, event)
+    }
+
+    /// Restarts crashed members whose time has come, and heals a partition.
+    pub(super) fn restarts_due(&mut self) -> Result<(), Violation> {
+        let due: Vec<ServerId> = self
+            .restarts
+            .iter()
+            .filter(|(_, t)| **t <= self.now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.restarts.remove(&id);
+            self.boot(id)?;
+        }
+        if self.heals_at.is_some_and(|t| t <= self.now) {
+            self.heal();
+        }
+        Ok(())
+    }
+
+    /// The next random fault, while faults last; then everything heals.
+    pub(super) fn faults(&mut self) -> Result<(), Violation> {
+        if self.now == self.schedule.faults_until_ms {
+            self.heal();
+            let down: Vec<ServerId> = self.restarts.keys().copied().collect();
+            for id in down {
+                self.restarts.insert(id, self.now);
+            }
+            return Ok(());
+        }
+        if self.now > self.schedule.faults_until_ms || self.now < self.next_fault_ms {
+            return Ok(());
+        }
+        self.next_fault_ms = self.now + 300 + self.rng.below(1_200);
+        let ids: Vec<ServerId> = self.procs.keys().copied().collect();
+        let victim = ids[self.rng.below(ids.len() as u64) as usize];
+        match self.rng.below(2) {
+            0 if matches!(self.procs.get(&victim), Some(Some(_))) => self.crash(victim),
+            _ if self.cut.is_empty() => self.partition(&ids),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn crash(&mut self, id: ServerId) {
+        self.trace_line(format_args!("member {id}: CRASH"));
+        self.counts.crashes += 1;
+        if let Some(Some(p)) = self.procs.insert(id, None) {
+            for (peer, conn) in p.links.quorum {
+                self.dead.insert(conn);
+                let delay = 1 + self.rng.below(20);
+                self.queue(id, peer, Wire::Closed { conn }, delay);
+            }
+        }
+        self.disks[&id].crash();
+        self.in_flight.retain(|_, (from, to, w)| {
+            *to != id && (*from != id || matches!(w, Wire::Closed { .. }))
+        });
+        self.link_clock.retain(|(_, to), _| *to != id);
+        self.last_notification.retain(|(from, _), _| *from != id);
+        self.clients.member_gone(id, self.now, &mut self.rng);
+        self.restarts
+            .insert(id, self.now + 200 + self.rng.below(2_000));
+    }
+
+    /// Splits the members in two at random (one side may be a single
+    /// member); connections across break, both ends learn at once.
+    fn partition(&mut self, ids: &[ServerId]) {
+        let side: Vec<ServerId> = ids
+            .iter()
+            .copied()
+            .filter(|_| self.rng.below(2) == 0)
+            .collect();
+        if side.is_empty() || side.len() == ids.len() {
+            return;
+        }
+        self.trace_line(format_args!("partition {side:?} from the rest"));
+        self.counts.partitions += 1;
+        for &a in &side {
+            for &b in ids.iter().filter(|b| !side.contains(b)) {
+                self.cut_link(a, b);
+            }
+        }
+        self.heals_at = Some(self.now + 200 + self.rng.below(3_000));
+    }
+
+    fn cut_link(&mut self, a: ServerId, b: ServerId) {
+        self.cut.insert((a.min(b), a.max(b)));
+        self.in_flight.retain(|_, (from, to, w)| {
+            matches!(w, Wire::Closed { .. })
+                || !((*from == a && *to == b) || (*from == b && *to == a))
+        });
+        for (end, other) in [(a, b), (b, a)] {
+            let conn = match self.procs.get(&end) {
+                Some(Some(p)) => p.links.quorum.get(&other).copied(),
+                _ => None,
+            };
+            if let Some(conn) = conn {
+                self.dead.insert(conn);
+                self.queue(other, end, Wire::Closed { conn }, 1);
+            }
+        }
+    }
+
+    /// Every cut link works again; each end carries its last notification
+    /// again, as the runtime's election links do when they reconnect.
+    fn heal(&mut self) {
+        self.heals_at = None;
+        let healed = std::mem::take(&mut self.cut);
+        if !healed.is_empty() {
+            self.trace_line(format_args!("heal"));
+        }
+        for (a, b) in healed {
+            for (from, to) in [(a, b), (b, a)] {
+                if !matches!(self.procs.get(&from), Some(Some(_))) {
+                    continue;
+                }
+                if let Some(n) = self.last_notification.get(&(from, to)).copied() {
+                    self.send(from, to, Wire::Notification(n));
+                }
+            }
+        }
+    }
+}

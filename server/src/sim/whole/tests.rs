@@ -1,0 +1,74 @@
+//! Seeded schedules with whole members: fault-free runs, and runs with
+//! crashes and partitions while clients create, read and sync.
+
+use super::{run, WholeCounts};
+use crate::sim::Schedule;
+
+fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
+    Schedule {
+        seed,
+        members: if seed.is_multiple_of(3) { 5 } else { 3 },
+        faults_until_ms,
+        end_ms: faults_until_ms + 10_000,
+        scripted: false,
+    }
+}
+
+fn seeds() -> u64 {
+    std::env::var("ZKD_SIM_WHOLE_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(60)
+}
+
+#[test]
+fn whole_members_without_faults_serve_clients_and_converge() {
+    for seed in 1..=5 {
+        match run(schedule(seed, 0)) {
+            Ok(counts) => assert!(counts.clients.creates_acked > 0, "seed {seed}: {counts:?}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn whole_members_under_crashes_and_partitions_keep_what_clients_saw() {
+    let mut counts = WholeCounts::default();
+    for seed in 1..=seeds() {
+        match run(schedule(seed, 12_000)) {
+            Ok(c) => counts += c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    eprintln!("whole-member runs: {counts:?}");
+    let c = counts.clients;
+    assert!(counts.crashes > 0 && counts.partitions > 0, "{counts:?}");
+    assert!(
+        c.creates_acked > 0 && c.reads_found > 0 && c.syncs > 0,
+        "{counts:?}"
+    );
+    assert!(
+        c.reconnects > 0,
+        "no client ever lost its member: {counts:?}"
+    );
+}
+
+/// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::whole::tests::replay -- --ignored`.
+#[test]
+#[ignore = "replays the schedule named by ZKD_SIM_SEED"]
+fn replay() {
+    let seed = std::env::var("ZKD_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .expect("set ZKD_SIM_SEED to the seed to replay");
+    // ZKD_LOG=info shows what the members log, as a zkd process does.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("ZKD_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    }
+    if let Err(e) = run(schedule(seed, 12_000)) {
+        panic!("{e}");
+    }
+}
