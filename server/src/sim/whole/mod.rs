@@ -51,6 +51,8 @@ const SETTLE_MS: u64 = 3_000;
 pub struct WholeCounts {
     pub crashes: u64,
     pub partitions: u64,
+    /// Messages of a closed connection that still reached their member.
+    pub late_reads: u64,
     pub clients: ClientCounts,
 }
 
@@ -58,6 +60,7 @@ impl std::ops::AddAssign for WholeCounts {
     fn add_assign(&mut self, o: WholeCounts) {
         self.crashes += o.crashes;
         self.partitions += o.partitions;
+        self.late_reads += o.late_reads;
         let (c, d) = (&mut self.clients, o.clients);
         c.creates_acked += d.creates_acked;
         c.reads_found += d.reads_found;
@@ -101,8 +104,9 @@ struct WholeSim {
     link_clock: BTreeMap<(ServerId, ServerId), u64>,
     /// Cut links, as (lower id, higher id).
     cut: BTreeSet<(ServerId, ServerId)>,
-    /// Quorum connections closed or broken: nothing more arrives on them.
-    dead: BTreeSet<u64>,
+    /// Quorum connections closed or broken, and when: nothing sent on them
+    /// arrives, but what was read just before may still reach the member.
+    dead: BTreeMap<u64, u64>,
     /// The last notification each member sent each other one, carried again
     /// when a cut link heals, as the runtime's election links do.
     last_notification: BTreeMap<(ServerId, ServerId), Notification>,
@@ -155,7 +159,7 @@ impl WholeSim {
             seq: 0,
             link_clock: BTreeMap::new(),
             cut: BTreeSet::new(),
-            dead: BTreeSet::new(),
+            dead: BTreeMap::new(),
             last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),
             heals_at: None,

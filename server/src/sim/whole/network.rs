@@ -6,6 +6,9 @@ use super::{Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::runtime::peer::PeerEvent;
 
+/// How long after its connection closed a message may still be read.
+const LATE_READ_MS: u64 = 20;
+
 impl WholeSim {
     /// Puts what `from` sent on the link to `to`. A quorum message that
     /// cannot get there breaks its connection, and the sender learns.
@@ -15,14 +18,15 @@ impl WholeSim {
                 self.last_notification.insert((from, to), *n);
             }
             Wire::Closed { conn } => {
-                self.dead.insert(*conn);
+                self.dead.entry(*conn).or_insert(self.now);
             }
             Wire::Zab { .. } | Wire::Snap { .. } => {}
         }
         let reachable = !self.is_cut(from, to) && matches!(self.procs.get(&to), Some(Some(_)));
         if !reachable {
             if let Wire::Zab { conn, .. } | Wire::Snap { conn, .. } = wire {
-                if self.dead.insert(conn) {
+                if !self.dead.contains_key(&conn) {
+                    self.dead.insert(conn, self.now);
                     let delay = 1 + self.rng.below(50);
                     self.queue(to, from, Wire::Closed { conn }, delay);
                 }
@@ -59,18 +63,28 @@ impl WholeSim {
 
     fn deliver(&mut self, from: ServerId, to: ServerId, wire: Wire) -> Result<(), Violation> {
         let permit = self.permit();
+        let late = match &wire {
+            Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => match self.dead.get(conn) {
+                // Read just before its connection closed and still queued for
+                // the member, as the runtime's event channel may hold it: the
+                // member must see that it is stale. Otherwise it is lost.
+                Some(&died) if self.now <= died + LATE_READ_MS && self.rng.below(2) == 0 => true,
+                Some(_) => return Ok(()),
+                None => false,
+            },
+            _ => false,
+        };
         let Some(Some(p)) = self.procs.get_mut(&to) else {
             return Ok(());
         };
         let event = match wire {
             Wire::Notification(n) => PeerEvent::Notification(n),
-            Wire::Zab { conn, .. } | Wire::Snap { conn, .. } if self.dead.contains(&conn) => {
-                return Ok(())
-            }
             Wire::Zab { conn, message } => {
                 // A follower's new connection is accepted with its first message.
-                if let Some(old) = p.links.quorum.insert(from, conn).filter(|c| *c != conn) {
-                    self.dead.insert(old);
+                if !late {
+                    if let Some(old) = p.links.quorum.insert(from, conn).filter(|c| *c != conn) {
+                        self.dead.entry(old).or_insert(self.now);
+                    }
                 }
                 PeerEvent::Zab {
                     from,
@@ -95,6 +109,7 @@ impl WholeSim {
                 }
             }
         };
+        self.counts.late_reads += u64::from(late);
         self.peer_event(to, event)
     }
 
@@ -145,7 +160,7 @@ impl WholeSim {
         self.counts.crashes += 1;
         if let Some(Some(p)) = self.procs.insert(id, None) {
             for (peer, conn) in p.links.quorum {
-                self.dead.insert(conn);
+                self.dead.entry(conn).or_insert(self.now);
                 let delay = 1 + self.rng.below(20);
                 self.queue(id, peer, Wire::Closed { conn }, delay);
             }
@@ -194,7 +209,7 @@ impl WholeSim {
                 _ => None,
             };
             if let Some(conn) = conn {
-                self.dead.insert(conn);
+                self.dead.entry(conn).or_insert(self.now);
                 self.queue(other, end, Wire::Closed { conn }, 1);
             }
         }
