@@ -9,7 +9,10 @@
 //!
 //! At the end, every acknowledged create and every node ever read must be
 //! in the converged tree as it was answered: a read of a txn that never
-//! committed (an uncommitted read) shows there.
+//! committed (an uncommitted read) shows there. Clients also create
+//! ephemerals and close their sessions now and then (or lose them, which
+//! then expire): at the end an ephemeral exists only if its session lives,
+//! and no session whose close was acknowledged lives or owns a node.
 
 use crate::core::election::ServerId;
 use crate::core::{Command, ConnId, Event};
@@ -39,12 +42,27 @@ pub struct ClientCounts {
     pub reads_found: u64,
     pub syncs: u64,
     pub reconnects: u64,
+    pub ephemerals_acked: u64,
+    pub sessions_closed: u64,
+}
+
+impl std::ops::AddAssign for ClientCounts {
+    fn add_assign(&mut self, o: ClientCounts) {
+        self.creates_acked += o.creates_acked;
+        self.reads_found += o.reads_found;
+        self.syncs += o.syncs;
+        self.reconnects += o.reconnects;
+        self.ephemerals_acked += o.ephemerals_acked;
+        self.sessions_closed += o.sessions_closed;
+    }
 }
 
 /// A request in flight and what its answer must show.
 #[derive(Debug)]
 enum Op {
-    Create(String),
+    /// A create, ephemeral or not.
+    Create(String, bool),
+    CloseSession,
     /// `must_find`: the node was acknowledged before this read could start.
     Exists {
         path: String,
@@ -64,6 +82,7 @@ enum State {
     Open {
         member: ServerId,
         conn: ConnId,
+        session: i64,
         last_zxid: i64,
         /// Nodes created over this connection.
         mine: Vec<String>,
@@ -91,6 +110,8 @@ pub struct Clients {
     observed: BTreeMap<String, i64>,
     /// Every path a create was sent for.
     attempted: Vec<String>,
+    /// Sessions whose close was acknowledged.
+    closed: Vec<i64>,
     pub counts: ClientCounts,
 }
 
@@ -110,6 +131,7 @@ impl Clients {
             acked: BTreeMap::new(),
             observed: BTreeMap::new(),
             attempted: Vec::new(),
+            closed: Vec::new(),
             counts: ClientCounts::default(),
         }
     }
@@ -232,19 +254,22 @@ impl Clients {
         let (member, conn) = (*member, *conn);
         let op = match follow_up.take() {
             Some(op) => op,
-            None => match rng.below(10) {
-                0..=3 if writing => {
+            None => match rng.below(20) {
+                0..=7 if writing => {
                     let client = &mut self.clients[i];
                     client.created += 1;
-                    let path = format!("/c{}-{}", client.name, client.created);
+                    let ephemeral = rng.below(4) == 0;
+                    let kind = if ephemeral { 'e' } else { 'c' };
+                    let path = format!("/{kind}{}-{}", client.name, client.created);
                     self.attempted.push(path.clone());
-                    Op::Create(path)
+                    Op::Create(path, ephemeral)
                 }
-                4 if !mine.is_empty() => Op::Exists {
+                8..=9 if !mine.is_empty() => Op::Exists {
                     path: mine[rng.below(mine.len() as u64) as usize].clone(),
                     must_find: true,
                 },
-                5 => Op::Sync(self.acked.keys().cloned().collect()),
+                10..=11 => Op::Sync(self.acked.keys().cloned().collect()),
+                12 if writing => Op::CloseSession,
                 _ if !self.attempted.is_empty() => {
                     let n = self.attempted.len() as u64;
                     Op::Exists {
@@ -256,15 +281,16 @@ impl Clients {
             },
         };
         let request = match &op {
-            Op::Create(path) => ClientRequest::Create(
+            Op::Create(path, ephemeral) => ClientRequest::Create(
                 OpCode::Create,
                 CreateRequest {
                     path: path.clone(),
                     data: Some(Bytes::from_static(b"v")),
                     acl: vec![Acl::world(31)],
-                    flags: 0,
+                    flags: i32::from(*ephemeral),
                 },
             ),
+            Op::CloseSession => ClientRequest::CloseSession,
             Op::Exists { path, .. } => ClientRequest::Exists(ExistsRequest {
                 path: path.clone(),
                 watch: false,
@@ -361,6 +387,7 @@ impl Clients {
         client.state = State::Open {
             member,
             conn,
+            session: response.session_id,
             last_zxid: 0,
             mine: Vec::new(),
             in_flight: None,
@@ -379,6 +406,7 @@ impl Clients {
         let name = client.name;
         let State::Open {
             member,
+            session,
             last_zxid,
             mine,
             in_flight,
@@ -403,10 +431,18 @@ impl Clients {
         client.next_ms = now + 1;
         let ok = header.err == ErrorCode::Ok.code();
         match op {
-            Op::Create(path) if ok => {
+            Op::Create(path, ephemeral) if ok => {
                 self.counts.creates_acked += 1;
+                self.counts.ephemerals_acked += u64::from(ephemeral);
                 mine.push(path.clone());
-                self.acked.insert(path, header.zxid);
+                if !ephemeral {
+                    self.acked.insert(path, header.zxid);
+                }
+            }
+            Op::CloseSession if ok => {
+                // The member closes the connection next.
+                self.counts.sessions_closed += 1;
+                self.closed.push(*session);
             }
             Op::Sync(acked) if ok => {
                 self.counts.syncs += 1;
@@ -446,7 +482,8 @@ impl Clients {
     }
 
     /// After the run: every acknowledged create, and every node ever read,
-    /// is in `tree` as it was answered.
+    /// is in `tree` as it was answered; ephemerals belong to live sessions,
+    /// and sessions closed are gone.
     pub fn check_final(&self, tree: &DataTree) -> Result<(), Violation> {
         for (path, zxid) in &self.acked {
             match tree.node(path).map(|n| n.stat.czxid) {
@@ -459,11 +496,26 @@ impl Clients {
             }
         }
         for (path, czxid) in &self.observed {
-            if tree.node(path).map(|n| n.stat.czxid) != Some(*czxid) {
+            // An ephemeral read once may have gone with its session since.
+            let gone_with_session = path.starts_with("/e") && tree.node(path).is_none();
+            if !gone_with_session && tree.node(path).map(|n| n.stat.czxid) != Some(*czxid) {
                 return Err(Violation(format!(
                     "uncommitted read: {path} was read with czxid {czxid:#x}; the final tree does not hold it"
                 )));
             }
+        }
+        for (path, node) in tree.preorder("/") {
+            let owner = node.stat.ephemeral_owner;
+            if owner != 0 && !tree.sessions().contains_key(&owner) {
+                return Err(Violation(format!(
+                    "ephemerals: {path} outlives its session {owner:#x}"
+                )));
+            }
+        }
+        if let Some(s) = self.closed.iter().find(|s| tree.sessions().contains_key(s)) {
+            return Err(Violation(format!(
+                "sessions: {s:#x} was closed and acknowledged, and lives on"
+            )));
         }
         Ok(())
     }

@@ -61,11 +61,7 @@ impl std::ops::AddAssign for WholeCounts {
         self.crashes += o.crashes;
         self.partitions += o.partitions;
         self.late_reads += o.late_reads;
-        let (c, d) = (&mut self.clients, o.clients);
-        c.creates_acked += d.creates_acked;
-        c.reads_found += d.reads_found;
-        c.syncs += d.syncs;
-        c.reconnects += d.reconnects;
+        self.clients += o.clients;
     }
 }
 
