@@ -19,6 +19,7 @@ mod links;
 mod tests;
 
 use super::checker::Violation;
+use super::clock::MemberClock;
 use super::rng::Rng;
 use super::{disk_holds, Schedule};
 use crate::core::election::{Notification, ServerId};
@@ -51,6 +52,8 @@ const SETTLE_MS: u64 = 3_000;
 pub struct WholeCounts {
     pub crashes: u64,
     pub partitions: u64,
+    /// Pauses longer than the sync limit.
+    pub long_pauses: u64,
     /// Messages of a closed connection that still reached their member.
     pub late_reads: u64,
     pub clients: ClientCounts,
@@ -60,9 +63,16 @@ impl std::ops::AddAssign for WholeCounts {
     fn add_assign(&mut self, o: WholeCounts) {
         self.crashes += o.crashes;
         self.partitions += o.partitions;
+        self.long_pauses += o.long_pauses;
         self.late_reads += o.late_reads;
         self.clients += o.clients;
     }
+}
+
+/// What reached a paused member, delivered when it resumes.
+enum Held {
+    Packet(ServerId, Wire),
+    Client(Event),
 }
 
 /// One running `zkd` process.
@@ -107,6 +117,11 @@ struct WholeSim {
     /// when a cut link heals, as the runtime's election links do.
     last_notification: BTreeMap<(ServerId, ServerId), Notification>,
     restarts: BTreeMap<ServerId, u64>,
+    /// Paused members (a stopped process, its connections open): when they
+    /// resume, and what reached them meanwhile, in order.
+    paused: BTreeMap<ServerId, (u64, VecDeque<Held>)>,
+    /// Each member's clock (its machine's: it survives restarts).
+    clocks: BTreeMap<ServerId, MemberClock>,
     heals_at: Option<u64>,
     next_fault_ms: u64,
     clients: Clients,
@@ -158,6 +173,8 @@ impl WholeSim {
             dead: BTreeMap::new(),
             last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),
+            paused: BTreeMap::new(),
+            clocks: BTreeMap::new(),
             heals_at: None,
             next_fault_ms: 1_000,
             clients: Clients::new(CLIENTS),
@@ -168,16 +185,20 @@ impl WholeSim {
             trace: std::env::var_os("ZKD_SIM_TRACE").is_some(),
         };
         for id in ids {
+            let clock = MemberClock::skewed(&mut sim.rng);
+            sim.clocks.insert(id, clock);
             sim.procs.insert(id, None);
             sim.boot(id).expect("a fresh disk boots");
         }
         sim
     }
 
-    fn at(&self) -> Now {
+    /// What member `id`'s clock reads now.
+    fn at(&self, id: ServerId) -> Now {
+        let local = self.clocks[&id].local(self.now);
         Now {
-            mono_ms: self.now,
-            wall_ms: 1_700_000_000_000 + self.now as i64,
+            mono_ms: local,
+            wall_ms: 1_700_000_000_000 + local as i64,
         }
     }
 
@@ -196,7 +217,7 @@ impl WholeSim {
             seed: id.0 + self.incarnations,
             ..CoreConfig::default()
         };
-        let node = Node::new_member(config, tree, self.at());
+        let node = Node::new_member(config, tree, self.at(id));
         let (reports_tx, reports) = unbounded_channel();
         self.incarnations += 1;
         let process = Process {
@@ -234,11 +255,15 @@ impl WholeSim {
 
     fn step(&mut self) -> Result<(), Violation> {
         self.restarts_due()?;
+        self.resume_due()?;
         self.deliver_due()?;
         let ids: Vec<ServerId> = self.procs.keys().copied().collect();
         for &id in &ids {
-            self.disk_due(id)?;
-            self.timers_due(id)?;
+            // A stopped process does nothing; its disk's jobs finish late.
+            if !self.paused.contains_key(&id) {
+                self.disk_due(id)?;
+                self.timers_due(id)?;
+            }
         }
         let up = self.up();
         let writing = self.now + QUIESCE_MS < self.schedule.end_ms;
@@ -268,7 +293,7 @@ impl WholeSim {
         id: ServerId,
         step: impl FnOnce(&mut Member, &mut Ctx<'_>) -> Result<(), ServeError>,
     ) -> Result<(), Violation> {
-        let now = self.at();
+        let now = self.at(id);
         let Some(Some(p)) = self.procs.get_mut(&id) else {
             return Ok(());
         };
@@ -295,7 +320,11 @@ impl WholeSim {
     /// Feeds client events to the members' nodes.
     fn feed_nodes(&mut self, events: Vec<(ServerId, Event)>) -> Result<(), Violation> {
         for (id, event) in events {
-            let now = self.at();
+            if let Some(held) = self.paused.get_mut(&id) {
+                held.1.push_back(Held::Client(event));
+                continue;
+            }
+            let now = self.at(id);
             self.with_member(id, |_, ctx| {
                 ctx.node.handle_event(now, event);
                 Ok(())
@@ -344,7 +373,7 @@ impl WholeSim {
     }
 
     fn timers_due(&mut self, id: ServerId) -> Result<(), Violation> {
-        let now = self.at();
+        let now = self.at(id);
         let Some(Some(p)) = self.procs.get(&id) else {
             return Ok(());
         };

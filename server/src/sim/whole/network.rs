@@ -2,7 +2,7 @@
 //! random delays, crashes (a process and its connections gone, its disk
 //! kept) and partitions (connections across them break, both ends learn).
 
-use super::{Violation, WholeSim, Wire};
+use super::{Held, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::runtime::peer::PeerEvent;
 
@@ -62,6 +62,10 @@ impl WholeSim {
     }
 
     fn deliver(&mut self, from: ServerId, to: ServerId, wire: Wire) -> Result<(), Violation> {
+        if let Some(held) = self.paused.get_mut(&to) {
+            held.1.push_back(Held::Packet(from, wire));
+            return Ok(());
+        }
         let permit = self.permit();
         let late = match &wire {
             Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => match self.dead.get(conn) {
@@ -131,10 +135,37 @@ impl WholeSim {
         Ok(())
     }
 
+    /// Resumes paused members whose time has come: what reached them
+    /// meanwhile is handled first, in order.
+    pub(super) fn resume_due(&mut self) -> Result<(), Violation> {
+        let due: Vec<ServerId> = self
+            .paused
+            .iter()
+            .filter(|(_, (until, _))| *until <= self.now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            let Some((_, held)) = self.paused.remove(&id) else {
+                continue;
+            };
+            self.trace_line(format_args!("member {id}: resumes"));
+            for item in held {
+                match item {
+                    Held::Packet(from, wire) => self.deliver(from, id, wire)?,
+                    Held::Client(event) => self.feed_nodes(vec![(id, event)])?,
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The next random fault, while faults last; then everything heals.
     pub(super) fn faults(&mut self) -> Result<(), Violation> {
         if self.now == self.schedule.faults_until_ms {
             self.heal();
+            for (until, _) in self.paused.values_mut() {
+                *until = self.now;
+            }
             let down: Vec<ServerId> = self.restarts.keys().copied().collect();
             for id in down {
                 self.restarts.insert(id, self.now);
@@ -147,17 +178,30 @@ impl WholeSim {
         self.next_fault_ms = self.now + 300 + self.rng.below(1_200);
         let ids: Vec<ServerId> = self.procs.keys().copied().collect();
         let victim = ids[self.rng.below(ids.len() as u64) as usize];
-        match self.rng.below(2) {
-            0 if matches!(self.procs.get(&victim), Some(Some(_))) => self.crash(victim),
+        let up = matches!(self.procs.get(&victim), Some(Some(_)));
+        match self.rng.below(3) {
+            0 if up => self.crash(victim),
+            1 if up && !self.paused.contains_key(&victim) => self.pause(victim),
             _ if self.cut.is_empty() => self.partition(&ids),
             _ => {}
         }
         Ok(())
     }
 
+    /// Stops member `id`'s process for a while, its connections open.
+    fn pause(&mut self, id: ServerId) {
+        let until = self.now + 100 + self.rng.below(2_000);
+        self.trace_line(format_args!("member {id}: PAUSE until {until} ms"));
+        if until - self.now > self.timing.sync_ms() {
+            self.counts.long_pauses += 1;
+        }
+        self.paused.insert(id, (until, Default::default()));
+    }
+
     fn crash(&mut self, id: ServerId) {
         self.trace_line(format_args!("member {id}: CRASH"));
         self.counts.crashes += 1;
+        self.paused.remove(&id);
         if let Some(Some(p)) = self.procs.insert(id, None) {
             for (peer, conn) in p.links.quorum {
                 self.dead.entry(conn).or_insert(self.now);

@@ -44,6 +44,10 @@ fn whole_members_under_crashes_and_partitions_keep_what_clients_saw() {
     let c = counts.clients;
     assert!(counts.crashes > 0 && counts.partitions > 0, "{counts:?}");
     assert!(
+        counts.long_pauses > 0,
+        "no pause outlasted the sync limit: {counts:?}"
+    );
+    assert!(
         counts.late_reads > 0,
         "no closed link's message was read late: {counts:?}"
     );
