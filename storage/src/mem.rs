@@ -60,6 +60,13 @@ impl MemStorage {
         }
     }
 
+    /// Whether a power cut now would keep `zxid`: it is in the synced log,
+    /// or at or below the purge mark (in a snapshot).
+    pub fn holds_durably(&self, zxid: Zxid) -> bool {
+        let disk = self.disk();
+        disk.synced.contains_key(&zxid) || disk.purged_through.is_some_and(|p| p >= zxid)
+    }
+
     fn disk(&self) -> MutexGuard<'_, Disk> {
         // A poisoned lock means a test already panicked; keep the state visible.
         self.disk.lock().unwrap_or_else(|e| e.into_inner())

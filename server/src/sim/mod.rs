@@ -574,7 +574,7 @@ impl Sim {
 }
 
 /// Whether `disk` holds `zxid` durably: logged, or covered by its purge mark.
-pub(super) fn disk_holds(disk: &MemStorage, zxid: Zxid) -> bool {
+fn disk_holds(disk: &MemStorage, zxid: Zxid) -> bool {
     use zkd_storage::TxnLog;
     disk.contains(zxid).unwrap_or(false)
         || disk

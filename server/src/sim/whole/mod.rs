@@ -21,7 +21,7 @@ mod tests;
 use super::checker::Violation;
 use super::clock::MemberClock;
 use super::rng::Rng;
-use super::{disk_holds, Schedule};
+use super::Schedule;
 use crate::core::election::{Notification, ServerId};
 use crate::core::zab::{Timing, Voters};
 use crate::core::{CoreConfig, Event, Mode, Node, Now};
@@ -423,6 +423,9 @@ impl WholeSim {
                 )));
             }
         }
+        // Memory is never ahead of disk, for the ensemble: whatever a client
+        // can read is durable on a quorum. (A member's own disk may lag its
+        // tree: a COMMIT, a quorum's ACKs, can come before its own fsync.)
         let serving = matches!(self.mode(id), Some(Mode::Leading | Mode::Following));
         if !serving || zxid == Zxid::ZERO || self.quorum_durable.contains(&zxid) {
             return Ok(());
@@ -430,7 +433,7 @@ impl WholeSim {
         let holders: Vec<ServerId> = self
             .disks
             .iter()
-            .filter(|(_, disk)| disk_holds(disk, zxid))
+            .filter(|(_, disk)| disk.holds_durably(zxid))
             .map(|(id, _)| *id)
             .collect();
         if !self.voters.is_quorum(&holders) {
