@@ -47,6 +47,19 @@ impl MemStorage {
         disk.unsealed.clear();
     }
 
+    /// Simulates a torn power cut: of the appends not yet synced, the first
+    /// `keep` reach the disk (a prefix, as a log written in order tears),
+    /// the rest are gone, as is every image not yet sealed. Returns how many
+    /// were kept.
+    pub fn crash_keeping(&self, keep: usize) -> usize {
+        let mut disk = self.disk();
+        let unsynced = std::mem::take(&mut disk.unsynced);
+        let kept = unsynced.len().min(keep);
+        disk.synced.extend(unsynced.into_iter().take(kept));
+        disk.unsealed.clear();
+        kept
+    }
+
     /// What a power cut at this instant leaves, as a separate disk: the synced
     /// log, snapshots and epochs, without the unsynced appends. This disk
     /// keeps running, so a test can cut power under a live server and start

@@ -638,7 +638,8 @@ mod tests {
                 .unwrap();
             old.flush().unwrap();
         }
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        // The old database's threads may still hold its lock for a moment.
+        let s = reopen(dir.path()).unwrap();
         let latest = s.latest_snapshot().unwrap().unwrap();
         assert_eq!(latest.zxid, Zxid(7));
         let image =

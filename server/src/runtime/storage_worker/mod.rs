@@ -199,15 +199,26 @@ impl<S: Store> InlineWorker<S> {
         })
     }
 
-    /// Runs `job` and syncs it, as a batch of one, then a step of any purge.
+    /// Runs `job` as the storage thread does within a batch: appends are
+    /// written, not yet synced; any other job first syncs those before it.
     pub fn run(&mut self, job: StorageJob) -> Result<(), StorageError> {
         let worker = &mut self.0;
         if let Some(goal) = worker.snapshots.collect(false)? {
             worker.purge = worker.purge.max(Some(goal));
         }
-        worker.execute(job)?;
-        worker.sync_appends()?;
-        worker.purge_step()
+        worker.execute(job)
+    }
+
+    /// Ends a batch: one sync of its appends (reported `Persisted`), then a
+    /// step of any purge. Whether any append waits for it.
+    pub fn end_batch(&mut self) -> Result<(), StorageError> {
+        self.0.sync_appends()?;
+        self.0.purge_step()
+    }
+
+    /// Whether appends wait for [`end_batch`](Self::end_batch).
+    pub fn has_unsynced(&self) -> bool {
+        self.0.unsynced.is_some()
     }
 }
 

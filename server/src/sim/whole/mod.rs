@@ -14,6 +14,7 @@
 //! every acknowledged create and every node any client read.
 
 mod clients;
+mod disk;
 mod links;
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,10 @@ pub struct WholeCounts {
     pub partitions: u64,
     /// Pauses longer than the sync limit.
     pub long_pauses: u64,
+    /// Torn power cuts that kept an unsynced append.
+    pub torn_writes: u64,
+    /// Disk writes that failed and ended their member.
+    pub disk_errors: u64,
     /// Messages of a closed connection that still reached their member.
     pub late_reads: u64,
     pub clients: ClientCounts,
@@ -64,6 +69,8 @@ impl std::ops::AddAssign for WholeCounts {
         self.crashes += o.crashes;
         self.partitions += o.partitions;
         self.long_pauses += o.long_pauses;
+        self.torn_writes += o.torn_writes;
+        self.disk_errors += o.disk_errors;
         self.late_reads += o.late_reads;
         self.clients += o.clients;
     }
@@ -84,6 +91,8 @@ struct Process {
     submitted: VecDeque<StorageJob>,
     /// Jobs queued on the disk, each with when it is done.
     disk: VecDeque<(u64, StorageJob)>,
+    /// When the appends written so far are synced (the batch ends).
+    sync_at: Option<u64>,
     worker: InlineWorker<MemStorage>,
     reports: UnboundedReceiver<StorageReport>,
 }
@@ -117,6 +126,8 @@ struct WholeSim {
     /// when a cut link heals, as the runtime's election links do.
     last_notification: BTreeMap<(ServerId, ServerId), Notification>,
     restarts: BTreeMap<ServerId, u64>,
+    /// Members whose disk fails its next write (EIO).
+    failing: BTreeSet<ServerId>,
     /// Paused members (a stopped process, its connections open): when they
     /// resume, and what reached them meanwhile, in order.
     paused: BTreeMap<ServerId, (u64, VecDeque<Held>)>,
@@ -173,6 +184,7 @@ impl WholeSim {
             dead: BTreeMap::new(),
             last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),
+            failing: BTreeSet::new(),
             paused: BTreeMap::new(),
             clocks: BTreeMap::new(),
             heals_at: None,
@@ -226,6 +238,7 @@ impl WholeSim {
             links: SimLinks::new(self.incarnations << 32),
             submitted: VecDeque::new(),
             disk: VecDeque::new(),
+            sync_at: None,
             worker: InlineWorker::new(disk, 3, reports_tx),
             reports,
         };
@@ -348,28 +361,6 @@ impl WholeSim {
         for (to, wire) in outbox {
             self.send(id, to, wire);
         }
-    }
-
-    /// Runs member `id`'s storage jobs whose time has come, then hands it
-    /// their reports.
-    fn disk_due(&mut self, id: ServerId) -> Result<(), Violation> {
-        let Some(Some(p)) = self.procs.get_mut(&id) else {
-            return Ok(());
-        };
-        while p.disk.front().is_some_and(|(t, _)| *t <= self.now) {
-            let (_, job) = p.disk.pop_front().expect("a job is due");
-            p.worker
-                .run(job)
-                .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
-        }
-        let mut reports = Vec::new();
-        while let Ok(report) = p.reports.try_recv() {
-            reports.push(report);
-        }
-        for report in reports {
-            self.with_member(id, |m, ctx| m.handle_report(ctx, report))?;
-        }
-        Ok(())
     }
 
     fn timers_due(&mut self, id: ServerId) -> Result<(), Violation> {

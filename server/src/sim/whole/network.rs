@@ -37,7 +37,7 @@ impl WholeSim {
         self.queue(from, to, wire, delay);
     }
 
-    fn queue(&mut self, from: ServerId, to: ServerId, wire: Wire, delay: u64) {
+    pub(super) fn queue(&mut self, from: ServerId, to: ServerId, wire: Wire, delay: u64) {
         let link = self.link_clock.entry((from, to)).or_insert(0);
         let at = (self.now + delay).max(*link);
         *link = at;
@@ -179,9 +179,16 @@ impl WholeSim {
         let ids: Vec<ServerId> = self.procs.keys().copied().collect();
         let victim = ids[self.rng.below(ids.len() as u64) as usize];
         let up = matches!(self.procs.get(&victim), Some(Some(_)));
-        match self.rng.below(3) {
-            0 if up => self.crash(victim),
-            1 if up && !self.paused.contains_key(&victim) => self.pause(victim),
+        let torn = self.rng.below(2) == 0;
+        match self.rng.below(4) {
+            0 if up => self.crash(victim, torn),
+            1 if up => {
+                self.trace_line(format_args!(
+                    "member {victim}: its disk fails its next write"
+                ));
+                self.failing.insert(victim);
+            }
+            2 if up && !self.paused.contains_key(&victim) => self.pause(victim),
             _ if self.cut.is_empty() => self.partition(&ids),
             _ => {}
         }
@@ -196,28 +203,6 @@ impl WholeSim {
             self.counts.long_pauses += 1;
         }
         self.paused.insert(id, (until, Default::default()));
-    }
-
-    fn crash(&mut self, id: ServerId) {
-        self.trace_line(format_args!("member {id}: CRASH"));
-        self.counts.crashes += 1;
-        self.paused.remove(&id);
-        if let Some(Some(p)) = self.procs.insert(id, None) {
-            for (peer, conn) in p.links.quorum {
-                self.dead.entry(conn).or_insert(self.now);
-                let delay = 1 + self.rng.below(20);
-                self.queue(id, peer, Wire::Closed { conn }, delay);
-            }
-        }
-        self.disks[&id].crash();
-        self.in_flight.retain(|_, (from, to, w)| {
-            *to != id && (*from != id || matches!(w, Wire::Closed { .. }))
-        });
-        self.link_clock.retain(|(_, to), _| *to != id);
-        self.last_notification.retain(|(from, _), _| *from != id);
-        self.clients.member_gone(id, self.now, &mut self.rng);
-        self.restarts
-            .insert(id, self.now + 200 + self.rng.below(2_000));
     }
 
     /// Splits the members in two at random (one side may be a single

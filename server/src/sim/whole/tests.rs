@@ -149,7 +149,7 @@ mod planted {
             Failpoint::SkipEpochWrite,
             40,
             // A member that forgot its epochs diverges, or cannot take part again.
-            &["prefix consistency:", "durability:", "liveness:"],
+            &["prefix consistency:", "durability:", "liveness:", "NONODE"],
         );
     }
 
@@ -158,7 +158,7 @@ mod planted {
         assert_caught(
             Failpoint::DeposedLeaderServes,
             20,
-            &["convergence:", "after a sync"],
+            &["convergence:", "liveness:", "after a sync"],
         );
     }
 

@@ -1,0 +1,83 @@
+//! A whole member's disk and its process's end: the storage thread's jobs
+//! run when their simulated time comes, appends are written at once and
+//! synced when their batch ends a little later (a crash in between loses
+//! them; a torn one keeps a prefix, never reported), and a write that
+//! fails (EIO) ends the member, as the runtime's fatal storage error does.
+
+use super::{Violation, WholeSim, Wire};
+use crate::core::election::ServerId;
+
+impl WholeSim {
+    /// Runs member `id`'s storage jobs whose time has come, ends its batch
+    /// when that is due, then hands the member the reports.
+    pub(super) fn disk_due(&mut self, id: ServerId) -> Result<(), Violation> {
+        let Some(Some(p)) = self.procs.get_mut(&id) else {
+            return Ok(());
+        };
+        while p.disk.front().is_some_and(|(t, _)| *t <= self.now) {
+            let (_, job) = p.disk.pop_front().expect("a job is due");
+            if self.failing.remove(&id) {
+                // The failed write may or may not have reached the disk.
+                if self.rng.below(2) == 0 {
+                    let _ = p.worker.run(job);
+                }
+                self.counts.disk_errors += 1;
+                self.trace_line(format_args!("member {id}: disk write failed (EIO)"));
+                self.crash(id, true);
+                return Ok(());
+            }
+            p.worker
+                .run(job)
+                .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
+            if p.worker.has_unsynced() && p.sync_at.is_none() {
+                p.sync_at = Some(self.now + 1 + self.rng.below(4));
+            }
+        }
+        if p.sync_at.is_some_and(|t| t <= self.now) {
+            p.sync_at = None;
+            p.worker
+                .end_batch()
+                .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
+        }
+        let mut reports = Vec::new();
+        while let Ok(report) = p.reports.try_recv() {
+            reports.push(report);
+        }
+        for report in reports {
+            self.with_member(id, |m, ctx| m.handle_report(ctx, report))?;
+        }
+        Ok(())
+    }
+
+    /// Member `id`'s process ends (a crash, a power cut, an exit after a
+    /// failed write): its connections break, what its disk had not synced
+    /// is lost (`torn`: a random prefix of it is kept), and it restarts later.
+    pub(super) fn crash(&mut self, id: ServerId, torn: bool) {
+        self.trace_line(format_args!(
+            "member {id}: CRASH{}",
+            if torn { " (torn)" } else { "" }
+        ));
+        self.counts.crashes += 1;
+        self.paused.remove(&id);
+        self.failing.remove(&id);
+        if let Some(Some(p)) = self.procs.insert(id, None) {
+            for (peer, conn) in p.links.quorum {
+                self.dead.entry(conn).or_insert(self.now);
+                let delay = 1 + self.rng.below(20);
+                self.queue(id, peer, Wire::Closed { conn }, delay);
+            }
+        }
+        let keep = if torn { self.rng.below(4) as usize } else { 0 };
+        if self.disks[&id].crash_keeping(keep) > 0 {
+            self.counts.torn_writes += 1;
+        }
+        self.in_flight.retain(|_, (from, to, w)| {
+            *to != id && (*from != id || matches!(w, Wire::Closed { .. }))
+        });
+        self.link_clock.retain(|(_, to), _| *to != id);
+        self.last_notification.retain(|(from, _), _| *from != id);
+        self.clients.member_gone(id, self.now, &mut self.rng);
+        self.restarts
+            .insert(id, self.now + 200 + self.rng.below(2_000));
+    }
+}
