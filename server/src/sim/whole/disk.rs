@@ -75,6 +75,7 @@ impl WholeSim {
             *to != id && (*from != id || matches!(w, Wire::Closed { .. }))
         });
         self.link_clock.retain(|(_, to), _| *to != id);
+        self.held.retain(|(from, to), _| *from != id && *to != id);
         self.last_notification.retain(|(from, _), _| *from != id);
         self.clients.member_gone(id, self.now, &mut self.rng);
         self.restarts

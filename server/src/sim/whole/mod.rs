@@ -53,6 +53,10 @@ const SETTLE_MS: u64 = 3_000;
 pub struct WholeCounts {
     pub crashes: u64,
     pub partitions: u64,
+    pub one_way_partitions: u64,
+    pub bridges: u64,
+    /// Messages a one-way partition held and delivered late.
+    pub late_packets: u64,
     /// Pauses longer than the sync limit.
     pub long_pauses: u64,
     /// Torn power cuts that kept an unsynced append.
@@ -68,6 +72,9 @@ impl std::ops::AddAssign for WholeCounts {
     fn add_assign(&mut self, o: WholeCounts) {
         self.crashes += o.crashes;
         self.partitions += o.partitions;
+        self.one_way_partitions += o.one_way_partitions;
+        self.bridges += o.bridges;
+        self.late_packets += o.late_packets;
         self.long_pauses += o.long_pauses;
         self.torn_writes += o.torn_writes;
         self.disk_errors += o.disk_errors;
@@ -119,6 +126,9 @@ struct WholeSim {
     link_clock: BTreeMap<(ServerId, ServerId), u64>,
     /// Cut links, as (lower id, higher id).
     cut: BTreeSet<(ServerId, ServerId)>,
+    /// Directions (from, to) a one-way partition holds, and what it holds.
+    one_way: BTreeSet<(ServerId, ServerId)>,
+    held: BTreeMap<(ServerId, ServerId), VecDeque<Wire>>,
     /// Quorum connections closed or broken, and when: nothing sent on them
     /// arrives, but what was read just before may still reach the member.
     dead: BTreeMap<u64, u64>,
@@ -181,6 +191,8 @@ impl WholeSim {
             seq: 0,
             link_clock: BTreeMap::new(),
             cut: BTreeSet::new(),
+            one_way: BTreeSet::new(),
+            held: BTreeMap::new(),
             dead: BTreeMap::new(),
             last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),

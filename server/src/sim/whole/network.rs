@@ -1,6 +1,9 @@
 //! The whole-member simulation's network and faults: FIFO links with
-//! random delays, crashes (a process and its connections gone, its disk
-//! kept) and partitions (connections across them break, both ends learn).
+//! random delays; partitions (connections across them break, both ends
+//! learn), one-way ones (one direction's packets held, as TCP retransmits
+//! them, delivered late and in order when the path heals, unless an end
+//! closed the connection meanwhile) and bridges (two sides that cannot
+//! reach each other, one member reaching both); pauses.
 
 use super::{Held, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
@@ -21,6 +24,10 @@ impl WholeSim {
                 self.dead.entry(*conn).or_insert(self.now);
             }
             Wire::Zab { .. } | Wire::Snap { .. } => {}
+        }
+        if self.one_way.contains(&(from, to)) && matches!(self.procs.get(&to), Some(Some(_))) {
+            self.held.entry((from, to)).or_default().push_back(wire);
+            return;
         }
         let reachable = !self.is_cut(from, to) && matches!(self.procs.get(&to), Some(Some(_)));
         if !reachable {
@@ -189,7 +196,7 @@ impl WholeSim {
                 self.failing.insert(victim);
             }
             2 if up && !self.paused.contains_key(&victim) => self.pause(victim),
-            _ if self.cut.is_empty() => self.partition(&ids),
+            _ if self.cut.is_empty() && self.one_way.is_empty() => self.partition(&ids),
             _ => {}
         }
         Ok(())
@@ -206,7 +213,8 @@ impl WholeSim {
     }
 
     /// Splits the members in two at random (one side may be a single
-    /// member); connections across break, both ends learn at once.
+    /// member): both ways (connections across break, both ends learn at
+    /// once), one way (silently), or with a bridge member reaching both.
     fn partition(&mut self, ids: &[ServerId]) {
         let side: Vec<ServerId> = ids
             .iter()
@@ -216,14 +224,48 @@ impl WholeSim {
         if side.is_empty() || side.len() == ids.len() {
             return;
         }
-        self.trace_line(format_args!("partition {side:?} from the rest"));
-        self.counts.partitions += 1;
-        for &a in &side {
-            for &b in ids.iter().filter(|b| !side.contains(b)) {
-                self.cut_link(a, b);
+        let rest: Vec<ServerId> = ids.iter().copied().filter(|b| !side.contains(b)).collect();
+        match self.rng.below(3) {
+            0 => {
+                self.trace_line(format_args!("partition {side:?} from {rest:?}"));
+                self.counts.partitions += 1;
+                self.cut_between(&side, &rest);
+            }
+            1 => {
+                self.trace_line(format_args!("partition {side:?} -> {rest:?} one way"));
+                self.counts.one_way_partitions += 1;
+                for &a in &side {
+                    for &b in &rest {
+                        self.one_way.insert((a, b));
+                    }
+                }
+            }
+            _ => {
+                // The first of the larger side reaches both.
+                let (mut bigger, smaller) = match side.len() >= rest.len() {
+                    true => (side, rest),
+                    false => (rest, side),
+                };
+                let bridge = bigger.remove(0);
+                if bigger.is_empty() {
+                    return;
+                }
+                self.trace_line(format_args!(
+                    "partition {bigger:?} from {smaller:?}, {bridge} bridging"
+                ));
+                self.counts.bridges += 1;
+                self.cut_between(&bigger, &smaller);
             }
         }
         self.heals_at = Some(self.now + 200 + self.rng.below(3_000));
+    }
+
+    fn cut_between(&mut self, side: &[ServerId], rest: &[ServerId]) {
+        for &a in side {
+            for &b in rest {
+                self.cut_link(a, b);
+            }
+        }
     }
 
     fn cut_link(&mut self, a: ServerId, b: ServerId) {
@@ -245,9 +287,20 @@ impl WholeSim {
     }
 
     /// Every cut link works again; each end carries its last notification
-    /// again, as the runtime's election links do when they reconnect.
+    /// again, as the runtime's election links do when they reconnect. What
+    /// one-way partitions held arrives, in order.
     fn heal(&mut self) {
         self.heals_at = None;
+        self.one_way.clear();
+        for ((from, to), held) in std::mem::take(&mut self.held) {
+            for wire in held {
+                if matches!(self.procs.get(&to), Some(Some(_))) {
+                    self.counts.late_packets += 1;
+                    let delay = 1 + self.rng.below(10);
+                    self.queue(from, to, wire, delay);
+                }
+            }
+        }
         let healed = std::mem::take(&mut self.cut);
         if !healed.is_empty() {
             self.trace_line(format_args!("heal"));

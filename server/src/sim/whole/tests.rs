@@ -44,6 +44,14 @@ fn whole_members_under_crashes_and_partitions_keep_what_clients_saw() {
     let c = counts.clients;
     assert!(counts.crashes > 0 && counts.partitions > 0, "{counts:?}");
     assert!(
+        counts.bridges > 0 && counts.one_way_partitions > 0,
+        "{counts:?}"
+    );
+    assert!(
+        counts.late_packets > 0,
+        "no one-way partition held a message: {counts:?}"
+    );
+    assert!(
         counts.long_pauses > 0,
         "no pause outlasted the sync limit: {counts:?}"
     );
