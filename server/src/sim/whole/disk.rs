@@ -62,7 +62,7 @@ impl WholeSim {
         self.failing.remove(&id);
         if let Some(Some(p)) = self.procs.insert(id, None) {
             for (peer, conn) in p.links.quorum {
-                self.dead.entry(conn).or_insert(self.now);
+                self.kill_conn(conn);
                 let delay = 1 + self.rng.below(20);
                 self.queue(id, peer, Wire::Closed { conn }, delay);
             }

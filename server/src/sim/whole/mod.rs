@@ -129,8 +129,8 @@ struct WholeSim {
     /// Directions (from, to) a one-way partition holds, and what it holds.
     one_way: BTreeSet<(ServerId, ServerId)>,
     held: BTreeMap<(ServerId, ServerId), VecDeque<Wire>>,
-    /// Quorum connections closed or broken, and when: nothing sent on them
-    /// arrives, but what was read just before may still reach the member.
+    /// Quorum connections closed or broken: what is on its way on them is
+    /// lost, except what arrives before the time given (read just before).
     dead: BTreeMap<u64, u64>,
     /// The last notification each member sent each other one, carried again
     /// when a cut link heals, as the runtime's election links do.

@@ -9,8 +9,8 @@ use super::{Held, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::runtime::peer::PeerEvent;
 
-/// How long after its connection closed a message may still be read.
-const LATE_READ_MS: u64 = 20;
+/// How long after its connection closed a message may still reach its member.
+const LATE_READ_MS: u64 = 200;
 
 impl WholeSim {
     /// Puts what `from` sent on the link to `to`. A quorum message that
@@ -21,7 +21,7 @@ impl WholeSim {
                 self.last_notification.insert((from, to), *n);
             }
             Wire::Closed { conn } => {
-                self.dead.entry(*conn).or_insert(self.now);
+                self.kill_conn(*conn);
             }
             Wire::Zab { .. } | Wire::Snap { .. } => {}
         }
@@ -32,8 +32,7 @@ impl WholeSim {
         let reachable = !self.is_cut(from, to) && matches!(self.procs.get(&to), Some(Some(_)));
         if !reachable {
             if let Wire::Zab { conn, .. } | Wire::Snap { conn, .. } = wire {
-                if !self.dead.contains_key(&conn) {
-                    self.dead.insert(conn, self.now);
+                if self.kill_conn(conn) {
                     let delay = 1 + self.rng.below(50);
                     self.queue(to, from, Wire::Closed { conn }, delay);
                 }
@@ -42,6 +41,22 @@ impl WholeSim {
         }
         let delay = 1 + self.rng.below(10);
         self.queue(from, to, wire, delay);
+    }
+
+    /// Connection `conn` closed or broke. Returns whether it was open.
+    /// What was read from it just before (a prefix of what is still on its
+    /// way, as the runtime's event channel may hold it) still reaches the
+    /// member, half the time, and the member must see that it is stale.
+    pub(super) fn kill_conn(&mut self, conn: u64) -> bool {
+        if self.dead.contains_key(&conn) {
+            return false;
+        }
+        let read_until = match self.rng.below(2) {
+            0 => self.now + self.rng.below(LATE_READ_MS),
+            _ => self.now,
+        };
+        self.dead.insert(conn, read_until);
+        true
     }
 
     pub(super) fn queue(&mut self, from: ServerId, to: ServerId, wire: Wire, delay: u64) {
@@ -76,10 +91,7 @@ impl WholeSim {
         let permit = self.permit();
         let late = match &wire {
             Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => match self.dead.get(conn) {
-                // Read just before its connection closed and still queued for
-                // the member, as the runtime's event channel may hold it: the
-                // member must see that it is stale. Otherwise it is lost.
-                Some(&died) if self.now <= died + LATE_READ_MS && self.rng.below(2) == 0 => true,
+                Some(&read_until) if self.now < read_until => true,
                 Some(_) => return Ok(()),
                 None => false,
             },
@@ -94,7 +106,7 @@ impl WholeSim {
                 // A follower's new connection is accepted with its first message.
                 if !late {
                     if let Some(old) = p.links.quorum.insert(from, conn).filter(|c| *c != conn) {
-                        self.dead.entry(old).or_insert(self.now);
+                        self.kill_conn(old);
                     }
                 }
                 PeerEvent::Zab {
@@ -280,7 +292,7 @@ impl WholeSim {
                 _ => None,
             };
             if let Some(conn) = conn {
-                self.dead.entry(conn).or_insert(self.now);
+                self.kill_conn(conn);
                 self.queue(other, end, Wire::Closed { conn }, 1);
             }
         }

@@ -182,8 +182,14 @@ mod planted {
     #[test]
     #[ignore = "a survey of which plants the whole-member runs catch"]
     fn planted_survey() {
+        // ZKD_PLANT=name surveys one plant over ZKD_SIM_WHOLE_SEEDS schedules.
+        let only = std::env::var("ZKD_PLANT").ok();
+        let seeds = super::seeds();
         for failpoint in Failpoint::ALL {
-            let found = caught(failpoint, 40);
+            if only.as_deref().is_some_and(|name| name != failpoint.name()) {
+                continue;
+            }
+            let found = caught(failpoint, if only.is_some() { seeds } else { 40 });
             let first = found.as_deref().unwrap_or("NOT CAUGHT").lines().next();
             eprintln!("{}: {}", failpoint.name(), first.unwrap_or(""));
         }
