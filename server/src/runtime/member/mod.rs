@@ -158,6 +158,16 @@ impl Member {
         }
     }
 
+    /// The epoch this member leads, if it is the leader (established or
+    /// not): the simulator holds one established leader per epoch.
+    #[cfg(test)]
+    pub fn leading_epoch(&self) -> Option<Epoch> {
+        match &self.role {
+            Role::Leading(l) => Some(l.epoch()),
+            _ => None,
+        }
+    }
+
     /// Followers the leader has, and how many of them are synced (mntr).
     pub fn followers(&self) -> Option<(usize, usize)> {
         match &self.role {

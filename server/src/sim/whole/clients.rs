@@ -481,6 +481,19 @@ impl Clients {
         Ok(())
     }
 
+    /// Every create acknowledged so far is in `tree` (a newly established
+    /// leader's: Zab's leader completeness).
+    pub fn check_holds_acked(&self, tree: &DataTree, who: &str) -> Result<(), Violation> {
+        for (path, zxid) in &self.acked {
+            if tree.node(path).map(|n| n.stat.czxid) != Some(*zxid) {
+                return Err(Violation(format!(
+                    "leader completeness: {who} lacks {path}, acknowledged at {zxid:#x}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// After the run: every acknowledged create, and every node ever read,
     /// is in `tree` as it was answered; ephemerals belong to live sessions,
     /// and sessions closed are gone.

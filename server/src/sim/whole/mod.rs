@@ -148,6 +148,8 @@ struct WholeSim {
     clients: Clients,
     /// The byte budget peer events hold permits of (never short).
     budget: Arc<Semaphore>,
+    /// The member established as leader in each epoch.
+    leaders: BTreeMap<u32, ServerId>,
     /// Prefix consistency: the digest of any tree at each zxid.
     digests: BTreeMap<Zxid, u64>,
     quorum_durable: BTreeSet<Zxid>,
@@ -203,6 +205,7 @@ impl WholeSim {
             next_fault_ms: 1_000,
             clients: Clients::new(CLIENTS),
             budget: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+            leaders: BTreeMap::new(),
             digests: BTreeMap::new(),
             quorum_durable: BTreeSet::new(),
             counts: WholeCounts::default(),
@@ -426,9 +429,19 @@ impl WholeSim {
                 )));
             }
         }
-        // Memory is never ahead of disk, for the ensemble: whatever a client
-        // can read is durable on a quorum. (A member's own disk may lag its
-        // tree: a COMMIT, a quorum's ACKs, can come before its own fsync.)
+        let leading = (p.node.mode() == Mode::Leading)
+            .then(|| p.member.leading_epoch())
+            .flatten();
+        if let Some(epoch) = leading {
+            self.check_leader(id, epoch)?;
+        }
+        self.check_visible(id, zxid)
+    }
+
+    /// Memory is never ahead of disk, for the ensemble: whatever a client
+    /// can read is durable on a quorum. (A member's own disk may lag its
+    /// tree: a COMMIT, a quorum's ACKs, can come before its own fsync.)
+    fn check_visible(&mut self, id: ServerId, zxid: Zxid) -> Result<(), Violation> {
         let serving = matches!(self.mode(id), Some(Mode::Leading | Mode::Following));
         if !serving || zxid == Zxid::ZERO || self.quorum_durable.contains(&zxid) {
             return Ok(());
@@ -446,6 +459,24 @@ impl WholeSim {
         }
         self.quorum_durable.insert(zxid);
         Ok(())
+    }
+
+    /// One established leader per epoch; a new one holds every write
+    /// acknowledged before it.
+    fn check_leader(&mut self, id: ServerId, epoch: u32) -> Result<(), Violation> {
+        match self.leaders.insert(epoch, id) {
+            Some(other) if other != id => Err(Violation(format!(
+                "leadership: members {other} and {id} both established in epoch {epoch}"
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                let Some(Some(p)) = self.procs.get(&id) else {
+                    return Ok(());
+                };
+                let who = format!("leader {id} of epoch {epoch}");
+                self.clients.check_holds_acked(p.node.tree(), &who)
+            }
+        }
     }
 
     /// Whether every member serves one tree (which then is returned).

@@ -157,7 +157,13 @@ mod planted {
             Failpoint::SkipEpochWrite,
             40,
             // A member that forgot its epochs diverges, or cannot take part again.
-            &["prefix consistency:", "durability:", "liveness:", "NONODE"],
+            &[
+                "leader completeness:",
+                "prefix consistency:",
+                "durability:",
+                "liveness:",
+                "NONODE",
+            ],
         );
     }
 
