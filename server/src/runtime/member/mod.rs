@@ -168,6 +168,15 @@ impl Member {
         }
     }
 
+    /// The leader this member follows, if it is a follower.
+    #[cfg(test)]
+    pub fn following(&self) -> Option<ServerId> {
+        match &self.role {
+            Role::Following(f) => Some(f.leader()),
+            _ => None,
+        }
+    }
+
     /// Followers the leader has, and how many of them are synced (mntr).
     pub fn followers(&self) -> Option<(usize, usize)> {
         match &self.role {

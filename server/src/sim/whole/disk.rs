@@ -14,7 +14,8 @@ impl WholeSim {
         let Some(Some(p)) = self.procs.get_mut(&id) else {
             return Ok(());
         };
-        while p.disk.front().is_some_and(|(t, _)| *t <= self.now) {
+        let stalled = self.stalled.contains(&id);
+        while !stalled && p.disk.front().is_some_and(|(t, _)| *t <= self.now) {
             let (_, job) = p.disk.pop_front().expect("a job is due");
             if self.failing.remove(&id) {
                 // The failed write may or may not have reached the disk.
@@ -33,7 +34,7 @@ impl WholeSim {
                 p.sync_at = Some(self.now + 1 + self.rng.below(4));
             }
         }
-        if p.sync_at.is_some_and(|t| t <= self.now) {
+        if !stalled && p.sync_at.is_some_and(|t| t <= self.now) {
             p.sync_at = None;
             p.worker
                 .end_batch()

@@ -17,12 +17,16 @@ mod clients;
 mod disk;
 mod links;
 #[cfg(test)]
+mod script;
+#[cfg(test)]
+mod scripted;
+#[cfg(test)]
 mod tests;
 
 use super::checker::Violation;
 use super::clock::MemberClock;
 use super::rng::Rng;
-use super::Schedule;
+use super::{Schedule, SyncKind};
 use crate::core::election::{Notification, ServerId};
 use crate::core::zab::{Timing, Voters};
 use crate::core::{CoreConfig, Event, Mode, Node, Now};
@@ -138,6 +142,10 @@ struct WholeSim {
     restarts: BTreeMap<ServerId, u64>,
     /// Members whose disk fails its next write (EIO).
     failing: BTreeSet<ServerId>,
+    /// Members whose disk a script stalled: its jobs wait.
+    stalled: BTreeSet<ServerId>,
+    /// Every DIFF, TRUNC and SNAP a member received: when, who, which, zxid.
+    syncs: Vec<(u64, ServerId, SyncKind, Zxid)>,
     /// Paused members (a stopped process, its connections open): when they
     /// resume, and what reached them meanwhile, in order.
     paused: BTreeMap<ServerId, (u64, VecDeque<Held>)>,
@@ -199,6 +207,8 @@ impl WholeSim {
             last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),
             failing: BTreeSet::new(),
+            stalled: BTreeSet::new(),
+            syncs: Vec::new(),
             paused: BTreeMap::new(),
             clocks: BTreeMap::new(),
             heals_at: None,
@@ -212,7 +222,10 @@ impl WholeSim {
             trace: std::env::var_os("ZKD_SIM_TRACE").is_some(),
         };
         for id in ids {
-            let clock = MemberClock::skewed(&mut sim.rng);
+            let clock = match schedule.scripted {
+                true => MemberClock::EXACT,
+                false => MemberClock::skewed(&mut sim.rng),
+            };
             sim.clocks.insert(id, clock);
             sim.procs.insert(id, None);
             sim.boot(id).expect("a fresh disk boots");

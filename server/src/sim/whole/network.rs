@@ -5,8 +5,9 @@
 //! closed the connection meanwhile) and bridges (two sides that cannot
 //! reach each other, one member reaching both); pauses.
 
-use super::{Held, Violation, WholeSim, Wire};
+use super::{Held, SyncKind, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
+use crate::core::zab::ZabMessage;
 use crate::runtime::peer::PeerEvent;
 
 /// How long after its connection closed a message may still reach its member.
@@ -103,6 +104,16 @@ impl WholeSim {
         let event = match wire {
             Wire::Notification(n) => PeerEvent::Notification(n),
             Wire::Zab { conn, message } => {
+                let sync = match &message {
+                    ZabMessage::Diff { zxid } => Some((SyncKind::Diff, *zxid)),
+                    ZabMessage::Trunc { zxid } => Some((SyncKind::Trunc, *zxid)),
+                    ZabMessage::Snap { zxid, .. } => Some((SyncKind::Snap, *zxid)),
+                    _ => None,
+                };
+                self.syncs.extend(
+                    sync.filter(|_| !late)
+                        .map(|(kind, z)| (self.now, to, kind, z)),
+                );
                 // A follower's new connection is accepted with its first message.
                 if !late {
                     if let Some(old) = p.links.quorum.insert(from, conn).filter(|c| *c != conn) {
@@ -112,6 +123,17 @@ impl WholeSim {
                 PeerEvent::Zab {
                     from,
                     message,
+                    permit,
+                    link: conn,
+                }
+            }
+            Wire::Snap { conn, piece } if piece.offset == 0 => {
+                if !late {
+                    self.syncs.push((self.now, to, SyncKind::Snap, piece.zxid));
+                }
+                PeerEvent::SnapChunk {
+                    from,
+                    piece,
                     permit,
                     link: conn,
                 }
@@ -191,7 +213,8 @@ impl WholeSim {
             }
             return Ok(());
         }
-        if self.now > self.schedule.faults_until_ms || self.now < self.next_fault_ms {
+        let quiet = self.schedule.scripted || self.now > self.schedule.faults_until_ms;
+        if quiet || self.now < self.next_fault_ms {
             return Ok(());
         }
         self.next_fault_ms = self.now + 300 + self.rng.below(1_200);
@@ -280,7 +303,7 @@ impl WholeSim {
         }
     }
 
-    fn cut_link(&mut self, a: ServerId, b: ServerId) {
+    pub(super) fn cut_link(&mut self, a: ServerId, b: ServerId) {
         self.cut.insert((a.min(b), a.max(b)));
         self.in_flight.retain(|_, (from, to, w)| {
             matches!(w, Wire::Closed { .. })
@@ -301,7 +324,7 @@ impl WholeSim {
     /// Every cut link works again; each end carries its last notification
     /// again, as the runtime's election links do when they reconnect. What
     /// one-way partitions held arrives, in order.
-    fn heal(&mut self) {
+    pub(super) fn heal(&mut self) {
         self.heals_at = None;
         self.one_way.clear();
         for ((from, to), held) in std::mem::take(&mut self.held) {

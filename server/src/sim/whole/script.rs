@@ -1,0 +1,175 @@
+//! Scripts for whole-member runs: no random faults and exact clocks; the
+//! clients keep writing and reading, and a script places the faults and
+//! waits for the moments it needs, asserting that each came. Every
+//! invariant of the random runs is checked after every millisecond.
+
+use super::{SyncKind, WholeSim};
+use crate::core::election::ServerId;
+use crate::core::Mode;
+use crate::sim::Schedule;
+use zkd_protocol::Zxid;
+use zkd_storage::TxnLog;
+
+/// A scripted whole-member run.
+pub struct Script {
+    sim: WholeSim,
+}
+
+impl Script {
+    /// `members` whole members, booted, with the clients connecting.
+    pub fn new(seed: u64, members: u64) -> Script {
+        let schedule = Schedule {
+            seed,
+            members,
+            faults_until_ms: 0,
+            end_ms: u64::MAX / 4,
+            scripted: true,
+        };
+        Script {
+            sim: WholeSim::new(schedule),
+        }
+    }
+
+    pub fn now(&self) -> u64 {
+        self.sim.now
+    }
+
+    /// Runs `ms` milliseconds.
+    pub fn run_for(&mut self, ms: u64) -> Result<(), String> {
+        let until = self.sim.now + ms;
+        while self.sim.now < until {
+            self.step()?;
+        }
+        Ok(())
+    }
+
+    /// Runs until `done` holds, for at most `within_ms`.
+    pub fn run_until(
+        &mut self,
+        what: &str,
+        within_ms: u64,
+        done: impl Fn(&Script) -> bool,
+    ) -> Result<(), String> {
+        let until = self.sim.now + within_ms;
+        while !done(self) {
+            if self.sim.now >= until {
+                return Err(format!(
+                    "{what}: not within {within_ms} ms (at {} ms)",
+                    self.sim.now
+                ));
+            }
+            self.step()?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<(), String> {
+        self.sim.now += 1;
+        self.sim
+            .step()
+            .map_err(|v| format!("{} (at {} ms)", v.0, self.sim.now))
+    }
+
+    /// The established leader, if any.
+    pub fn leader(&self) -> Option<ServerId> {
+        self.sim
+            .up()
+            .into_iter()
+            .find(|id| self.sim.mode(*id) == Some(Mode::Leading))
+    }
+
+    /// Whether member `id` serves clients.
+    pub fn serving(&self, id: ServerId) -> bool {
+        matches!(self.sim.mode(id), Some(Mode::Leading | Mode::Following))
+    }
+
+    /// The leader member `id` follows, if it follows one.
+    pub fn following(&self, id: ServerId) -> Option<ServerId> {
+        match self.sim.procs.get(&id) {
+            Some(Some(p)) => p.member.following(),
+            _ => None,
+        }
+    }
+
+    /// Every member but `id`.
+    pub fn others(&self, id: ServerId) -> Vec<ServerId> {
+        self.sim
+            .procs
+            .keys()
+            .copied()
+            .filter(|m| *m != id)
+            .collect()
+    }
+
+    /// The last txn on member `id`'s disk, synced or not.
+    pub fn last_logged(&self, id: ServerId) -> Zxid {
+        self.sim.disks[&id]
+            .last_zxid()
+            .ok()
+            .flatten()
+            .unwrap_or(Zxid::ZERO)
+    }
+
+    /// Whether member `id`'s disk holds `zxid`, synced or not.
+    pub fn logged(&self, id: ServerId, zxid: Zxid) -> bool {
+        self.sim.disks[&id].contains(zxid).unwrap_or(false)
+    }
+
+    /// Member `id`'s tree's zxid.
+    pub fn tree_at(&self, id: ServerId) -> Zxid {
+        match self.sim.procs.get(&id) {
+            Some(Some(p)) => p.node.tree().last_zxid(),
+            _ => Zxid::ZERO,
+        }
+    }
+
+    /// Member `id`'s disk runs nothing until unstalled.
+    pub fn stall_disk(&mut self, id: ServerId) {
+        self.sim.stalled.insert(id);
+    }
+
+    pub fn unstall_disk(&mut self, id: ServerId) {
+        self.sim.stalled.remove(&id);
+    }
+
+    /// Breaks the link between `a` and `b` until [`heal`](Self::heal).
+    pub fn cut(&mut self, a: ServerId, b: ServerId) {
+        self.sim.cut_link(a, b);
+    }
+
+    pub fn heal(&mut self) {
+        self.sim.heal();
+    }
+
+    /// Power loss on member `id` (nothing unsynced survives); it boots again
+    /// when the script says.
+    pub fn crash(&mut self, id: ServerId) {
+        self.sim.crash(id, false);
+        self.sim.restarts.remove(&id);
+    }
+
+    pub fn restart(&mut self, id: ServerId) -> Result<(), String> {
+        self.sim.boot(id).map_err(|v| v.0)
+    }
+
+    /// The syncs member `id` received since `since_ms`, in order.
+    pub fn syncs_to(&self, id: ServerId, since_ms: u64) -> Vec<(SyncKind, Zxid)> {
+        self.sim
+            .syncs
+            .iter()
+            .filter(|(at, to, _, _)| *at >= since_ms && *to == id)
+            .map(|(_, _, kind, zxid)| (*kind, *zxid))
+            .collect()
+    }
+
+    /// Stops the faults, lets the clients finish, and checks the end as a
+    /// random run's: convergence and what the clients were told.
+    pub fn finish(mut self) -> Result<(), String> {
+        self.sim.heal();
+        self.sim.stalled.clear();
+        self.sim.schedule.end_ms = self.sim.now + 4_000;
+        self.sim
+            .run()
+            .map_err(|v| format!("{} (at {} ms)", v.0, self.sim.now))
+    }
+}
