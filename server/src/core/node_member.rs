@@ -69,6 +69,13 @@ impl Node {
         self.show_ensemble_config();
     }
 
+    /// Applies `txn` to the tree outside Zab, as a bug or a bit flip would
+    /// change it: the simulator's divergence scripts damage a tree so.
+    #[cfg(test)]
+    pub fn damage_tree(&mut self, txn: &zkd_storage::Txn) {
+        self.tree.apply(txn);
+    }
+
     /// Txns up to this zxid may already be in the tree (it came from a fuzzy
     /// snapshot): until the tree reaches it, it is not the state at its zxid.
     pub fn fuzzy_through(&self) -> Zxid {

@@ -526,7 +526,7 @@ impl Member {
 }
 
 /// A create of `path` stamped with `zxid`: the simulated client write.
-fn create_txn(zxid: Zxid, now_ms: u64, path: &str) -> Bytes {
+pub(super) fn create_txn(zxid: Zxid, now_ms: u64, path: &str) -> Bytes {
     use zkd_protocol::records::{Acl, CreateTxn, TxnHeader};
     let body = zkd_storage::TxnBody::Create(
         zkd_protocol::OpCode::Create,

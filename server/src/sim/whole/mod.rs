@@ -144,6 +144,9 @@ struct WholeSim {
     failing: BTreeSet<ServerId>,
     /// Members whose disk a script stalled: its jobs wait.
     stalled: BTreeSet<ServerId>,
+    /// Members whose tree a script damaged, and since when: exempt from the
+    /// digest check until they serve again after a SNAP.
+    damaged: BTreeMap<ServerId, u64>,
     /// Every DIFF, TRUNC and SNAP a member received: when, who, which, zxid.
     syncs: Vec<(u64, ServerId, SyncKind, Zxid)>,
     /// Paused members (a stopped process, its connections open): when they
@@ -208,6 +211,7 @@ impl WholeSim {
             restarts: BTreeMap::new(),
             failing: BTreeSet::new(),
             stalled: BTreeSet::new(),
+            damaged: BTreeMap::new(),
             syncs: Vec::new(),
             paused: BTreeMap::new(),
             clocks: BTreeMap::new(),
@@ -433,6 +437,16 @@ impl WholeSim {
         };
         let tree = p.node.tree();
         let (zxid, digest) = (tree.last_zxid(), tree.digest());
+        if let Some(&since) = self.damaged.get(&id) {
+            let snap = self
+                .syncs
+                .iter()
+                .any(|(at, to, kind, _)| *at >= since && *to == id && *kind == SyncKind::Snap);
+            if !(snap && matches!(p.node.mode(), Mode::Leading | Mode::Following)) {
+                return Ok(());
+            }
+            self.damaged.remove(&id);
+        }
         // A tree from a fuzzy image holds later txns until it reaches them.
         let exact = zxid >= p.node.fuzzy_through();
         if let Some(seen) = exact.then(|| self.digests.insert(zxid, digest)).flatten() {

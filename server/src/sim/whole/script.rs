@@ -132,6 +132,18 @@ impl Script {
         self.sim.stalled.remove(&id);
     }
 
+    /// Member `id`'s tree goes wrong in memory (a node no txn created
+    /// appears), its zxid unchanged.
+    pub fn damage_tree(&mut self, id: ServerId) {
+        if let Some(Some(p)) = self.sim.procs.get_mut(&id) {
+            let zxid = p.node.tree().last_zxid();
+            let txn = crate::sim::member::create_txn(zxid, 0, "/damaged");
+            let txn = zkd_storage::Txn::from_bytes(txn).expect("a built txn decodes");
+            p.node.damage_tree(&txn);
+            self.sim.damaged.insert(id, self.sim.now);
+        }
+    }
+
     /// Breaks the link between `a` and `b` until [`heal`](Self::heal).
     pub fn cut(&mut self, a: ServerId, b: ServerId) {
         self.sim.cut_link(a, b);

@@ -81,6 +81,33 @@ pub(super) fn rejoin_with_uncommitted(seed: u64, how: Rejoin) -> Result<(), Stri
     s.finish()
 }
 
+/// Finding 3 with whole members: a follower's tree goes wrong in memory
+/// while it serves and writes go on. The leader's next COMMIT carries its
+/// digest; the follower must stop serving at once, rebuild from its disk
+/// and resync by SNAP.
+pub(super) fn a_damaged_follower_resyncs(seed: u64) -> Result<(), String> {
+    let mut s = Script::new(seed, 3);
+    s.run_until("three members serving", 10_000, |s| {
+        s.leader().is_some() && (1..=3).all(|id| s.serving(ServerId(id)))
+    })?;
+    s.run_for(1_000)?;
+    let leader = s.leader().ok_or("no leader")?;
+    let follower = s.others(leader)[0];
+    let since = s.now();
+    s.damage_tree(follower);
+    s.run_until("the follower stops serving", 500, |s| !s.serving(follower))?;
+    s.run_until("the follower serves again", 10_000, |s| s.serving(follower))?;
+    match s.syncs_to(follower, since).first() {
+        Some((SyncKind::Snap, _)) => {}
+        other => {
+            return Err(format!(
+                "expected a SNAP after the divergence, got {other:?}"
+            ))
+        }
+    }
+    s.finish()
+}
+
 /// Runs `script` for seeds 1..=10 (or `ZKD_SIM_SEED`); a failure names its seed.
 fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("ZKD_SIM_SEED")
@@ -105,6 +132,24 @@ fn whole_a_follower_whose_link_blipped_serves_no_uncommitted_txn() {
 #[test]
 fn whole_a_restarted_follower_serves_no_uncommitted_txn() {
     each_seed(|seed| rejoin_with_uncommitted(seed, Rejoin::Restart));
+}
+
+#[test]
+fn whole_a_follower_whose_tree_diverged_stops_serving_and_resyncs_by_snap() {
+    each_seed(a_damaged_follower_resyncs);
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_serve_diverged_caught_with_whole_members() {
+    use crate::failpoints::{planted, Failpoint};
+    let failure = (1..=10).find_map(|seed| {
+        planted::with(Failpoint::ServeDiverged, || {
+            a_damaged_follower_resyncs(seed).err()
+        })
+    });
+    let failure = failure.expect("serve-diverged planted, and no seed caught it");
+    assert!(failure.contains("stops serving"), "{failure}");
 }
 
 #[cfg(feature = "failpoints")]
