@@ -32,6 +32,10 @@ use zkd_storage::DataTree;
 /// real client's read timeout does.
 const REQUEST_TIMEOUT_MS: u64 = 3_000;
 
+/// A client gives up on a member that does not answer its handshake after
+/// this long (the Java client's: the session timeout over the members).
+const CONNECT_TIMEOUT_MS: u64 = 1_000;
+
 /// The session timeout clients ask for.
 const SESSION_TIMEOUT_MS: i32 = 4_000;
 
@@ -219,8 +223,8 @@ impl Clients {
         };
         events.push((member, Event::Handshake { conn, request }));
         client.state = State::Connecting { member, conn };
-        // Not answered by then: give up on this member.
-        client.next_ms = now + REQUEST_TIMEOUT_MS;
+        // Not answered by then: give up on this member and try another.
+        client.next_ms = now + CONNECT_TIMEOUT_MS;
     }
 
     /// The client's connection is gone: it reconnects a little later.

@@ -8,19 +8,18 @@
 //! latency and the clock, all seeded. Clients (`clients`) speak jute to the
 //! nodes and check what they are answered.
 //!
-//! After every millisecond: trees at equal zxid have equal digests, and a
+//! After every millisecond: trees at equal zxid have equal digests, a
 //! serving member's tree is durable on a quorum of disks (nothing a client
-//! can read may be lost). At the end the ensemble has converged and holds
-//! every acknowledged create and every node any client read.
+//! can read may be lost), one leader is established per epoch and holds
+//! every acknowledged create. At the end the ensemble has converged and
+//! holds every acknowledged create and every node any client read.
 
 mod clients;
 mod disk;
 mod links;
-#[cfg(test)]
+mod network;
 mod script;
-#[cfg(test)]
 mod scripted;
-#[cfg(test)]
 mod tests;
 
 use super::checker::Violation;
@@ -542,5 +541,3 @@ impl WholeSim {
         }
     }
 }
-
-mod network;

@@ -144,6 +144,31 @@ impl Script {
         }
     }
 
+    /// Stops member `id` for `ms` with its connections open (a GC pause,
+    /// SIGSTOP): nothing of it runs, and what reaches it waits.
+    pub fn pause(&mut self, id: ServerId, ms: u64) {
+        self.sim
+            .paused
+            .insert(id, (self.sim.now + ms, Default::default()));
+    }
+
+    pub fn is_paused(&self, id: ServerId) -> bool {
+        self.sim.paused.contains_key(&id)
+    }
+
+    /// Creates acknowledged to clients so far.
+    pub fn acknowledged(&self) -> u64 {
+        self.sim.clients.counts.creates_acked
+    }
+
+    /// The epoch member `id` leads, if it leads.
+    pub fn leading_epoch(&self, id: ServerId) -> Option<u32> {
+        match self.sim.procs.get(&id) {
+            Some(Some(p)) => p.member.leading_epoch(),
+            _ => None,
+        }
+    }
+
     /// Breaks the link between `a` and `b` until [`heal`](Self::heal).
     pub fn cut(&mut self, a: ServerId, b: ServerId) {
         self.sim.cut_link(a, b);

@@ -108,6 +108,46 @@ pub(super) fn a_damaged_follower_resyncs(seed: u64) -> Result<(), String> {
     s.finish()
 }
 
+/// A leader stopped past its followers' patience, its clients' requests
+/// waiting in its sockets: the others elect a leader and go on writing.
+/// When it runs again it reads what waited (its clients' reads and syncs,
+/// acks of its old epoch, the close of its links) and must answer no sync
+/// from its stale tree and commit nothing more of its own: it ends up
+/// following the new leader, with the writes made meanwhile.
+pub(super) fn a_paused_leader_rejoins(seed: u64) -> Result<(), String> {
+    let mut s = Script::new(seed, 3);
+    s.run_until("a leader with writes", 10_000, |s| {
+        s.leader().is_some() && s.acknowledged() > 20
+    })?;
+    let old = s.leader().ok_or("no leader")?;
+    let before = s.leading_epoch(old).ok_or("no epoch")?;
+    s.pause(old, 4_000);
+    let others = s.others(old);
+    s.run_until("another leader, while the old one is stopped", 3_500, |s| {
+        others.iter().any(|id| s.leader() == Some(*id))
+    })?;
+    if !s.is_paused(old) {
+        return Err("the old leader ran again before another was elected".into());
+    }
+    let new = s.leader().ok_or("no new leader")?;
+    let acked = s.acknowledged();
+    s.run_until("more acknowledged writes", 3_000, |s| {
+        s.acknowledged() >= acked + 10
+    })?;
+    s.run_until("the old leader follows the new one", 8_000, |s| {
+        s.following(old) == Some(new)
+    })?;
+    match s.leading_epoch(new) {
+        Some(epoch) if epoch > before => {}
+        other => {
+            return Err(format!(
+                "the new leader's epoch is {other:?}, not above {before}"
+            ))
+        }
+    }
+    s.finish()
+}
+
 /// Runs `script` for seeds 1..=10 (or `ZKD_SIM_SEED`); a failure names its seed.
 fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("ZKD_SIM_SEED")
@@ -137,6 +177,11 @@ fn whole_a_restarted_follower_serves_no_uncommitted_txn() {
 #[test]
 fn whole_a_follower_whose_tree_diverged_stops_serving_and_resyncs_by_snap() {
     each_seed(a_damaged_follower_resyncs);
+}
+
+#[test]
+fn whole_a_leader_paused_past_its_followers_patience_rejoins_as_a_follower() {
+    each_seed(a_paused_leader_rejoins);
 }
 
 #[cfg(feature = "failpoints")]
