@@ -485,6 +485,11 @@ impl Clients {
         Ok(())
     }
 
+    /// The creates acknowledged so far: path and zxid.
+    pub fn acked(&self) -> &BTreeMap<String, i64> {
+        &self.acked
+    }
+
     /// Every create acknowledged so far is in `tree` (a newly established
     /// leader's: Zab's leader completeness).
     pub fn check_holds_acked(&self, tree: &DataTree, who: &str) -> Result<(), Violation> {

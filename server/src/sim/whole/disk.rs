@@ -4,36 +4,22 @@
 //! them; a torn one keeps a prefix, never reported), and a write that
 //! fails (EIO) ends the member, as the runtime's fatal storage error does.
 
+use super::trap::{JobKind, Moment};
 use super::{Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
+use crate::runtime::storage_worker::StorageJob;
 
 impl WholeSim {
     /// Runs member `id`'s storage jobs whose time has come, ends its batch
     /// when that is due, then hands the member the reports.
     pub(super) fn disk_due(&mut self, id: ServerId) -> Result<(), Violation> {
+        let stalled = self.stalled.contains(&id);
+        if !stalled {
+            self.run_due_jobs(id)?;
+        }
         let Some(Some(p)) = self.procs.get_mut(&id) else {
             return Ok(());
         };
-        let stalled = self.stalled.contains(&id);
-        while !stalled && p.disk.front().is_some_and(|(t, _)| *t <= self.now) {
-            let (_, job) = p.disk.pop_front().expect("a job is due");
-            if self.failing.remove(&id) {
-                // The failed write may or may not have reached the disk.
-                if self.rng.below(2) == 0 {
-                    let _ = p.worker.run(job);
-                }
-                self.counts.disk_errors += 1;
-                self.trace_line(format_args!("member {id}: disk write failed (EIO)"));
-                self.crash(id, true);
-                return Ok(());
-            }
-            p.worker
-                .run(job)
-                .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
-            if p.worker.has_unsynced() && p.sync_at.is_none() {
-                p.sync_at = Some(self.now + 1 + self.rng.below(4));
-            }
-        }
         if !stalled && p.sync_at.is_some_and(|t| t <= self.now) {
             p.sync_at = None;
             p.worker
@@ -46,6 +32,55 @@ impl WholeSim {
         }
         for report in reports {
             self.with_member(id, |m, ctx| m.handle_report(ctx, report))?;
+        }
+        Ok(())
+    }
+
+    /// Runs member `id`'s jobs whose time has come, in order, showing each
+    /// to the traps just before and just after.
+    fn run_due_jobs(&mut self, id: ServerId) -> Result<(), Violation> {
+        loop {
+            let Some(Some(p)) = self.procs.get_mut(&id) else {
+                return Ok(());
+            };
+            let due = p.disk.front().is_some_and(|(t, _)| *t <= self.now);
+            let Some((_, job)) = p.disk.pop_front_if(|_| due) else {
+                return Ok(());
+            };
+            let kind = JobKind::of(&job);
+            self.spring(&Moment::BeforeJob {
+                member: id,
+                job: kind,
+            });
+            self.run_job(id, job)?;
+            self.spring(&Moment::AfterJob {
+                member: id,
+                job: kind,
+            });
+        }
+    }
+
+    /// Runs one of member `id`'s jobs (if it is still up), or fails it and
+    /// ends the member if its disk is failing.
+    fn run_job(&mut self, id: ServerId, job: StorageJob) -> Result<(), Violation> {
+        let Some(Some(p)) = self.procs.get_mut(&id) else {
+            return Ok(());
+        };
+        if self.failing.remove(&id) {
+            // The failed write may or may not have reached the disk.
+            if self.rng.below(2) == 0 {
+                let _ = p.worker.run(job);
+            }
+            self.counts.disk_errors += 1;
+            self.trace_line(format_args!("member {id}: disk write failed (EIO)"));
+            self.crash(id, true);
+            return Ok(());
+        }
+        p.worker
+            .run(job)
+            .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
+        if p.worker.has_unsynced() && p.sync_at.is_none() {
+            p.sync_at = Some(self.now + 1 + self.rng.below(4));
         }
         Ok(())
     }

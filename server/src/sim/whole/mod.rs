@@ -20,7 +20,9 @@ mod links;
 mod network;
 mod script;
 mod scripted;
+mod scripted_snap;
 mod tests;
+mod trap;
 
 use super::checker::Violation;
 use super::clock::MemberClock;
@@ -148,6 +150,9 @@ struct WholeSim {
     damaged: BTreeMap<ServerId, u64>,
     /// Every DIFF, TRUNC and SNAP a member received: when, who, which, zxid.
     syncs: Vec<(u64, ServerId, SyncKind, Zxid)>,
+    /// Scripts' traps (none in random runs), and what they did.
+    traps: Vec<trap::Trap>,
+    sprung: Vec<String>,
     /// Paused members (a stopped process, its connections open): when they
     /// resume, and what reached them meanwhile, in order.
     paused: BTreeMap<ServerId, (u64, VecDeque<Held>)>,
@@ -212,6 +217,8 @@ impl WholeSim {
             stalled: BTreeSet::new(),
             damaged: BTreeMap::new(),
             syncs: Vec::new(),
+            traps: Vec::new(),
+            sprung: Vec::new(),
             paused: BTreeMap::new(),
             clocks: BTreeMap::new(),
             heals_at: None,
@@ -422,6 +429,11 @@ impl WholeSim {
         ReadPermit::take(&self.budget, 1)
     }
 
+    /// Whether member `id` serves clients.
+    fn serving(&self, id: ServerId) -> bool {
+        matches!(self.mode(id), Some(Mode::Leading | Mode::Following))
+    }
+
     fn mode(&self, id: ServerId) -> Option<Mode> {
         match self.procs.get(&id) {
             Some(Some(p)) => Some(p.node.mode()),
@@ -468,8 +480,7 @@ impl WholeSim {
     /// can read is durable on a quorum. (A member's own disk may lag its
     /// tree: a COMMIT, a quorum's ACKs, can come before its own fsync.)
     fn check_visible(&mut self, id: ServerId, zxid: Zxid) -> Result<(), Violation> {
-        let serving = matches!(self.mode(id), Some(Mode::Leading | Mode::Following));
-        if !serving || zxid == Zxid::ZERO || self.quorum_durable.contains(&zxid) {
+        if !self.serving(id) || zxid == Zxid::ZERO || self.quorum_durable.contains(&zxid) {
             return Ok(());
         }
         let holders: Vec<ServerId> = self

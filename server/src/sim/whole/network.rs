@@ -5,6 +5,7 @@
 //! closed the connection meanwhile) and bridges (two sides that cannot
 //! reach each other, one member reaching both); pauses.
 
+use super::trap::Moment;
 use super::{Held, SyncKind, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
@@ -101,6 +102,13 @@ impl WholeSim {
         let Some(Some(p)) = self.procs.get_mut(&to) else {
             return Ok(());
         };
+        // What a trap sees once the member handled it.
+        let moment_message = match &wire {
+            Wire::Zab { message, .. } if !late && !self.traps.is_empty() => Some(message.clone()),
+            _ => None,
+        };
+        let snap_done =
+            matches!(&wire, Wire::Snap { piece, .. } if !late && piece.fuzzy_through.is_some());
         let event = match wire {
             Wire::Notification(n) => PeerEvent::Notification(n),
             Wire::Zab { conn, message } => {
@@ -155,7 +163,14 @@ impl WholeSim {
             }
         };
         self.counts.late_reads += u64::from(late);
-        self.peer_event(to, event)
+        self.peer_event(to, event)?;
+        if let Some(message) = &moment_message {
+            self.spring(&Moment::Received { from, to, message });
+        }
+        if snap_done {
+            self.spring(&Moment::SnapReceived { from, to });
+        }
+        Ok(())
     }
 
     /// Restarts crashed members whose time has come, and heals a partition.

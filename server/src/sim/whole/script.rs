@@ -3,12 +3,15 @@
 //! waits for the moments it needs, asserting that each came. Every
 //! invariant of the random runs is checked after every millisecond.
 
+use super::trap::{Action, Moment};
 use super::{SyncKind, WholeSim};
 use crate::core::election::ServerId;
 use crate::core::Mode;
+use crate::runtime::recovery;
 use crate::sim::Schedule;
+use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
-use zkd_storage::TxnLog;
+use zkd_storage::{DataTree, EpochStore, TxnLog};
 
 /// A scripted whole-member run.
 pub struct Script {
@@ -80,7 +83,7 @@ impl Script {
 
     /// Whether member `id` serves clients.
     pub fn serving(&self, id: ServerId) -> bool {
-        matches!(self.sim.mode(id), Some(Mode::Leading | Mode::Following))
+        self.sim.serving(id)
     }
 
     /// The leader member `id` follows, if it follows one.
@@ -199,14 +202,95 @@ impl Script {
             .collect()
     }
 
-    /// Stops the faults, lets the clients finish, and checks the end as a
-    /// random run's: convergence and what the clients were told.
+    /// Arms a trap: asked at every moment until it returns an action.
+    pub fn at(&mut self, trap: impl FnMut(&WholeSim, &Moment<'_>) -> Option<Action> + 'static) {
+        self.sim.traps.push(Box::new(trap));
+    }
+
+    /// Runs until a trap springs, for at most `within_ms`.
+    pub fn until_sprung(&mut self, what: &str, within_ms: u64) -> Result<(), String> {
+        let before = self.sim.sprung.len();
+        self.run_until(what, within_ms, |s| s.sim.sprung.len() > before)
+    }
+
+    /// The epoch of the established leader, if any.
+    pub fn epoch(&self) -> Option<u32> {
+        self.leader().and_then(|l| self.leading_epoch(l))
+    }
+
+    /// Member `id`'s acceptedEpoch and currentEpoch, on disk.
+    pub fn epochs_on_disk(&self, id: ServerId) -> (u32, u32) {
+        let disk = &self.sim.disks[&id];
+        let accepted = disk.accepted_epoch().unwrap_or_default();
+        (accepted, disk.current_epoch().unwrap_or_default())
+    }
+
+    /// The end of member `id`'s history on disk: its last logged txn, or
+    /// its snapshot's zxid when the log is empty past it.
+    pub fn disk_end(&self, id: ServerId) -> Zxid {
+        let disk = &self.sim.disks[&id];
+        let purged = disk.purged_through().ok().flatten();
+        disk.last_zxid()
+            .ok()
+            .flatten()
+            .max(purged)
+            .unwrap_or(Zxid::ZERO)
+    }
+
+    /// The creates acknowledged so far: path and zxid.
+    pub fn acked(&self) -> BTreeMap<String, i64> {
+        self.sim.clients.acked().clone()
+    }
+
+    /// Fails unless a restart of member `id` now would recover every create
+    /// of `acked`.
+    pub fn disk_holds(&self, id: ServerId, acked: &BTreeMap<String, i64>) -> Result<(), String> {
+        let tree = recovery::rebuild(&self.sim.disks[&id].power_cut_copy())
+            .map_err(|e| format!("member {id} cannot recover its disk: {e}"))?;
+        holds(&tree, acked).map_err(|e| format!("member {id}'s disk: {e}"))
+    }
+
+    /// Fails unless member `id`'s tree holds every create of `acked`.
+    pub fn tree_holds(&self, id: ServerId, acked: &BTreeMap<String, i64>) -> Result<(), String> {
+        match self.sim.procs.get(&id) {
+            Some(Some(p)) => {
+                holds(p.node.tree(), acked).map_err(|e| format!("member {id}'s tree: {e}"))
+            }
+            _ => Err(format!("member {id} is down")),
+        }
+    }
+
+    /// Stops the faults, restarts who is down, lets the clients finish, and
+    /// checks the end as a random run's: convergence and what the clients
+    /// were told.
     pub fn finish(mut self) -> Result<(), String> {
+        self.sim.traps.clear();
         self.sim.heal();
         self.sim.stalled.clear();
+        let down: Vec<ServerId> = self
+            .sim
+            .procs
+            .iter()
+            .filter(|(_, p)| p.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in down {
+            self.restart(id)?;
+        }
         self.sim.schedule.end_ms = self.sim.now + 4_000;
         self.sim
             .run()
             .map_err(|v| format!("{} (at {} ms)", v.0, self.sim.now))
+    }
+}
+
+/// Fails unless `tree` holds each create of `acked` with its zxid.
+fn holds(tree: &DataTree, acked: &BTreeMap<String, i64>) -> Result<(), String> {
+    match acked
+        .iter()
+        .find(|(path, zxid)| tree.node(path).map(|n| n.stat.czxid) != Some(**zxid))
+    {
+        Some((path, zxid)) => Err(format!("{path}, acknowledged at {zxid:#x}, is missing")),
+        None => Ok(()),
     }
 }

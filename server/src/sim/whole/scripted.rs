@@ -149,7 +149,7 @@ pub(super) fn a_paused_leader_rejoins(seed: u64) -> Result<(), String> {
 }
 
 /// Runs `script` for seeds 1..=10 (or `ZKD_SIM_SEED`); a failure names its seed.
-fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
+pub(super) fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("ZKD_SIM_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

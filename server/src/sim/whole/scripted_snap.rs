@@ -1,0 +1,241 @@
+//! A SNAP interrupted, with whole members: a follower further behind than
+//! the leader's log since its last snapshot gets a snapshot of a newer
+//! epoch, and the follower or the leader loses power part-way
+//! (ZOOKEEPER-2872, 1653/2354, 3104, 3642). The clients keep writing.
+
+use super::script::Script;
+use super::scripted::each_seed;
+use super::trap::{Action, JobKind, Moment};
+use super::SyncKind;
+use crate::core::election::ServerId;
+use crate::core::zab::ZabMessage;
+use zkd_protocol::Zxid;
+
+/// Creates the others commit while it is down: well past a few local
+/// snapshots (every 40 txns), so the next leader has to send a SNAP.
+const NEW_WRITES: u64 = 150;
+
+/// A follower that went down in an old epoch, while the others moved on.
+struct Behind {
+    s: Script,
+    behind: ServerId,
+    /// Where its disk ended when it went down.
+    end: Zxid,
+    /// Its currentEpoch, the old leader's.
+    old_epoch: u32,
+    /// The epoch of the leader it will sync with.
+    new_epoch: u32,
+    leader: ServerId,
+}
+
+fn more_writes(s: &mut Script, n: u64, within_ms: u64) -> Result<(), String> {
+    let before = s.acknowledged();
+    s.run_until("more acknowledged writes", within_ms, |s| {
+        s.acknowledged() >= before + n
+    })
+}
+
+fn behind_in_new_epoch(seed: u64) -> Result<Behind, String> {
+    let mut s = Script::new(seed, 3);
+    s.run_until("a leader with writes", 10_000, |s| {
+        s.leader().is_some() && s.acknowledged() > 20
+    })?;
+    let old = s.leader().ok_or("no leader")?;
+    let old_epoch = s.epoch().ok_or("no epoch")?;
+    let behind = s.others(old)[(seed % 2) as usize];
+    s.run_until("it serves", 5_000, |s| s.serving(behind))?;
+    s.crash(behind);
+    // Local snapshots past its end: a new leader's history starts there.
+    more_writes(&mut s, NEW_WRITES, 20_000)?;
+    s.crash(old);
+    s.restart(old)?;
+    s.run_until("a new epoch without it", 10_000, |s| {
+        s.epoch().is_some_and(|e| e > old_epoch)
+    })?;
+    more_writes(&mut s, 10, 10_000)?;
+    let (new_epoch, leader) = (s.epoch().ok_or("no epoch")?, s.leader().ok_or("no leader")?);
+    let end = s.disk_end(behind);
+    if s.epochs_on_disk(behind).1 != old_epoch {
+        return Err(format!(
+            "member {behind} is not behind: epochs {:?}",
+            s.epochs_on_disk(behind)
+        ));
+    }
+    Ok(Behind {
+        s,
+        behind,
+        end,
+        old_epoch,
+        new_epoch,
+        leader,
+    })
+}
+
+/// Where the SNAP is cut short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Point {
+    /// The follower staged the image; its disk has not installed it.
+    BeforeInstall,
+    /// The image is installed, currentEpoch is still the old one.
+    AfterInstall,
+    /// The leader took the follower's ACK of NEWLEADER; UPTODATE is on its way.
+    NewLeaderAcked,
+}
+
+fn crash_during_snap(seed: u64, point: Point) -> Result<(), String> {
+    let Behind {
+        mut s,
+        behind: f,
+        end,
+        old_epoch,
+        new_epoch,
+        leader,
+    } = behind_in_new_epoch(seed)?;
+    let acked = s.acked();
+    let since = s.now();
+    s.at(move |sim, moment| {
+        let crash = match (point, moment) {
+            (
+                Point::BeforeInstall,
+                Moment::BeforeJob {
+                    member,
+                    job: JobKind::Install(_),
+                },
+            )
+            | (
+                Point::AfterInstall,
+                Moment::AfterJob {
+                    member,
+                    job: JobKind::Install(_),
+                },
+            ) => *member == f,
+            (
+                Point::NewLeaderAcked,
+                Moment::Received {
+                    from,
+                    to,
+                    message: ZabMessage::Ack { zxid },
+                },
+            ) => {
+                *from == f
+                    && *to == leader
+                    && zxid.counter() == 0
+                    && zxid.epoch() == new_epoch
+                    && !sim.serving(f)
+            }
+            _ => false,
+        };
+        crash.then_some(Action::Crash(f))
+    });
+    s.restart(f)?;
+    s.until_sprung("the crash point", 10_000)?;
+    let syncs = s.syncs_to(f, since);
+    let Some(&(SyncKind::Snap, image_zxid)) = syncs.first() else {
+        return Err(format!(
+            "member {f} was to be synced by SNAP, got {syncs:?}"
+        ));
+    };
+    let (accepted, current) = s.epochs_on_disk(f);
+    match point {
+        Point::BeforeInstall => {
+            // Power lost before the image was installed: the old state, whole.
+            if s.disk_end(f) != end || current != old_epoch {
+                return Err(format!(
+                    "{point:?}: the disk moved to {} (epoch {current})",
+                    s.disk_end(f)
+                ));
+            }
+        }
+        Point::AfterInstall => {
+            // ZOOKEEPER-1653/2354's state: a history of an epoch later than
+            // currentEpoch. ZooKeeper refused to start from it.
+            if s.disk_end(f) != image_zxid
+                || image_zxid.epoch() != new_epoch
+                || current != old_epoch
+                || accepted != new_epoch
+            {
+                return Err(format!(
+                    "{point:?}: expected the image {image_zxid} of epoch {new_epoch} over \
+                     currentEpoch {old_epoch}, got disk at {} with epochs {accepted}/{current}",
+                    s.disk_end(f)
+                ));
+            }
+            s.disk_holds(f, &acked)?;
+        }
+        Point::NewLeaderAcked => {
+            if current != new_epoch {
+                return Err(format!("{point:?}: currentEpoch is {current}"));
+            }
+            s.disk_holds(f, &acked)?;
+        }
+    }
+    s.restart(f)?;
+    let acked = s.acked();
+    s.run_until("it rejoins and serves", 15_000, |s| s.serving(f))?;
+    s.tree_holds(f, &acked)?;
+    s.finish()
+}
+
+/// ZOOKEEPER-2872: power lost while the SNAP was being installed, before
+/// it was durable (the image staged, loaded nowhere yet).
+#[test]
+fn whole_zk_2872_follower_crash_before_the_snap_is_durable_rejoins() {
+    each_seed(|seed| crash_during_snap(seed, Point::BeforeInstall));
+}
+
+/// ZOOKEEPER-1653/2354: power lost after the SNAP was installed but before
+/// currentEpoch: the member still starts and rejoins.
+#[test]
+fn whole_zk_1653_follower_crash_between_snap_and_current_epoch_rejoins() {
+    each_seed(|seed| crash_during_snap(seed, Point::AfterInstall));
+}
+
+/// ZOOKEEPER-3104: power lost after the follower acknowledged NEWLEADER of
+/// a SNAP sync: the image and the epoch were durable before the ACK.
+#[test]
+fn whole_zk_3104_follower_crash_after_acking_newleader_of_a_snap_keeps_it() {
+    each_seed(|seed| crash_during_snap(seed, Point::NewLeaderAcked));
+}
+
+/// ZOOKEEPER-3642: the leader loses power right after the follower took
+/// its SNAP, before NEWLEADER. The follower and the third member elect a
+/// new leader, which syncs it from what it holds; every acknowledged write
+/// is then on its disk (the two of them are the quorum), and after a
+/// restart it still holds them all.
+#[test]
+fn whole_zk_3642_leader_crash_between_snap_and_newleader_loses_nothing() {
+    each_seed(|seed| {
+        let Behind {
+            mut s,
+            behind: f,
+            new_epoch,
+            leader,
+            ..
+        } = behind_in_new_epoch(seed)?;
+        let since = s.now();
+        s.at(move |_, moment| match moment {
+            Moment::SnapReceived { from, to } if *from == leader && *to == f => {
+                Some(Action::Crash(leader))
+            }
+            _ => None,
+        });
+        s.restart(f)?;
+        s.until_sprung("the leader's crash after SNAP", 10_000)?;
+        s.run_until("a newer leader serving with it", 20_000, |s| {
+            s.epoch().is_some_and(|e| e > new_epoch) && s.serving(f)
+        })?;
+        let syncs = s.syncs_to(f, since);
+        if syncs.len() < 2 || syncs[0].0 != SyncKind::Snap {
+            return Err(format!("expected a SNAP, then another sync: {syncs:?}"));
+        }
+        s.run_for(500)?;
+        // Only two members are up: each acknowledged write is on both disks.
+        let acked = s.acked();
+        s.crash(f);
+        s.disk_holds(f, &acked)?;
+        s.restart(f)?;
+        s.run_until("it serves again", 15_000, |s| s.serving(f))?;
+        s.tree_holds(f, &acked)?;
+        s.finish()
+    });
+}

@@ -1,0 +1,101 @@
+//! Scripts' traps in whole-member runs: the moments a trap sees (each
+//! storage job just before and just after it runs, each Zab message a
+//! member received and handled, a SNAP received whole) and what it does
+//! then, at once, inside the step.
+
+use super::WholeSim;
+use crate::core::election::ServerId;
+use crate::core::zab::ZabMessage;
+use crate::runtime::storage_worker::StorageJob;
+use zkd_protocol::Zxid;
+
+/// A storage job, as a trap sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    /// An append (written by the job, synced when its batch ends).
+    Append(Zxid),
+    /// A leader's SNAP installed (durable when the job is done).
+    Install(Zxid),
+    Truncate(Zxid),
+    AcceptedEpoch(u32),
+    CurrentEpoch(u32),
+    Other,
+}
+
+impl JobKind {
+    pub fn of(job: &StorageJob) -> JobKind {
+        match job {
+            StorageJob::Persist { txn, .. } => JobKind::Append(txn.zxid()),
+            StorageJob::InstallSnapshot { zxid, .. } => JobKind::Install(*zxid),
+            StorageJob::Truncate(zxid) => JobKind::Truncate(*zxid),
+            StorageJob::SetAcceptedEpoch(e) => JobKind::AcceptedEpoch(*e),
+            StorageJob::SetCurrentEpoch(e) => JobKind::CurrentEpoch(*e),
+            _ => JobKind::Other,
+        }
+    }
+}
+
+/// A moment a script's trap sees.
+#[derive(Debug)]
+pub enum Moment<'a> {
+    BeforeJob {
+        member: ServerId,
+        job: JobKind,
+    },
+    AfterJob {
+        member: ServerId,
+        job: JobKind,
+    },
+    /// `to` received `message` from `from` and handled it.
+    Received {
+        from: ServerId,
+        to: ServerId,
+        message: &'a ZabMessage,
+    },
+    /// `to` received the last piece of a SNAP from `from` and handled it.
+    SnapReceived {
+        from: ServerId,
+        to: ServerId,
+    },
+}
+
+/// What a sprung trap does.
+#[derive(Clone, Copy, Debug)]
+pub enum Action {
+    /// Power loss on the member; only the script restarts it.
+    Crash(ServerId),
+}
+
+/// A script's trap: asked at every [`Moment`] until it returns an action,
+/// which is carried out at once; then it is gone.
+pub type Trap = Box<dyn FnMut(&WholeSim, &Moment<'_>) -> Option<Action>>;
+
+impl WholeSim {
+    /// Shows `moment` to the armed traps and carries out what they ask.
+    pub(super) fn spring(&mut self, moment: &Moment<'_>) {
+        if self.traps.is_empty() {
+            return;
+        }
+        let mut traps = std::mem::take(&mut self.traps);
+        let mut actions = Vec::new();
+        traps.retain_mut(|trap| match trap(self, moment) {
+            Some(action) => {
+                actions.push(action);
+                false
+            }
+            None => true,
+        });
+        self.traps.extend(traps);
+        for action in actions {
+            self.sprung
+                .push(format!("{} ms: {action:?} at {moment:?}", self.now));
+            self.trace_line(format_args!("trap: {action:?} at {moment:?}"));
+            match action {
+                Action::Crash(id) => {
+                    self.crash(id, false);
+                    self.restarts.remove(&id);
+                }
+            }
+        }
+    }
+}
