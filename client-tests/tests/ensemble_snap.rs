@@ -355,10 +355,20 @@ async fn with_liveness_timed_per_sync_the_slow_snap_never_completes() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // It gave up on a live leader: while a SNAP streamed in, or, on a busy
+    // machine, already while the leader's handshake messages waited behind
+    // its timers (the same plant: events read before timers is the fix too).
     let run = last_run(&ensemble, newcomer);
     assert!(
-        run.contains("snapshot"),
-        "the newcomer never started a SNAP:\n{run}"
+        run.contains("snapshot") || run.contains("the leader went silent"),
+        "the newcomer neither started a SNAP nor timed its leader out:\n{run}"
     );
-    eprintln!("planted sync-timed-whole: the newcomer was not serving after {GIVEN:?}");
+    let snap = if run.contains("snapshot") {
+        "during its SNAP"
+    } else {
+        "before its SNAP"
+    };
+    eprintln!(
+        "planted sync-timed-whole: the newcomer was not serving after {GIVEN:?} (gave up {snap})"
+    );
 }

@@ -58,10 +58,6 @@ pub enum Effect {
     Diverged {
         zxid: Zxid,
     },
-    /// A leader's snapshot replaced the member's tree and log.
-    SnapshotInstalled {
-        zxid: Zxid,
-    },
 }
 
 /// Whether the tree diverged from a leader's, and what is left to repair
@@ -141,15 +137,6 @@ impl Member {
         };
         member.look(now_ms);
         member
-    }
-
-    /// Damages the tree in memory only (a bit flip, a bug in applying): a
-    /// node appears that no txn created, the zxid unchanged.
-    pub fn damage_tree(&mut self) {
-        let zxid = self.tree.last_zxid();
-        let txn = create_txn(zxid, 0, "/damaged");
-        self.tree
-            .apply(&Txn::from_bytes(txn).expect("a built txn decodes"));
     }
 
     /// A line for failure reports: role, epochs, tree.
@@ -275,7 +262,6 @@ impl Member {
                     .expect("install snapshot");
                 self.tree = recovery::recover(storage).expect("reload after a snapshot");
                 self.diverged = Divergence::None;
-                self.effects.push_back(Effect::SnapshotInstalled { zxid });
                 None
             }
             StorageOp::SetAcceptedEpoch(e) => {

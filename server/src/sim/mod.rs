@@ -108,16 +108,12 @@ struct Sim {
     syncs: Vec<SyncSeen>,
     /// A script stopped the client writes for a while.
     writes_paused: bool,
-    /// Members whose disks a script stalled: their storage waits.
-    stalled: BTreeSet<ServerId>,
     /// Paused members (a stopped process, its connections open) and when
     /// they resume: nothing of theirs runs, what is sent to them waits.
     paused: BTreeMap<ServerId, u64>,
     counts: FaultCounts,
     /// Each member's clock (skewed in random schedules, exact in scripts).
     clocks: BTreeMap<ServerId, MemberClock>,
-    /// Members whose trees a script damaged in memory, until a SNAP repairs them.
-    damaged: BTreeSet<ServerId>,
     /// Zxids seen durable on a quorum of disks (a wiped disk later does
     /// not make them invisible again).
     quorum_durable: BTreeSet<Zxid>,
@@ -174,11 +170,9 @@ impl Sim {
             sprung: Vec::new(),
             syncs: Vec::new(),
             writes_paused: false,
-            stalled: BTreeSet::new(),
             paused: BTreeMap::new(),
             counts: FaultCounts::default(),
             clocks: BTreeMap::new(),
-            damaged: BTreeSet::new(),
             quorum_durable: BTreeSet::new(),
         };
         for id in &ids {
@@ -292,7 +286,7 @@ impl Sim {
         let storage = self
             .queues
             .iter()
-            .filter(|(id, _)| !self.stalled.contains(id) && !self.paused.contains_key(id))
+            .filter(|(id, _)| !self.paused.contains_key(id))
             .filter_map(|(_, q)| q.front().map(|o| o.0))
             .min();
         let timers = self
@@ -366,7 +360,7 @@ impl Sim {
         let ids: Vec<ServerId> = self.queues.keys().copied().collect();
         for id in ids {
             while let Some(q) = self.queues.get_mut(&id) {
-                let stalled = self.stalled.contains(&id) || self.paused.contains_key(&id);
+                let stalled = self.paused.contains_key(&id);
                 if stalled || q.front().is_none_or(|(due, _)| *due > self.now) {
                     break;
                 }
@@ -418,8 +412,6 @@ impl Sim {
                         let after = queue.back().map_or(self.now, |o| o.0);
                         queue.push_back((after.max(self.now) + latency, op));
                     }
-                    // A tree a script damaged is wrong until a SNAP replaces it.
-                    Effect::Delivered { .. } if self.damaged.contains(&id) => {}
                     Effect::Delivered { zxid, txn, digest } => {
                         self.checker.delivered(id, zxid, &txn, digest)?
                     }
@@ -432,9 +424,6 @@ impl Sim {
                         self.checker.acknowledged(id, zxid, path)
                     }
                     Effect::Diverged { .. } => {}
-                    Effect::SnapshotInstalled { .. } => {
-                        self.damaged.remove(&id);
-                    }
                     Effect::RoleEnded => {
                         // Like the runtime draining its storage thread before a new election.
                         let queued: Vec<StorageOp> = self

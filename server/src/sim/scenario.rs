@@ -130,17 +130,6 @@ impl Scenario {
         self.sim.serving(id)
     }
 
-    /// The leader `id` follows, if it follows one.
-    pub fn following(&self, id: ServerId) -> Option<ServerId> {
-        match self.sim.members.get(&id) {
-            Some(Some(m)) => match &m.role {
-                Role::Following(f) => Some(f.leader()),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
     /// Fails unless what `id` holds in memory is on its disk: a restart
     /// would recover its tree's zxid or later, and at that same zxid the
     /// same tree (ZOOKEEPER-5094: a memory ahead of the log).
@@ -285,41 +274,6 @@ impl Scenario {
         }
     }
 
-    /// Breaks the link between `a` and `b` (both ends see it close).
-    pub fn cut(&mut self, a: ServerId, b: ServerId) {
-        self.sim.cut_link(a, b);
-    }
-
-    /// Damages `id`'s tree in memory (not its disk): a node no txn created.
-    /// The checker leaves its deliveries alone until a SNAP replaces it.
-    pub fn damage_tree(&mut self, id: ServerId) {
-        if let Some(Some(m)) = self.sim.members.get_mut(&id) {
-            m.damage_tree();
-            self.sim.damaged.insert(id);
-        }
-    }
-
-    /// `id`'s disk stalls: its storage operations wait (a slow fsync).
-    pub fn stall_disk(&mut self, id: ServerId) {
-        self.sim.stalled.insert(id);
-    }
-
-    /// Stops `id` for `ms` with its connections open (a GC pause, SIGSTOP):
-    /// nothing of it runs, and what is sent to it waits.
-    pub fn pause(&mut self, id: ServerId, ms: u64) {
-        self.sim.paused.insert(id, self.sim.now + ms);
-    }
-
-    /// Whether `id` is paused.
-    pub fn is_paused(&self, id: ServerId) -> bool {
-        self.sim.paused.contains_key(&id)
-    }
-
-    /// `id`'s disk goes on with what waited.
-    pub fn unstall_disk(&mut self, id: ServerId) {
-        self.sim.stalled.remove(&id);
-    }
-
     /// Restores every link.
     pub fn heal(&mut self) {
         self.sim.heal_links();
@@ -390,7 +344,6 @@ impl Scenario {
     /// Heals, restarts everyone, runs quietly and checks convergence and durability.
     pub fn finish(mut self) -> Result<(), String> {
         self.disarm();
-        self.sim.stalled.clear();
         self.resume_writes();
         self.heal();
         let down: Vec<ServerId> = self

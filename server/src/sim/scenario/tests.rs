@@ -13,16 +13,10 @@ use crate::core::election::ServerId;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use zkd_protocol::Zxid;
 
-mod divergence;
 mod election;
-mod pauses;
-#[cfg(feature = "failpoints")]
-mod planted;
-mod snap;
 mod snapshots;
 mod sync;
 mod trunc;
-mod visibility;
 
 /// The seeds of a row, or only `ZKD_SIM_SEED` when set.
 fn seeds() -> Vec<u64> {
