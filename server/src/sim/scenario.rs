@@ -184,11 +184,6 @@ impl Scenario {
         }
     }
 
-    /// Storage operations `id` has queued, not yet run.
-    pub fn queued(&self, id: ServerId) -> usize {
-        self.sim.queued(id)
-    }
-
     /// The tree a restart of `id` would recover from its disk now.
     pub fn recovered(&self, id: ServerId) -> Result<DataTree, String> {
         recovery::rebuild(&self.sim.disks[&id])
@@ -375,10 +370,6 @@ fn holds(tree: &DataTree, zxid: Zxid) -> bool {
 }
 
 impl Sim {
-    fn queued(&self, id: ServerId) -> usize {
-        self.queues.get(&id).map_or(0, |q| q.len())
-    }
-
     /// The last zxid `leader` sent `follower` before NEWLEADER, while it
     /// leads and the follower's sync is under way or done.
     fn sync_point(&self, leader: ServerId, follower: ServerId) -> Option<Zxid> {

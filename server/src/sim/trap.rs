@@ -34,8 +34,6 @@ pub(super) enum Action {
     Crash(ServerId),
     /// Breaks the link between two members, as a partition does.
     Cut(ServerId, ServerId),
-    /// Breaks every link of the member.
-    Isolate(ServerId),
 }
 
 /// A script's trap: asked at every [`Moment`] until it returns an action,
@@ -101,13 +99,6 @@ impl Sim {
                     }
                 }
                 Action::Cut(a, b) => self.cut_link(a, b),
-                Action::Isolate(a) => {
-                    let others: Vec<ServerId> =
-                        self.members.keys().copied().filter(|o| *o != a).collect();
-                    for b in others {
-                        self.cut_link(a, b);
-                    }
-                }
             }
         }
     }

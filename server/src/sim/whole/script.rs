@@ -118,6 +118,17 @@ impl Script {
         self.sim.disks[&id].contains(zxid).unwrap_or(false)
     }
 
+    /// Storage jobs member `id` submitted and its disk has not run, and
+    /// whether appends it ran wait for their sync.
+    pub fn queued(&self, id: ServerId) -> usize {
+        match self.sim.procs.get(&id) {
+            Some(Some(p)) => {
+                p.submitted.len() + p.disk.len() + usize::from(p.worker.has_unsynced())
+            }
+            _ => 0,
+        }
+    }
+
     /// Member `id`'s tree's zxid.
     pub fn tree_at(&self, id: ServerId) -> Zxid {
         match self.sim.procs.get(&id) {

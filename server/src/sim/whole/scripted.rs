@@ -3,8 +3,10 @@
 //! fails if it does not), while every invariant of the random runs holds.
 
 use super::script::Script;
+use super::trap::{Action, Moment};
 use super::SyncKind;
 use crate::core::election::ServerId;
+use crate::core::zab::ZabMessage;
 use zkd_protocol::Zxid;
 
 /// How a follower leaves and comes back.
@@ -148,6 +150,53 @@ pub(super) fn a_paused_leader_rejoins(seed: u64) -> Result<(), String> {
     s.finish()
 }
 
+/// ZOOKEEPER-4712: a follower loses its leader (the leader is cut off from
+/// everyone) right after it received a proposal, its append still queued.
+/// Its role ends only after its storage queue ran, so its tree is on its
+/// disk; it resyncs with the new leader, and nothing of the old role lands
+/// afterwards: a restart later recovers every acknowledged create.
+pub(super) fn a_follower_losing_its_leader_with_queued_appends(seed: u64) -> Result<(), String> {
+    let mut s = Script::new(seed, 3);
+    s.run_until("a leader with writes", 10_000, |s| {
+        s.leader().is_some() && s.acknowledged() > 20
+    })?;
+    let old = s.leader().ok_or("no leader")?;
+    let f = s.others(old)[(seed % 2) as usize];
+    s.at(move |sim, moment| match moment {
+        Moment::Received {
+            from,
+            to,
+            message: ZabMessage::Proposal { .. },
+        } if *from == old && *to == f && sim.serving(f) => Some(Action::Isolate(old)),
+        _ => None,
+    });
+    s.until_sprung("the leader cut off while an append is queued", 5_000)?;
+    if s.queued(f) == 0 {
+        return Err("the follower's append was not queued when its leader went".into());
+    }
+    s.run_until("its role ends and its queue runs", 1_000, |s| {
+        !s.serving(f) && s.queued(f) == 0
+    })?;
+    let tree = s.tree_at(f);
+    if tree != Zxid::ZERO && !s.logged(f, tree) {
+        return Err(format!("member {f}'s tree is at {tree}, beyond its disk"));
+    }
+    s.run_until("a new leader with it", 10_000, |s| {
+        s.leader().is_some_and(|l| l != old) && s.serving(f)
+    })?;
+    let acked = s.acknowledged();
+    s.run_until("more acknowledged writes", 10_000, |s| {
+        s.acknowledged() >= acked + 10
+    })?;
+    let acked = s.acked();
+    s.crash(f);
+    s.disk_holds(f, &acked)?;
+    s.restart(f)?;
+    s.run_until("it serves again", 15_000, |s| s.serving(f))?;
+    s.tree_holds(f, &acked)?;
+    s.finish()
+}
+
 /// Runs `script` for seeds 1..=10 (or `ZKD_SIM_SEED`); a failure names its seed.
 pub(super) fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("ZKD_SIM_SEED")
@@ -177,6 +226,11 @@ fn whole_a_restarted_follower_serves_no_uncommitted_txn() {
 #[test]
 fn whole_a_follower_whose_tree_diverged_stops_serving_and_resyncs_by_snap() {
     each_seed(a_damaged_follower_resyncs);
+}
+
+#[test]
+fn whole_zk_4712_a_follower_losing_its_leader_with_queued_appends_resyncs_cleanly() {
+    each_seed(a_follower_losing_its_leader_with_queued_appends);
 }
 
 #[test]

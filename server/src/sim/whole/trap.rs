@@ -64,6 +64,8 @@ pub enum Moment<'a> {
 pub enum Action {
     /// Power loss on the member; only the script restarts it.
     Crash(ServerId),
+    /// Every link of the member breaks until the script heals them.
+    Isolate(ServerId),
 }
 
 /// A script's trap: asked at every [`Moment`] until it returns an action,
@@ -94,6 +96,13 @@ impl WholeSim {
                 Action::Crash(id) => {
                     self.crash(id, false);
                     self.restarts.remove(&id);
+                }
+                Action::Isolate(id) => {
+                    let others: Vec<ServerId> =
+                        self.procs.keys().copied().filter(|o| *o != id).collect();
+                    for other in others {
+                        self.cut_link(id, other);
+                    }
                 }
             }
         }

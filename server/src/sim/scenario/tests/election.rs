@@ -1,15 +1,11 @@
 //! Election rows: members joining an established ensemble leave its leader
 //! alone (ZOOKEEPER-975, 1732, 1818); five members with mixed histories,
-//! started one by one, elect within a bounded time (ZOOKEEPER-1419); a
-//! follower that loses its leader with storage operations queued resyncs
-//! at once with another (ZOOKEEPER-4712).
+//! started one by one, elect within a bounded time (ZOOKEEPER-1419).
+//! (ZOOKEEPER-4712 runs with whole members: `sim/whole/scripted.rs`.)
 
-use super::{each_seed, leader_with_writes, more_writes, until_sprung};
+use super::{each_seed, leader_with_writes, more_writes};
 use crate::core::election::ServerId;
-use crate::core::zab::ZabMessage;
-use crate::sim::member::Wire;
 use crate::sim::scenario::Scenario;
-use crate::sim::{Action, Moment};
 
 /// The leader `leader` stays established in `epoch`.
 fn undisturbed(s: &Scenario, leader: ServerId, epoch: u32) -> Result<(), String> {
@@ -168,46 +164,6 @@ fn zk_1419_five_members_with_mixed_histories_elect_within_a_bound() {
         if took > ELECTION_BOUND_MS {
             return Err(format!("the election took {took} ms after a quorum was up"));
         }
-        s.finish()
-    });
-}
-
-/// ZOOKEEPER-4712: a follower loses its leader (cut off from everyone)
-/// right after it received a proposal, its append still queued. Its role
-/// ends only after its storage queue ran; it resyncs with the new leader
-/// at once, and nothing of the old role lands afterwards: a restart later
-/// recovers its whole history, and it converges.
-#[test]
-fn zk_4712_a_follower_losing_its_leader_with_queued_appends_resyncs_cleanly() {
-    each_seed(|seed| {
-        let mut s = Scenario::new(seed, 3);
-        let old = leader_with_writes(&mut s, 20)?;
-        let f = s.others(old)[(seed % 2) as usize];
-        s.at(move |sim, moment| match moment {
-            Moment::Received {
-                from,
-                to,
-                wire: Wire::Zab(ZabMessage::Proposal { .. }),
-            } if *from == old && *to == f && sim.serving(f) && sim.queued(f) > 0 => {
-                Some(Action::Isolate(old))
-            }
-            _ => None,
-        });
-        until_sprung(&mut s, "the leader cut off while appends are queued", 5_000)?;
-        if s.serving(f) || s.queued(f) > 0 {
-            return Err("the follower kept its role or its queue".into());
-        }
-        s.memory_within_disk(f)?;
-        s.run_until("a new leader with it", 10_000, |s| {
-            s.leader().is_some_and(|l| l != old) && s.serving(f)
-        })?;
-        more_writes(&mut s, 10, 10_000)?;
-        let acked = s.acknowledged_zxids();
-        s.crash(f);
-        s.disk_holds(f, &acked)?;
-        s.restart(f);
-        s.run_until("it serves again", 15_000, |s| s.serving(f))?;
-        s.tree_holds(f, &acked)?;
         s.finish()
     });
 }
