@@ -3,7 +3,8 @@
 //! learn), one-way ones (one direction's packets held, as TCP retransmits
 //! them, delivered late and in order when the path heals, unless an end
 //! closed the connection meanwhile) and bridges (two sides that cannot
-//! reach each other, one member reaching both); pauses.
+//! reach each other, one member reaching both); pauses; and the random
+//! schedule that picks among them and the disk faults (`disk`).
 
 use super::trap::Moment;
 use super::{Held, SyncKind, Violation, WholeSim, Wire};
@@ -61,6 +62,8 @@ impl WholeSim {
         true
     }
 
+    /// Puts `wire` on the link from `from` to `to`, `delay` ms from now and
+    /// never before what the link already carries (FIFO).
     pub(super) fn queue(&mut self, from: ServerId, to: ServerId, wire: Wire, delay: u64) {
         let link = self.link_clock.entry((from, to)).or_insert(0);
         let at = (self.now + delay).max(*link);
