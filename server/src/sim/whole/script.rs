@@ -213,6 +213,34 @@ impl Script {
             .collect()
     }
 
+    /// Runs until a leader serves and more than `writes` creates were
+    /// acknowledged; returns the leader.
+    pub fn leader_with_writes(&mut self, writes: u64) -> Result<ServerId, String> {
+        self.run_until("a leader with writes", 10_000, |s| {
+            s.leader().is_some() && s.acknowledged() > writes
+        })?;
+        self.leader().ok_or_else(|| "no leader".into())
+    }
+
+    /// Runs until `n` more creates are acknowledged, for at most `within_ms`.
+    pub fn more_writes(&mut self, n: u64, within_ms: u64) -> Result<(), String> {
+        let before = self.acknowledged();
+        self.run_until("more acknowledged writes", within_ms, |s| {
+            s.acknowledged() >= before + n
+        })
+    }
+
+    /// Member `id` loses power; its disk must recover every create
+    /// acknowledged so far, and once it restarts and serves, so must its tree.
+    pub fn restart_keeps_acked(&mut self, id: ServerId) -> Result<(), String> {
+        let acked = self.acked();
+        self.crash(id);
+        self.disk_holds(id, &acked)?;
+        self.restart(id)?;
+        self.run_until("it serves again", 15_000, |s| s.serving(id))?;
+        self.tree_holds(id, &acked)
+    }
+
     /// Arms a trap: asked at every moment until it returns an action.
     pub fn at(&mut self, trap: impl FnMut(&WholeSim, &Moment<'_>) -> Option<Action> + 'static) {
         self.sim.traps.push(Box::new(trap));

@@ -118,10 +118,7 @@ pub(super) fn a_damaged_follower_resyncs(seed: u64) -> Result<(), String> {
 /// following the new leader, with the writes made meanwhile.
 pub(super) fn a_paused_leader_rejoins(seed: u64) -> Result<(), String> {
     let mut s = Script::new(seed, 3);
-    s.run_until("a leader with writes", 10_000, |s| {
-        s.leader().is_some() && s.acknowledged() > 20
-    })?;
-    let old = s.leader().ok_or("no leader")?;
+    let old = s.leader_with_writes(20)?;
     let before = s.leading_epoch(old).ok_or("no epoch")?;
     s.pause(old, 4_000);
     let others = s.others(old);
@@ -132,10 +129,7 @@ pub(super) fn a_paused_leader_rejoins(seed: u64) -> Result<(), String> {
         return Err("the old leader ran again before another was elected".into());
     }
     let new = s.leader().ok_or("no new leader")?;
-    let acked = s.acknowledged();
-    s.run_until("more acknowledged writes", 3_000, |s| {
-        s.acknowledged() >= acked + 10
-    })?;
+    s.more_writes(10, 3_000)?;
     s.run_until("the old leader follows the new one", 8_000, |s| {
         s.following(old) == Some(new)
     })?;
@@ -157,10 +151,7 @@ pub(super) fn a_paused_leader_rejoins(seed: u64) -> Result<(), String> {
 /// afterwards: a restart later recovers every acknowledged create.
 pub(super) fn a_follower_losing_its_leader_with_queued_appends(seed: u64) -> Result<(), String> {
     let mut s = Script::new(seed, 3);
-    s.run_until("a leader with writes", 10_000, |s| {
-        s.leader().is_some() && s.acknowledged() > 20
-    })?;
-    let old = s.leader().ok_or("no leader")?;
+    let old = s.leader_with_writes(20)?;
     let f = s.others(old)[(seed % 2) as usize];
     s.at(move |sim, moment| match moment {
         Moment::Received {
@@ -184,16 +175,8 @@ pub(super) fn a_follower_losing_its_leader_with_queued_appends(seed: u64) -> Res
     s.run_until("a new leader with it", 10_000, |s| {
         s.leader().is_some_and(|l| l != old) && s.serving(f)
     })?;
-    let acked = s.acknowledged();
-    s.run_until("more acknowledged writes", 10_000, |s| {
-        s.acknowledged() >= acked + 10
-    })?;
-    let acked = s.acked();
-    s.crash(f);
-    s.disk_holds(f, &acked)?;
-    s.restart(f)?;
-    s.run_until("it serves again", 15_000, |s| s.serving(f))?;
-    s.tree_holds(f, &acked)?;
+    s.more_writes(10, 10_000)?;
+    s.restart_keeps_acked(f)?;
     s.finish()
 }
 

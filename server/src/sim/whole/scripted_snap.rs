@@ -28,31 +28,21 @@ struct Behind {
     leader: ServerId,
 }
 
-fn more_writes(s: &mut Script, n: u64, within_ms: u64) -> Result<(), String> {
-    let before = s.acknowledged();
-    s.run_until("more acknowledged writes", within_ms, |s| {
-        s.acknowledged() >= before + n
-    })
-}
-
 fn behind_in_new_epoch(seed: u64) -> Result<Behind, String> {
     let mut s = Script::new(seed, 3);
-    s.run_until("a leader with writes", 10_000, |s| {
-        s.leader().is_some() && s.acknowledged() > 20
-    })?;
-    let old = s.leader().ok_or("no leader")?;
+    let old = s.leader_with_writes(20)?;
     let old_epoch = s.epoch().ok_or("no epoch")?;
     let behind = s.others(old)[(seed % 2) as usize];
     s.run_until("it serves", 5_000, |s| s.serving(behind))?;
     s.crash(behind);
     // Local snapshots past its end: a new leader's history starts there.
-    more_writes(&mut s, NEW_WRITES, 20_000)?;
+    s.more_writes(NEW_WRITES, 20_000)?;
     s.crash(old);
     s.restart(old)?;
     s.run_until("a new epoch without it", 10_000, |s| {
         s.epoch().is_some_and(|e| e > old_epoch)
     })?;
-    more_writes(&mut s, 10, 10_000)?;
+    s.more_writes(10, 10_000)?;
     let (new_epoch, leader) = (s.epoch().ok_or("no epoch")?, s.leader().ok_or("no leader")?);
     let end = s.disk_end(behind);
     if s.epochs_on_disk(behind).1 != old_epoch {
@@ -230,12 +220,7 @@ fn whole_zk_3642_leader_crash_between_snap_and_newleader_loses_nothing() {
         }
         s.run_for(500)?;
         // Only two members are up: each acknowledged write is on both disks.
-        let acked = s.acked();
-        s.crash(f);
-        s.disk_holds(f, &acked)?;
-        s.restart(f)?;
-        s.run_until("it serves again", 15_000, |s| s.serving(f))?;
-        s.tree_holds(f, &acked)?;
+        s.restart_keeps_acked(f)?;
         s.finish()
     });
 }
