@@ -168,6 +168,24 @@ impl Member {
         }
     }
 
+    /// Whether this member leads an epoch it chose but has not established.
+    #[cfg(test)]
+    pub fn establishing(&self) -> bool {
+        matches!(&self.role, Role::Leading(l) if !l.is_established() && l.epoch() > 0)
+    }
+
+    /// The last zxid this leader sent `follower` before NEWLEADER, while it
+    /// syncs or follows.
+    #[cfg(test)]
+    pub fn sync_point(&self, follower: ServerId) -> Option<Zxid> {
+        let Role::Leading(l) = &self.role else {
+            return None;
+        };
+        l.learners()
+            .find(|h| h.sid == follower && h.is_forwarding())
+            .map(|h| h.sync_point)
+    }
+
     /// The leader this member follows, if it is a follower.
     #[cfg(test)]
     pub fn following(&self) -> Option<ServerId> {

@@ -16,8 +16,8 @@
 
 use crate::core::election::ServerId;
 use crate::core::{Command, ConnId, Event};
-use crate::sim::checker::Violation;
 use crate::sim::rng::Rng;
+use crate::sim::Violation;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::records::{
@@ -116,8 +116,13 @@ pub struct Clients {
     attempted: Vec<String>,
     /// Sessions whose close was acknowledged.
     closed: Vec<i64>,
+    /// The member a script pinned the first [`PINNED`] clients to.
+    pinned: Option<ServerId>,
     pub counts: ClientCounts,
 }
+
+/// How many clients a script's pin moves.
+const PINNED: usize = 2;
 
 impl Clients {
     /// `n` clients, not yet connected.
@@ -136,6 +141,7 @@ impl Clients {
             observed: BTreeMap::new(),
             attempted: Vec::new(),
             closed: Vec::new(),
+            pinned: None,
             counts: ClientCounts::default(),
         }
     }
@@ -202,7 +208,10 @@ impl Clients {
             client.next_ms = now + 100;
             return;
         }
-        let member = up[rng.below(up.len() as u64) as usize];
+        let member = match self.pinned {
+            Some(pinned) if i < PINNED && up.contains(&pinned) => pinned,
+            _ => up[rng.below(up.len() as u64) as usize],
+        };
         self.next_conn += 1;
         let conn = ConnId(self.next_conn);
         let remote_ip = "127.0.0.1".to_string();
@@ -225,6 +234,33 @@ impl Clients {
         client.state = State::Connecting { member, conn };
         // Not answered by then: give up on this member and try another.
         client.next_ms = now + CONNECT_TIMEOUT_MS;
+    }
+
+    /// Pins the first [`PINNED`] clients to `member` (a script's writes
+    /// through a chosen member), or unpins them (`None`): those connected
+    /// elsewhere drop their connection and reconnect to it while it is up.
+    /// Returns the events for the members they leave.
+    pub fn pin(
+        &mut self,
+        member: Option<ServerId>,
+        now: u64,
+        rng: &mut Rng,
+    ) -> Vec<(ServerId, Event)> {
+        self.pinned = member;
+        let mut events = Vec::new();
+        for i in 0..PINNED.min(self.clients.len()) {
+            match self.clients[i].state {
+                State::Connecting { member: m, conn }
+                | State::Open {
+                    member: m, conn, ..
+                } if member.is_some_and(|pinned| m != pinned) => {
+                    events.push((m, Event::Disconnected { conn }));
+                    self.disconnect(i, now, rng);
+                }
+                _ => {}
+            }
+        }
+        events
     }
 
     /// The client's connection is gone: it reconnects a little later.
@@ -256,9 +292,11 @@ impl Clients {
             return;
         };
         let (member, conn) = (*member, *conn);
+        // A pinned client is there to write through its member.
+        let pinned = i < PINNED && self.pinned == Some(member);
         let op = match follow_up.take() {
             Some(op) => op,
-            None => match rng.below(20) {
+            None => match if pinned { 0 } else { rng.below(20) } {
                 0..=7 if writing => {
                     let client = &mut self.clients[i];
                     client.created += 1;

@@ -48,6 +48,9 @@ impl WholeSim {
                 return Ok(());
             };
             let kind = JobKind::of(&job);
+            if !matches!(kind, JobKind::Append(_)) {
+                self.sync_before(id)?;
+            }
             self.spring(&Moment::BeforeJob {
                 member: id,
                 job: kind,
@@ -58,6 +61,22 @@ impl WholeSim {
                 job: kind,
             });
         }
+    }
+
+    /// Syncs member `id`'s written appends as its own step, as the storage
+    /// thread does first in any job but an append: a trap before that job
+    /// sees them synced.
+    fn sync_before(&mut self, id: ServerId) -> Result<(), Violation> {
+        let Some(Some(p)) = self.procs.get_mut(&id) else {
+            return Ok(());
+        };
+        if p.worker.has_unsynced() && !self.failing.contains(&id) {
+            p.sync_at = None;
+            p.worker
+                .end_batch()
+                .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
+        }
+        Ok(())
     }
 
     /// Runs one of member `id`'s jobs (if it is still up), or fails it and
@@ -89,10 +108,20 @@ impl WholeSim {
     /// failed write): its connections break, what its disk had not synced
     /// is lost (`torn`: a random prefix of it is kept), and it restarts later.
     pub(super) fn crash(&mut self, id: ServerId, torn: bool) {
-        self.trace_line(format_args!(
-            "member {id}: CRASH{}",
-            if torn { " (torn)" } else { "" }
-        ));
+        let keep = if torn { self.rng.below(4) as usize } else { 0 };
+        if self.crash_keeping(id, keep) > 0 {
+            self.counts.torn_writes += 1;
+        }
+    }
+
+    /// Member `id`'s process ends and the first `keep` of its unsynced
+    /// appends survive it; returns how many did.
+    pub(super) fn crash_keeping(&mut self, id: ServerId, keep: usize) -> usize {
+        match keep {
+            0 => self.trace_line(format_args!("member {id}: CRASH")),
+            usize::MAX => self.trace_line(format_args!("member {id}: KILLED (its writes kept)")),
+            n => self.trace_line(format_args!("member {id}: CRASH (torn, up to {n} kept)")),
+        }
         self.counts.crashes += 1;
         self.paused.remove(&id);
         self.failing.remove(&id);
@@ -103,10 +132,7 @@ impl WholeSim {
                 self.queue(id, peer, Wire::Closed { conn }, delay);
             }
         }
-        let keep = if torn { self.rng.below(4) as usize } else { 0 };
-        if self.disks[&id].crash_keeping(keep) > 0 {
-            self.counts.torn_writes += 1;
-        }
+        let kept = self.disks[&id].crash_keeping(keep);
         self.in_flight.retain(|_, (from, to, w)| {
             *to != id && (*from != id || matches!(w, Wire::Closed { .. }))
         });
@@ -116,5 +142,6 @@ impl WholeSim {
         self.clients.member_gone(id, self.now, &mut self.rng);
         self.restarts
             .insert(id, self.now + 200 + self.rng.below(2_000));
+        kept
     }
 }

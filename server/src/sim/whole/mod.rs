@@ -19,14 +19,18 @@ mod disk;
 mod links;
 mod network;
 mod script;
+mod script_disk;
 mod scripted;
+mod scripted_deposed;
+mod scripted_election;
 mod scripted_snap;
+mod scripted_sync;
 mod tests;
 mod trap;
 
-use super::checker::Violation;
 use super::clock::MemberClock;
 use super::rng::Rng;
+use super::Violation;
 use super::{Schedule, SyncKind};
 use crate::core::election::{Notification, ServerId};
 use crate::core::zab::{Timing, Voters};
@@ -42,7 +46,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Semaphore;
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, MemStorage};
+use zkd_storage::{DataTree, EpochStore, MemStorage};
 
 /// Clients of the ensemble.
 const CLIENTS: usize = 6;
@@ -143,11 +147,16 @@ struct WholeSim {
     restarts: BTreeMap<ServerId, u64>,
     /// Members whose disk fails its next write (EIO).
     failing: BTreeSet<ServerId>,
+    /// A script holds the clients' new creates back.
+    writes_held: bool,
     /// Members whose disk a script stalled: its jobs wait.
     stalled: BTreeSet<ServerId>,
     /// Members whose tree a script damaged, and since when: exempt from the
     /// digest check until they serve again after a SNAP.
     damaged: BTreeMap<ServerId, u64>,
+    /// The last fuzzy image each member received from a leader: its zxid,
+    /// and the last txn that may be in it.
+    fuzzy_images: BTreeMap<ServerId, (Zxid, Zxid)>,
     /// Every DIFF, TRUNC and SNAP a member received: when, who, which, zxid.
     syncs: Vec<(u64, ServerId, SyncKind, Zxid)>,
     /// Scripts' traps (none in random runs), and what they did.
@@ -214,8 +223,10 @@ impl WholeSim {
             last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),
             failing: BTreeSet::new(),
+            writes_held: false,
             stalled: BTreeSet::new(),
             damaged: BTreeMap::new(),
+            fuzzy_images: BTreeMap::new(),
             syncs: Vec::new(),
             traps: Vec::new(),
             sprung: Vec::new(),
@@ -317,13 +328,14 @@ impl WholeSim {
             }
         }
         let up = self.up();
-        let writing = self.now + QUIESCE_MS < self.schedule.end_ms;
+        let writing = self.now + QUIESCE_MS < self.schedule.end_ms && !self.writes_held;
         if self.now <= self.schedule.end_ms {
             let events = self.clients.step(self.now, &mut self.rng, &up, writing);
             self.feed_nodes(events)?;
         }
         self.faults()?;
         for id in ids {
+            self.check_epochs(id)?;
             self.check_member(id)?;
         }
         Ok(())
@@ -429,6 +441,15 @@ impl WholeSim {
         ReadPermit::take(&self.budget, 1)
     }
 
+    /// The last zxid leader `leader` sent `follower` before NEWLEADER, while
+    /// it syncs or follows.
+    fn sync_point(&self, leader: ServerId, follower: ServerId) -> Option<Zxid> {
+        match self.procs.get(&leader) {
+            Some(Some(p)) => p.member.sync_point(follower),
+            _ => None,
+        }
+    }
+
     /// Whether member `id` serves clients.
     fn serving(&self, id: ServerId) -> bool {
         matches!(self.mode(id), Some(Mode::Leading | Mode::Following))
@@ -439,6 +460,20 @@ impl WholeSim {
             Some(Some(p)) => Some(p.node.mode()),
             _ => None,
         }
+    }
+
+    /// A disk's currentEpoch never passes its acceptedEpoch (a member takes
+    /// an epoch as current only after it accepted it).
+    fn check_epochs(&self, id: ServerId) -> Result<(), Violation> {
+        let disk = &self.disks[&id];
+        let accepted = disk.accepted_epoch().unwrap_or_default();
+        let current = disk.current_epoch().unwrap_or_default();
+        if accepted < current {
+            return Err(Violation(format!(
+                "epoch files: member {id} has acceptedEpoch {accepted} < currentEpoch {current}"
+            )));
+        }
+        Ok(())
     }
 
     /// Invariants of member `id` after a step.
@@ -458,8 +493,11 @@ impl WholeSim {
             }
             self.damaged.remove(&id);
         }
-        // A tree from a fuzzy image holds later txns until it reaches them.
-        let exact = zxid >= p.node.fuzzy_through();
+        // A tree from a fuzzy image holds later txns until it reaches them,
+        // and so does one recovered from that image after a restart.
+        let fuzzy_end = p.node.fuzzy_through();
+        let in_image = |&(base, end): &(Zxid, Zxid)| base <= zxid && zxid < end;
+        let exact = zxid >= fuzzy_end && !self.fuzzy_images.get(&id).is_some_and(in_image);
         if let Some(seen) = exact.then(|| self.digests.insert(zxid, digest)).flatten() {
             if seen != digest {
                 return Err(Violation(format!(

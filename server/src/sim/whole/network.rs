@@ -112,6 +112,12 @@ impl WholeSim {
         };
         let snap_done =
             matches!(&wire, Wire::Snap { piece, .. } if !late && piece.fuzzy_through.is_some());
+        if let Wire::Snap { piece, .. } = &wire {
+            // Its disk may keep the image, and a restart start from it.
+            if let Some(end) = piece.fuzzy_through.filter(|end| *end > piece.zxid) {
+                self.fuzzy_images.insert(to, (piece.zxid, end));
+            }
+        }
         let event = match wire {
             Wire::Notification(n) => PeerEvent::Notification(n),
             Wire::Zab { conn, message } => {

@@ -7,15 +7,14 @@ use super::trap::{Action, Moment};
 use super::{SyncKind, WholeSim};
 use crate::core::election::ServerId;
 use crate::core::Mode;
-use crate::runtime::recovery;
+use crate::runtime::storage_worker::StorageJob;
 use crate::sim::Schedule;
-use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, EpochStore, TxnLog};
+use zkd_storage::{MemStorage, Txn, TxnBody};
 
 /// A scripted whole-member run.
 pub struct Script {
-    sim: WholeSim,
+    pub(super) sim: WholeSim,
 }
 
 impl Script {
@@ -81,9 +80,44 @@ impl Script {
             .find(|id| self.sim.mode(*id) == Some(Mode::Leading))
     }
 
+    /// Runs until `done` holds, for at most `within_ms`, failing as soon as
+    /// `hold` does not after a step.
+    pub fn run_until_holding(
+        &mut self,
+        what: &str,
+        within_ms: u64,
+        done: impl Fn(&Script) -> bool,
+        hold: impl Fn(&Script) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let until = self.sim.now + within_ms;
+        while !done(self) {
+            if self.sim.now >= until {
+                return Err(format!("{what}: not within {within_ms} ms"));
+            }
+            self.step()?;
+            hold(self).map_err(|e| format!("{what}: at {} ms: {e}", self.sim.now))?;
+        }
+        Ok(())
+    }
+
+    /// Every member.
+    pub fn ids(&self) -> Vec<ServerId> {
+        self.sim.procs.keys().copied().collect()
+    }
+
+    /// Whether member `id`'s process runs.
+    pub fn is_up(&self, id: ServerId) -> bool {
+        matches!(self.sim.procs.get(&id), Some(Some(_)))
+    }
+
     /// Whether member `id` serves clients.
     pub fn serving(&self, id: ServerId) -> bool {
         self.sim.serving(id)
+    }
+
+    /// Whether member `id` leads an epoch it chose and has not established.
+    pub fn establishing(&self, id: ServerId) -> bool {
+        matches!(self.sim.procs.get(&id), Some(Some(p)) if p.member.establishing())
     }
 
     /// The leader member `id` follows, if it follows one.
@@ -102,20 +136,6 @@ impl Script {
             .copied()
             .filter(|m| *m != id)
             .collect()
-    }
-
-    /// The last txn on member `id`'s disk, synced or not.
-    pub fn last_logged(&self, id: ServerId) -> Zxid {
-        self.sim.disks[&id]
-            .last_zxid()
-            .ok()
-            .flatten()
-            .unwrap_or(Zxid::ZERO)
-    }
-
-    /// Whether member `id`'s disk holds `zxid`, synced or not.
-    pub fn logged(&self, id: ServerId, zxid: Zxid) -> bool {
-        self.sim.disks[&id].contains(zxid).unwrap_or(false)
     }
 
     /// Storage jobs member `id` submitted and its disk has not run, and
@@ -151,9 +171,7 @@ impl Script {
     pub fn damage_tree(&mut self, id: ServerId) {
         if let Some(Some(p)) = self.sim.procs.get_mut(&id) {
             let zxid = p.node.tree().last_zxid();
-            let txn = crate::sim::member::create_txn(zxid, 0, "/damaged");
-            let txn = zkd_storage::Txn::from_bytes(txn).expect("a built txn decodes");
-            p.node.damage_tree(&txn);
+            p.node.damage_tree(&stray_create(zxid, "/damaged"));
             self.sim.damaged.insert(id, self.sim.now);
         }
     }
@@ -188,8 +206,70 @@ impl Script {
         self.sim.cut_link(a, b);
     }
 
+    /// Cuts member `id` off from every other member until [`heal`](Self::heal).
+    pub fn isolate(&mut self, id: ServerId) {
+        for other in self.others(id) {
+            self.sim.cut_link(id, other);
+        }
+    }
+
+    /// Partitions member `id` from every other member silently, as a real
+    /// partition looks: no connection closes, and what either side sends
+    /// waits (as TCP holds it) until [`heal`](Self::heal).
+    pub fn isolate_silently(&mut self, id: ServerId) {
+        for other in self.others(id) {
+            self.sim.one_way.insert((id, other));
+            self.sim.one_way.insert((other, id));
+        }
+    }
+
     pub fn heal(&mut self) {
         self.sim.heal();
+    }
+
+    /// The clients' new creates wait until [`release_writes`](Self::release_writes).
+    pub fn hold_writes(&mut self) {
+        self.sim.writes_held = true;
+    }
+
+    pub fn release_writes(&mut self) {
+        self.sim.writes_held = false;
+    }
+
+    /// Moves two clients to member `id`: they connect only to it while it
+    /// is up, so writes go through it, until [`unpin_clients`](Self::unpin_clients).
+    pub fn pin_clients(&mut self, id: ServerId) -> Result<(), String> {
+        let events = self
+            .sim
+            .clients
+            .pin(Some(id), self.sim.now, &mut self.sim.rng);
+        self.sim
+            .feed_nodes(events)
+            .map_err(|v| format!("{} (at {} ms)", v.0, self.sim.now))
+    }
+
+    pub fn unpin_clients(&mut self) -> Result<(), String> {
+        let events = self.sim.clients.pin(None, self.sim.now, &mut self.sim.rng);
+        self.sim
+            .feed_nodes(events)
+            .map_err(|v| format!("{} (at {} ms)", v.0, self.sim.now))
+    }
+
+    /// Member `id` saves its tree as it is now as a local snapshot, as its
+    /// node does every snapCount txns (then keeps the newest few and purges
+    /// the log below them); runs until it is on the disk. Its zxid.
+    pub fn snapshot(&mut self, id: ServerId) -> Result<Zxid, String> {
+        let Some(Some(p)) = self.sim.procs.get_mut(&id) else {
+            return Err(format!("member {id} is down"));
+        };
+        let tree = p.node.tree();
+        let (zxid, image) = (tree.last_zxid(), tree.to_image());
+        p.submitted.push_back(StorageJob::Snapshot { zxid, image });
+        self.sim.flush(id);
+        self.run_until("the snapshot saved", 1_000, |s| {
+            s.snapshots(id).contains(&zxid)
+        })?;
+        Ok(zxid)
     }
 
     /// Power loss on member `id` (nothing unsynced survives); it boots again
@@ -201,6 +281,22 @@ impl Script {
 
     pub fn restart(&mut self, id: ServerId) -> Result<(), String> {
         self.sim.boot(id).map_err(|v| v.0)
+    }
+
+    /// Power loss on every member.
+    pub fn crash_all(&mut self) {
+        for id in self.ids() {
+            self.crash(id);
+        }
+    }
+
+    /// A member that is down gets an empty disk (a new machine).
+    pub fn wipe(&mut self, id: ServerId) -> Result<(), String> {
+        if self.is_up(id) {
+            return Err(format!("member {id} is up; wipe it only while down"));
+        }
+        self.sim.disks.insert(id, MemStorage::new());
+        Ok(())
     }
 
     /// The syncs member `id` received since `since_ms`, in order.
@@ -234,6 +330,11 @@ impl Script {
     /// acknowledged so far, and once it restarts and serves, so must its tree.
     pub fn restart_keeps_acked(&mut self, id: ServerId) -> Result<(), String> {
         let acked = self.acked();
+        // A follower may be behind the quorum that acknowledged: let it catch up.
+        let last = Zxid(acked.values().max().copied().unwrap_or(0));
+        self.run_until("it has every acknowledged create durable", 5_000, |s| {
+            s.durable(id, last)
+        })?;
         self.crash(id);
         self.disk_holds(id, &acked)?;
         self.restart(id)?;
@@ -257,53 +358,13 @@ impl Script {
         self.leader().and_then(|l| self.leading_epoch(l))
     }
 
-    /// Member `id`'s acceptedEpoch and currentEpoch, on disk.
-    pub fn epochs_on_disk(&self, id: ServerId) -> (u32, u32) {
-        let disk = &self.sim.disks[&id];
-        let accepted = disk.accepted_epoch().unwrap_or_default();
-        (accepted, disk.current_epoch().unwrap_or_default())
-    }
-
-    /// The end of member `id`'s history on disk: its last logged txn, or
-    /// its snapshot's zxid when the log is empty past it.
-    pub fn disk_end(&self, id: ServerId) -> Zxid {
-        let disk = &self.sim.disks[&id];
-        let purged = disk.purged_through().ok().flatten();
-        disk.last_zxid()
-            .ok()
-            .flatten()
-            .max(purged)
-            .unwrap_or(Zxid::ZERO)
-    }
-
-    /// The creates acknowledged so far: path and zxid.
-    pub fn acked(&self) -> BTreeMap<String, i64> {
-        self.sim.clients.acked().clone()
-    }
-
-    /// Fails unless a restart of member `id` now would recover every create
-    /// of `acked`.
-    pub fn disk_holds(&self, id: ServerId, acked: &BTreeMap<String, i64>) -> Result<(), String> {
-        let tree = recovery::rebuild(&self.sim.disks[&id].power_cut_copy())
-            .map_err(|e| format!("member {id} cannot recover its disk: {e}"))?;
-        holds(&tree, acked).map_err(|e| format!("member {id}'s disk: {e}"))
-    }
-
-    /// Fails unless member `id`'s tree holds every create of `acked`.
-    pub fn tree_holds(&self, id: ServerId, acked: &BTreeMap<String, i64>) -> Result<(), String> {
-        match self.sim.procs.get(&id) {
-            Some(Some(p)) => {
-                holds(p.node.tree(), acked).map_err(|e| format!("member {id}'s tree: {e}"))
-            }
-            _ => Err(format!("member {id} is down")),
-        }
-    }
-
     /// Stops the faults, restarts who is down, lets the clients finish, and
     /// checks the end as a random run's: convergence and what the clients
     /// were told.
     pub fn finish(mut self) -> Result<(), String> {
         self.sim.traps.clear();
+        self.unpin_clients()?;
+        self.release_writes();
         self.sim.heal();
         self.sim.stalled.clear();
         let down: Vec<ServerId> = self
@@ -323,13 +384,27 @@ impl Script {
     }
 }
 
-/// Fails unless `tree` holds each create of `acked` with its zxid.
-fn holds(tree: &DataTree, acked: &BTreeMap<String, i64>) -> Result<(), String> {
-    match acked
-        .iter()
-        .find(|(path, zxid)| tree.node(path).map(|n| n.stat.czxid) != Some(**zxid))
-    {
-        Some((path, zxid)) => Err(format!("{path}, acknowledged at {zxid:#x}, is missing")),
-        None => Ok(()),
+/// A create of `path` stamped with `zxid`, which no client asked for.
+fn stray_create(zxid: Zxid, path: &str) -> Txn {
+    use zkd_protocol::records::{Acl, CreateTxn, TxnHeader};
+    let body = TxnBody::Create(
+        zkd_protocol::OpCode::Create,
+        CreateTxn {
+            path: path.into(),
+            data: None,
+            acl: vec![Acl::world(31)],
+            ephemeral: false,
+            parent_c_version: 0,
+        },
+    );
+    Txn {
+        header: TxnHeader {
+            client_id: 1,
+            cxid: 0,
+            zxid: zxid.0,
+            time: 0,
+            r#type: body.type_code(),
+        },
+        body,
     }
 }

@@ -180,6 +180,59 @@ pub(super) fn a_follower_losing_its_leader_with_queued_appends(seed: u64) -> Res
     s.finish()
 }
 
+/// A follower that went down in an old epoch, while the others moved on.
+pub(super) struct Behind {
+    pub s: Script,
+    pub behind: ServerId,
+    /// Where its disk ended when it went down.
+    pub end: Zxid,
+    /// Its currentEpoch, the old leader's.
+    pub old_epoch: u32,
+    /// The epoch of the leader it will sync with.
+    pub new_epoch: u32,
+    pub leader: ServerId,
+}
+
+/// Three members; `behind` loses power while the others commit `missed`
+/// creates, then the leader loses power and restarts, the other two
+/// establish a new epoch and commit `new_writes` more. `behind`, still
+/// down, is about to restart and be synced into the new epoch.
+pub(super) fn behind_in_new_epoch(
+    seed: u64,
+    missed: u64,
+    new_writes: u64,
+) -> Result<Behind, String> {
+    let mut s = Script::new(seed, 3);
+    let old = s.leader_with_writes(20)?;
+    let old_epoch = s.epoch().ok_or("no epoch")?;
+    let behind = s.others(old)[(seed % 2) as usize];
+    s.run_until("it serves", 5_000, |s| s.serving(behind))?;
+    s.crash(behind);
+    s.more_writes(missed, 20_000)?;
+    s.crash(old);
+    s.restart(old)?;
+    s.run_until("a new epoch without it", 10_000, |s| {
+        s.epoch().is_some_and(|e| e > old_epoch)
+    })?;
+    s.more_writes(new_writes, 10_000)?;
+    let (new_epoch, leader) = (s.epoch().ok_or("no epoch")?, s.leader().ok_or("no leader")?);
+    let end = s.disk_end(behind);
+    if s.epochs_on_disk(behind).1 != old_epoch {
+        return Err(format!(
+            "member {behind} is not behind: epochs {:?}",
+            s.epochs_on_disk(behind)
+        ));
+    }
+    Ok(Behind {
+        s,
+        behind,
+        end,
+        old_epoch,
+        new_epoch,
+        leader,
+    })
+}
+
 /// Runs `script` for seeds 1..=10 (or `ZKD_SIM_SEED`); a failure names its seed.
 pub(super) fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("ZKD_SIM_SEED")
@@ -189,6 +242,13 @@ pub(super) fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
         Some(seed) => vec![seed],
         None => (1..=10).collect(),
     };
+    // ZKD_LOG=info shows what the members log, as a zkd process does.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("ZKD_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    }
     for seed in seeds {
         if let Err(e) = script(seed) {
             panic!("seed {seed}: {e}");

@@ -3,63 +3,14 @@
 //! epoch, and the follower or the leader loses power part-way
 //! (ZOOKEEPER-2872, 1653/2354, 3104, 3642). The clients keep writing.
 
-use super::script::Script;
-use super::scripted::each_seed;
+use super::scripted::{behind_in_new_epoch, each_seed, Behind};
 use super::trap::{Action, JobKind, Moment};
 use super::SyncKind;
-use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
-use zkd_protocol::Zxid;
 
 /// Creates the others commit while it is down: well past a few local
 /// snapshots (every 40 txns), so the next leader has to send a SNAP.
 const NEW_WRITES: u64 = 150;
-
-/// A follower that went down in an old epoch, while the others moved on.
-struct Behind {
-    s: Script,
-    behind: ServerId,
-    /// Where its disk ended when it went down.
-    end: Zxid,
-    /// Its currentEpoch, the old leader's.
-    old_epoch: u32,
-    /// The epoch of the leader it will sync with.
-    new_epoch: u32,
-    leader: ServerId,
-}
-
-fn behind_in_new_epoch(seed: u64) -> Result<Behind, String> {
-    let mut s = Script::new(seed, 3);
-    let old = s.leader_with_writes(20)?;
-    let old_epoch = s.epoch().ok_or("no epoch")?;
-    let behind = s.others(old)[(seed % 2) as usize];
-    s.run_until("it serves", 5_000, |s| s.serving(behind))?;
-    s.crash(behind);
-    // Local snapshots past its end: a new leader's history starts there.
-    s.more_writes(NEW_WRITES, 20_000)?;
-    s.crash(old);
-    s.restart(old)?;
-    s.run_until("a new epoch without it", 10_000, |s| {
-        s.epoch().is_some_and(|e| e > old_epoch)
-    })?;
-    s.more_writes(10, 10_000)?;
-    let (new_epoch, leader) = (s.epoch().ok_or("no epoch")?, s.leader().ok_or("no leader")?);
-    let end = s.disk_end(behind);
-    if s.epochs_on_disk(behind).1 != old_epoch {
-        return Err(format!(
-            "member {behind} is not behind: epochs {:?}",
-            s.epochs_on_disk(behind)
-        ));
-    }
-    Ok(Behind {
-        s,
-        behind,
-        end,
-        old_epoch,
-        new_epoch,
-        leader,
-    })
-}
 
 /// Where the SNAP is cut short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +31,7 @@ fn crash_during_snap(seed: u64, point: Point) -> Result<(), String> {
         old_epoch,
         new_epoch,
         leader,
-    } = behind_in_new_epoch(seed)?;
+    } = behind_in_new_epoch(seed, NEW_WRITES, 10)?;
     let acked = s.acked();
     let since = s.now();
     s.at(move |sim, moment| {
@@ -201,7 +152,7 @@ fn whole_zk_3642_leader_crash_between_snap_and_newleader_loses_nothing() {
             new_epoch,
             leader,
             ..
-        } = behind_in_new_epoch(seed)?;
+        } = behind_in_new_epoch(seed, NEW_WRITES, 10)?;
         let since = s.now();
         s.at(move |_, moment| match moment {
             Moment::SnapReceived { from, to } if *from == leader && *to == f => {

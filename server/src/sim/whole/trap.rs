@@ -64,8 +64,13 @@ pub enum Moment<'a> {
 pub enum Action {
     /// Power loss on the member; only the script restarts it.
     Crash(ServerId),
+    /// The member's process is killed: what it wrote survives (the page
+    /// cache outlives it), synced or not; only the script restarts it.
+    Kill(ServerId),
     /// Every link of the member breaks until the script heals them.
     Isolate(ServerId),
+    /// The link between the two breaks until the script heals it.
+    Cut(ServerId, ServerId),
 }
 
 /// A script's trap: asked at every [`Moment`] until it returns an action,
@@ -97,6 +102,11 @@ impl WholeSim {
                     self.crash(id, false);
                     self.restarts.remove(&id);
                 }
+                Action::Kill(id) => {
+                    self.crash_keeping(id, usize::MAX);
+                    self.restarts.remove(&id);
+                }
+                Action::Cut(a, b) => self.cut_link(a, b),
                 Action::Isolate(id) => {
                     let others: Vec<ServerId> =
                         self.procs.keys().copied().filter(|o| *o != id).collect();
