@@ -48,9 +48,6 @@ impl WholeSim {
                 return Ok(());
             };
             let kind = JobKind::of(&job);
-            if !matches!(kind, JobKind::Append(_)) {
-                self.sync_before(id)?;
-            }
             self.spring(&Moment::BeforeJob {
                 member: id,
                 job: kind,
@@ -61,22 +58,6 @@ impl WholeSim {
                 job: kind,
             });
         }
-    }
-
-    /// Syncs member `id`'s written appends as its own step, as the storage
-    /// thread does first in any job but an append: a trap before that job
-    /// sees them synced.
-    fn sync_before(&mut self, id: ServerId) -> Result<(), Violation> {
-        let Some(Some(p)) = self.procs.get_mut(&id) else {
-            return Ok(());
-        };
-        if p.worker.has_unsynced() && !self.failing.contains(&id) {
-            p.sync_at = None;
-            p.worker
-                .end_batch()
-                .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
-        }
-        Ok(())
     }
 
     /// Runs one of member `id`'s jobs (if it is still up), or fails it and

@@ -156,8 +156,10 @@ mod planted {
         assert_caught(
             Failpoint::SkipEpochWrite,
             40,
-            // A member that forgot its epochs diverges, or cannot take part again.
+            // A member that forgot its epochs elects twice in one epoch,
+            // diverges, or cannot take part again.
             &[
+                "leadership:",
                 "leader completeness:",
                 "prefix consistency:",
                 "durability:",
