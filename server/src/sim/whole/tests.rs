@@ -18,7 +18,7 @@ fn seeds() -> u64 {
     std::env::var("ZKD_SIM_WHOLE_SEEDS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(150)
+        .unwrap_or(1000)
 }
 
 #[test]
