@@ -174,6 +174,12 @@ impl SnapshotStore for StalledStorage {
     fn sync_snapshots(&mut self) -> Result<(), StorageError> {
         self.inner.sync_snapshots()
     }
+    fn set_fuzzy_image(&mut self, zxid: Zxid, end: Zxid) -> Result<(), StorageError> {
+        self.inner.set_fuzzy_image(zxid, end)
+    }
+    fn fuzzy_image(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
+        self.inner.fuzzy_image()
+    }
 }
 
 impl EpochStore for StalledStorage {

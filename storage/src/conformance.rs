@@ -50,6 +50,7 @@ pub fn run_all(h: &mut impl Harness) {
     snapshots_newest_and_retention(h);
     snapshots_after_a_zxid_are_deleted_durably(h);
     epochs_survive_a_crash(h);
+    the_fuzzy_image_mark_survives_a_crash(h);
     truncate_history_drops_later_snapshots(h);
     truncate_history_refuses_a_cut_it_could_not_rebuild(h);
     install_snapshot_replaces_the_history(h);
@@ -488,6 +489,18 @@ fn latest(s: &impl SnapshotStore) -> Option<(Zxid, Bytes)> {
 /// An image of `len` bytes that differs at every position from its shifts.
 fn big_image(len: usize, salt: u8) -> Bytes {
     (0..len).map(|i| (i * 31 % 251) as u8 ^ salt).collect()
+}
+
+fn the_fuzzy_image_mark_survives_a_crash(h: &mut impl Harness) {
+    let mut s = h.open();
+    assert_eq!(s.fuzzy_image().unwrap(), None);
+    s.set_fuzzy_image(z(2, 7), z(2, 9)).unwrap();
+    let mut s = h.crash_and_reopen(s);
+    assert_eq!(s.fuzzy_image().unwrap(), Some((z(2, 7), z(2, 9))));
+    // Only the latest is kept.
+    s.set_fuzzy_image(z(3, 1), z(3, 4)).unwrap();
+    let s = h.crash_and_reopen(s);
+    assert_eq!(s.fuzzy_image().unwrap(), Some((z(3, 1), z(3, 4))));
 }
 
 fn epochs_survive_a_crash(h: &mut impl Harness) {

@@ -22,6 +22,7 @@ struct Disk {
     unsealed: BTreeMap<SnapshotSlot, Vec<u8>>,
     /// The log's purge mark (durable, as the snapshots that justify it).
     purged_through: Option<Zxid>,
+    fuzzy_image: Option<(Zxid, Zxid)>,
     accepted_epoch: u32,
     current_epoch: u32,
 }
@@ -241,6 +242,15 @@ impl SnapshotStore for MemStorage {
 
     fn sync_snapshots(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    fn set_fuzzy_image(&mut self, zxid: Zxid, end: Zxid) -> Result<()> {
+        self.disk().fuzzy_image = Some((zxid, end));
+        Ok(())
+    }
+
+    fn fuzzy_image(&self) -> Result<Option<(Zxid, Zxid)>> {
+        Ok(self.disk().fuzzy_image)
     }
 }
 

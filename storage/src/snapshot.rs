@@ -90,6 +90,14 @@ pub trait SnapshotStore {
     /// Makes the removals so far durable.
     fn sync_snapshots(&mut self) -> Result<()>;
 
+    /// Records that the snapshot at `zxid` is a leader's fuzzy image: it may
+    /// already hold txns through `end`, which a replay applies again. Only
+    /// the latest record is kept. **Durable on return.**
+    fn set_fuzzy_image(&mut self, zxid: Zxid, end: Zxid) -> Result<()>;
+
+    /// The latest fuzzy image recorded: its snapshot's zxid and end.
+    fn fuzzy_image(&self) -> Result<Option<(Zxid, Zxid)>>;
+
     /// Stores the image of the tree as of `zxid`. **Durable on return.**
     fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
         let slot = SnapshotSlot::Saved(zxid);

@@ -17,9 +17,17 @@ use zkd_storage::{DataTree, TxnBody};
 
 impl Node {
     /// A member of an ensemble, serving nobody until its role says so.
-    pub fn new_member(config: super::CoreConfig, tree: DataTree, now: Now) -> Node {
+    /// Txns through `fuzzy_through` may already be in `tree` (it was
+    /// recovered from a leader's fuzzy image; `Zxid::ZERO` if exact).
+    pub fn new_member(
+        config: super::CoreConfig,
+        tree: DataTree,
+        fuzzy_through: Zxid,
+        now: Now,
+    ) -> Node {
         let mut node = Node::new(config, tree, now);
         node.mode = Mode::NotServing;
+        node.fuzzy_through = fuzzy_through;
         node.show_ensemble_config();
         node
     }

@@ -110,7 +110,7 @@ fn snapshots_across_a_tree_replacement() {
         snap_count: 4,
         ..CoreConfig::default()
     };
-    let mut node = Node::new_member(config, DataTree::new(), at(0));
+    let mut node = Node::new_member(config, DataTree::new(), Zxid::ZERO, at(0));
     // Logged in an earlier role, applied while not serving.
     let dropped: Vec<Txn> = (1..=3_000).map(|c| create(1, c, "old")).collect();
     for txn in &dropped {

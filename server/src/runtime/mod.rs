@@ -148,14 +148,16 @@ pub async fn serve<S: Store>(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let tree = match recovery::recover(&mut storage) {
-        Ok(tree) => tree,
+    let recovered = recovery::recover(&mut storage)
+        .and_then(|tree| Ok((recovery::fuzzy_through(&storage, &tree)?, tree)));
+    let (fuzzy_through, tree) = match recovered {
+        Ok(recovered) => recovered,
         Err(e) => return Err(storage_failed(storage, e.to_string())),
     };
     let clock = Clock::new();
     let ensemble = config.is_quorum();
     let node = if ensemble {
-        Node::new_member(core_config(&config), tree, clock.now())
+        Node::new_member(core_config(&config), tree, fuzzy_through, clock.now())
     } else {
         Node::new(core_config(&config), tree, clock.now())
     };

@@ -19,6 +19,19 @@ pub fn recover(storage: &mut (impl TxnLog + SnapshotStore)) -> Result<DataTree, 
     Ok(tree)
 }
 
+/// Where a tree rebuilt from `storage` is fuzzy: a leader's image installed
+/// as its snapshot may hold txns through some later zxid, which the log
+/// (cut short by a crash right after the install) may not have reached.
+/// Until the tree does, a txn of that range that fails to apply was already
+/// in the image, not a sign of divergence. `Zxid::ZERO` when exact.
+pub fn fuzzy_through(storage: &impl SnapshotStore, tree: &DataTree) -> Result<Zxid, StorageError> {
+    let at = tree.last_zxid();
+    Ok(match storage.fuzzy_image()? {
+        Some((image, end)) if image <= at && at < end => end,
+        _ => Zxid::ZERO,
+    })
+}
+
 /// Rebuilds the tree from durable storage without changing it.
 ///
 /// The base is the newest valid snapshot at or below the log's end (its last

@@ -21,8 +21,8 @@ use zkd_storage::DataTree;
 /// is at most jute's 1 MiB, a chunk's worth).
 const NODES_PER_STEP: usize = 1;
 
-/// Bytes queued on a link beyond which the image waits for the follower.
-const MAX_QUEUED: usize = 4 * MAX_SNAP_CHUNK;
+/// Chunks queued on a link beyond which the image waits for the follower.
+const MAX_QUEUED_CHUNKS: usize = 4;
 
 /// Chunks sent per stream per turn of the node loop, so clients are served
 /// between them.
@@ -44,14 +44,36 @@ struct Stream {
 }
 
 /// Every SNAP the leader is streaming, by follower.
-#[derive(Default)]
 pub(super) struct SnapSender {
     streams: BTreeMap<ServerId, Stream>,
     /// When the streams next have work (None: no stream).
     next_ms: Option<u64>,
+    /// Bytes per chunk of an image.
+    chunk: usize,
+}
+
+impl Default for SnapSender {
+    fn default() -> SnapSender {
+        SnapSender {
+            streams: BTreeMap::new(),
+            next_ms: None,
+            chunk: MAX_SNAP_CHUNK,
+        }
+    }
 }
 
 impl SnapSender {
+    /// Streams in chunks of `chunk` bytes: the simulator's trees are small,
+    /// and only small chunks make their SNAPs take the time (and so become
+    /// as fuzzy) that large trees' do.
+    #[cfg(test)]
+    pub fn with_chunk(chunk: usize) -> SnapSender {
+        SnapSender {
+            chunk,
+            ..SnapSender::default()
+        }
+    }
+
     /// Starts streaming `to` an image of `tree` as it is now.
     pub fn start(&mut self, now_ms: u64, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) {
         let cursor = tree.start_snapshot();
@@ -138,6 +160,7 @@ impl SnapSender {
     }
 
     fn step_one(&mut self, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) -> Progress {
+        let chunk_size = self.chunk;
         let Some(stream) = self.streams.get_mut(&to) else {
             return Progress::Finished;
         };
@@ -149,18 +172,18 @@ impl SnapSender {
                     self.streams.remove(&to);
                     return Progress::LinkGone;
                 }
-                Some(queued) if queued >= MAX_QUEUED => break,
+                Some(queued) if queued >= MAX_QUEUED_CHUNKS * chunk_size => break,
                 Some(_) => {}
             }
             let Some(cursor) = stream.cursor.as_mut() else {
-                if !stream.release(to, peers) {
+                if !stream.release(to, chunk_size, peers) {
                     self.streams.remove(&to);
                     return Progress::Finished;
                 }
                 sent += 1;
                 continue;
             };
-            if let Some(chunk) = cursor.take_chunk(MAX_SNAP_CHUNK) {
+            if let Some(chunk) = cursor.take_chunk(chunk_size) {
                 let len = chunk.len() as u64;
                 peers.send_snap_chunk(to, stream.offset, chunk, None);
                 stream.offset += len;
@@ -168,11 +191,11 @@ impl SnapSender {
                 continue;
             }
             let mut done = false;
-            while !done && cursor.buffered() < MAX_SNAP_CHUNK {
+            while !done && cursor.buffered() < chunk_size {
                 done = cursor.step(tree, NODES_PER_STEP);
             }
             if done {
-                stream.finish_image(to, tree, peers);
+                stream.finish_image(to, tree, chunk_size, peers);
                 sent += 1;
             }
         }
@@ -195,15 +218,21 @@ enum Progress {
 impl Stream {
     /// Sends the image's tail, marked with how far the tree got while it
     /// was written; the held messages follow it.
-    fn finish_image(&mut self, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) {
+    fn finish_image(
+        &mut self,
+        to: ServerId,
+        tree: &DataTree,
+        chunk_size: usize,
+        peers: &mut dyn PeerLinks,
+    ) {
         let Some(cursor) = self.cursor.take() else {
             return;
         };
         let zxid = cursor.zxid();
         let fuzzy_through = tree.last_zxid();
         let mut rest = cursor.finish();
-        while rest.len() > MAX_SNAP_CHUNK {
-            let chunk = rest.split_to(MAX_SNAP_CHUNK);
+        while rest.len() > chunk_size {
+            let chunk = rest.split_to(chunk_size);
             let len = chunk.len() as u64;
             peers.send_snap_chunk(to, self.offset, chunk, None);
             self.offset += len;
@@ -214,8 +243,8 @@ impl Stream {
     }
 
     /// Sends held messages, a chunk's worth; false once none are left.
-    fn release(&mut self, to: ServerId, peers: &mut dyn PeerLinks) -> bool {
-        let mut budget = MAX_SNAP_CHUNK;
+    fn release(&mut self, to: ServerId, chunk_size: usize, peers: &mut dyn PeerLinks) -> bool {
+        let mut budget = chunk_size;
         while let Some(message) = self.held.pop_front() {
             let bytes = weight(&message);
             self.held_bytes -= bytes;

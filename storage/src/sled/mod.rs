@@ -117,6 +117,10 @@ pub struct SledStorage {
 /// sled's page cache per database (its default is 1 GiB).
 const CACHE_BYTES: u64 = 32 * 1024 * 1024;
 
+/// Key of the last fuzzy image installed, beside the epochs (it is about
+/// as small and as rarely written).
+const FUZZY_IMAGE: &str = "fuzzyImage";
+
 /// Key of the purge mark in `log_meta`.
 const PURGED_THROUGH: &str = "purgedThrough";
 
@@ -428,6 +432,30 @@ impl SnapshotStore for SledStorage {
 
     fn sync_snapshots(&mut self) -> Result<()> {
         self.snapshots.sync_dir()
+    }
+
+    fn set_fuzzy_image(&mut self, zxid: Zxid, end: Zxid) -> Result<()> {
+        let mut value = [0u8; 16];
+        value[..8].copy_from_slice(&key(zxid));
+        value[8..].copy_from_slice(&key(end));
+        self.epochs.insert(FUZZY_IMAGE, &value)?;
+        self.flush_data()
+    }
+
+    fn fuzzy_image(&self) -> Result<Option<(Zxid, Zxid)>> {
+        let Some(value) = self.epochs.get(FUZZY_IMAGE)? else {
+            return Ok(None);
+        };
+        let corrupt = || StorageError::Corrupt(FUZZY_IMAGE.into());
+        let half = |range: std::ops::Range<usize>| -> Result<Zxid> {
+            let raw: [u8; 8] = value
+                .get(range)
+                .ok_or_else(corrupt)?
+                .try_into()
+                .map_err(|_| corrupt())?;
+            Ok(Zxid(i64::from_be_bytes(raw)))
+        };
+        Ok(Some((half(0..8)?, half(8..16)?)))
     }
 }
 

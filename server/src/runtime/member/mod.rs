@@ -29,7 +29,7 @@ use crate::failpoints::{active, Failpoint};
 pub(crate) use ports::{PeerLinks, StorageJobs};
 use std::collections::VecDeque;
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, Txn};
+use zkd_storage::Txn;
 
 mod node_commands;
 mod ports;
@@ -166,6 +166,12 @@ impl Member {
             Role::Leading(l) => Some(l.epoch()),
             _ => None,
         }
+    }
+
+    /// Streams SNAPs in chunks of `chunk` bytes (see `SnapSender::with_chunk`).
+    #[cfg(test)]
+    pub fn pace_snapshots(&mut self, chunk: usize) {
+        self.snaps_out = SnapSender::with_chunk(chunk);
     }
 
     /// Whether this member leads an epoch it chose but has not established.
@@ -399,7 +405,7 @@ impl Member {
                 }
                 return self.look(ctx);
             }
-            StorageReport::Rebuilt(RebuiltTree(tree)) => return self.rebuilt(ctx, *tree),
+            StorageReport::Rebuilt(rebuilt) => return self.rebuilt(ctx, rebuilt),
             StorageReport::DurableState(read) => {
                 if matches!(self.waiting, Waiting::State) {
                     return self.start_round(ctx, read);
@@ -616,10 +622,7 @@ impl Member {
                         cut: after,
                     }
                 } else {
-                    Reload::Rebuild {
-                        fuzzy_through: Zxid::ZERO,
-                        installed: false,
-                    }
+                    Reload::Rebuild { installed: false }
                 };
                 self.reload_after_storage(reload)
             }
@@ -628,12 +631,12 @@ impl Member {
                 image,
                 fuzzy_through,
             } => {
-                ctx.jobs
-                    .submit(StorageJob::InstallSnapshot { zxid, image })?;
-                self.reload_after_storage(Reload::Rebuild {
+                ctx.jobs.submit(StorageJob::InstallSnapshot {
+                    zxid,
+                    image,
                     fuzzy_through,
-                    installed: true,
-                })
+                })?;
+                self.reload_after_storage(Reload::Rebuild { installed: true })
             }
             // Planted (skip-epoch-write): the epoch changes in memory only;
             // the barrier after it still comes, so the role carries on.

@@ -13,18 +13,14 @@ pub(super) enum Reload {
     /// which the storage thread reads.
     CatchUp { tree_at: Zxid, cut: Zxid },
     /// The storage thread rebuilds the tree from disk (a cut below the tree,
-    /// or a leader's image, whose txns through `fuzzy_through` may be in it
-    /// already).
-    Rebuild {
-        fuzzy_through: Zxid,
-        installed: bool,
-    },
+    /// or a leader's image: `installed`), and says where it is fuzzy.
+    Rebuild { installed: bool },
 }
 
 /// What the storage thread read for a reload.
 pub(super) enum Loaded {
     /// The tree, rebuilt from disk.
-    Tree(DataTree),
+    Tree(RebuiltTree),
     /// The logged txns a catch-up applies.
     Logged(LoggedTxns),
 }
@@ -174,11 +170,15 @@ impl Member {
     /// The storage thread rebuilt the tree from disk: for a reload, or for
     /// a diverged tree after the role's drain (then the vote follows). A
     /// rebuild that comes after its role ended is still what is on disk.
-    pub(super) fn rebuilt(&mut self, ctx: &mut Ctx<'_>, tree: DataTree) -> Result<(), ServeError> {
+    pub(super) fn rebuilt(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        rebuilt: RebuiltTree,
+    ) -> Result<(), ServeError> {
         match self.waiting {
-            Waiting::Reload { .. } => self.reloaded(ctx, Loaded::Tree(tree)),
+            Waiting::Reload { .. } => self.reloaded(ctx, Loaded::Tree(rebuilt)),
             Waiting::Drain => {
-                ctx.node.replace_tree(tree, Zxid::ZERO);
+                ctx.node.replace_tree(*rebuilt.tree, rebuilt.fuzzy_through);
                 if self.diverged == Divergence::Rebuild {
                     self.diverged = Divergence::AwaitingSnapshot;
                     return self.look(ctx);
@@ -203,14 +203,8 @@ impl Member {
             (Reload::CatchUp { cut, .. }, Loaded::Logged(logged)) => {
                 self.catch_up_tree(ctx, logged, cut)?
             }
-            (
-                Reload::Rebuild {
-                    fuzzy_through,
-                    installed,
-                },
-                Loaded::Tree(tree),
-            ) => {
-                ctx.node.replace_tree(tree, fuzzy_through);
+            (Reload::Rebuild { installed }, Loaded::Tree(rebuilt)) => {
+                ctx.node.replace_tree(*rebuilt.tree, rebuilt.fuzzy_through);
                 if installed {
                     self.diverged = Divergence::None;
                 }

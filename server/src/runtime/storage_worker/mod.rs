@@ -57,10 +57,13 @@ pub enum StorageJob {
         permit: super::peer::ReadPermit,
     },
     /// A follower's SNAP: the history becomes this image, as of `zxid`
-    /// (`zkd_storage::store::install_snapshot`). Durable before any later job runs.
+    /// (`zkd_storage::store::install_snapshot`). Durable before any later job
+    /// runs. A fuzzy image (txns through `fuzzy_through` may be in it) is
+    /// recorded as such first, so a restart from it knows.
     InstallSnapshot {
         zxid: Zxid,
         image: zkd_storage::store::SnapshotSource,
+        fuzzy_through: Zxid,
     },
     /// Reports `Reached(token)` once every job before it is durable (local
     /// snapshots excepted, see the module doc).
@@ -101,11 +104,16 @@ pub enum StorageReport {
 
 /// A tree rebuilt by the storage thread. Reports compare by zxid and digest.
 #[derive(Debug)]
-pub struct RebuiltTree(pub Box<zkd_storage::DataTree>);
+pub struct RebuiltTree {
+    pub tree: Box<zkd_storage::DataTree>,
+    /// Txns through here may already be in it (see `recovery::fuzzy_through`).
+    pub fuzzy_through: Zxid,
+}
 
 impl PartialEq for RebuiltTree {
     fn eq(&self, other: &Self) -> bool {
-        (self.0.last_zxid(), self.0.digest()) == (other.0.last_zxid(), other.0.digest())
+        let key = |r: &RebuiltTree| (r.tree.last_zxid(), r.tree.digest(), r.fuzzy_through);
+        key(self) == key(other)
     }
 }
 
@@ -299,8 +307,15 @@ impl<S: Store> Worker<S> {
                 }
                 self.storage.append_snapshot(SnapshotSlot::Staging, &data)?;
             }
-            StorageJob::InstallSnapshot { zxid, image } => {
+            StorageJob::InstallSnapshot {
+                zxid,
+                image,
+                fuzzy_through,
+            } => {
                 self.settle_snapshots()?;
+                if fuzzy_through > zxid {
+                    self.storage.set_fuzzy_image(zxid, fuzzy_through)?;
+                }
                 zkd_storage::store::install_snapshot(&mut self.storage, zxid, image)?;
                 tracing::info!(%zxid, "snapshot from the leader installed");
             }
@@ -309,7 +324,11 @@ impl<S: Store> Worker<S> {
             StorageJob::Barrier(token) => self.report(StorageReport::Reached(token)),
             StorageJob::Rebuild => {
                 let tree = super::recovery::rebuild(&self.storage)?;
-                self.report(StorageReport::Rebuilt(RebuiltTree(Box::new(tree))));
+                let fuzzy_through = super::recovery::fuzzy_through(&self.storage, &tree)?;
+                self.report(StorageReport::Rebuilt(RebuiltTree {
+                    tree: Box::new(tree),
+                    fuzzy_through,
+                }));
             }
             StorageJob::ReadDurableState { window, tree_at } => {
                 let state = super::recovery::durable_state(&self.storage, window)?;

@@ -104,6 +104,12 @@ impl SnapshotStore for Recorder {
     fn purge_snapshots(&mut self, retain: usize) -> Result<Option<Zxid>> {
         self.inner.purge_snapshots(retain)
     }
+    fn set_fuzzy_image(&mut self, zxid: Zxid, end: Zxid) -> Result<()> {
+        self.inner.set_fuzzy_image(zxid, end)
+    }
+    fn fuzzy_image(&self) -> Result<Option<(Zxid, Zxid)>> {
+        self.inner.fuzzy_image()
+    }
 }
 
 impl EpochStore for Recorder {
@@ -303,6 +309,7 @@ fn an_installed_snapshot_replaces_the_history_before_later_jobs() {
             StorageJob::InstallSnapshot {
                 zxid: Zxid(10),
                 image: SnapshotSource::Whole(leader.to_image()),
+                fuzzy_through: Zxid::ZERO,
             },
             persist(11),
             StorageJob::Barrier(1),

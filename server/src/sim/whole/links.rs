@@ -42,6 +42,9 @@ pub struct SimLinks {
     snapping: BTreeMap<ServerId, Zxid>,
     /// Ids of connections this member opens (unique per incarnation).
     next_conn: u64,
+    /// Bytes of SNAP pieces sent on each connection and not yet read by
+    /// the other end: a slow or stopped reader holds the leader's image back.
+    unread: BTreeMap<u64, usize>,
 }
 
 impl SimLinks {
@@ -52,12 +55,21 @@ impl SimLinks {
             outbox: Vec::new(),
             snapping: BTreeMap::new(),
             next_conn: first_conn,
+            unread: BTreeMap::new(),
+        }
+    }
+
+    /// The other end read `bytes` of SNAP pieces sent on `conn`.
+    pub fn read(&mut self, conn: u64, bytes: usize) {
+        if let Some(unread) = self.unread.get_mut(&conn) {
+            *unread = unread.saturating_sub(bytes);
         }
     }
 
     fn close(&mut self, peer: ServerId) {
         self.snapping.remove(&peer);
         if let Some(conn) = self.quorum.remove(&peer) {
+            self.unread.remove(&conn);
             self.outbox.push((peer, Wire::Closed { conn }));
         }
     }
@@ -105,6 +117,7 @@ impl PeerLinks for SimLinks {
         let (Some(&conn), Some(&zxid)) = (self.quorum.get(&to), self.snapping.get(&to)) else {
             return;
         };
+        *self.unread.entry(conn).or_default() += data.len();
         let piece = SnapPiece {
             zxid,
             offset,
@@ -115,8 +128,8 @@ impl PeerLinks for SimLinks {
     }
 
     fn queued_bytes(&self, to: ServerId) -> Option<usize> {
-        // The simulated network takes whatever it is given.
-        self.quorum.contains_key(&to).then_some(0)
+        let conn = self.quorum.get(&to)?;
+        Some(self.unread.get(conn).copied().unwrap_or(0))
     }
 
     fn max_queued_bytes(&self) -> usize {

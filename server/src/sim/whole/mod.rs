@@ -74,6 +74,8 @@ pub struct WholeCounts {
     pub disk_errors: u64,
     /// Messages of a closed connection that still reached their member.
     pub late_reads: u64,
+    /// SNAP images received that held txns past their zxid (fuzzy).
+    pub fuzzy_snaps: u64,
     pub clients: ClientCounts,
 }
 
@@ -88,6 +90,7 @@ impl std::ops::AddAssign for WholeCounts {
         self.torn_writes += o.torn_writes;
         self.disk_errors += o.disk_errors;
         self.late_reads += o.late_reads;
+        self.fuzzy_snaps += o.fuzzy_snaps;
         self.clients += o.clients;
     }
 }
@@ -154,9 +157,6 @@ struct WholeSim {
     /// Members whose tree a script damaged, and since when: exempt from the
     /// digest check until they serve again after a SNAP.
     damaged: BTreeMap<ServerId, u64>,
-    /// The last fuzzy image each member received from a leader: its zxid,
-    /// and the last txn that may be in it.
-    fuzzy_images: BTreeMap<ServerId, (Zxid, Zxid)>,
     /// Every DIFF, TRUNC and SNAP a member received: when, who, which, zxid.
     syncs: Vec<(u64, ServerId, SyncKind, Zxid)>,
     /// Scripts' traps (none in random runs), and what they did.
@@ -179,6 +179,16 @@ struct WholeSim {
     quorum_durable: BTreeSet<Zxid>,
     counts: WholeCounts,
     trace: bool,
+}
+
+/// SNAP chunks small enough that a simulated tree's image takes several
+/// round trips, as a large tree's does: writes land while it streams, and
+/// images come out fuzzy.
+const SNAP_CHUNK: usize = 512;
+
+fn paced(mut member: Member) -> Member {
+    member.pace_snapshots(SNAP_CHUNK);
+    member
 }
 
 /// Runs one schedule with whole members; the first broken invariant is an
@@ -226,7 +236,6 @@ impl WholeSim {
             writes_held: false,
             stalled: BTreeSet::new(),
             damaged: BTreeMap::new(),
-            fuzzy_images: BTreeMap::new(),
             syncs: Vec::new(),
             traps: Vec::new(),
             sprung: Vec::new(),
@@ -278,11 +287,13 @@ impl WholeSim {
             seed: id.0 + self.incarnations,
             ..CoreConfig::default()
         };
-        let node = Node::new_member(config, tree, self.at(id));
+        let fuzzy_through = recovery::fuzzy_through(&disk, &tree)
+            .map_err(|e| Violation(format!("member {id} cannot read its disk: {e}")))?;
+        let node = Node::new_member(config, tree, fuzzy_through, self.at(id));
         let (reports_tx, reports) = unbounded_channel();
         self.incarnations += 1;
         let process = Process {
-            member: Member::new(id, self.voters.clone(), self.timing),
+            member: paced(Member::new(id, self.voters.clone(), self.timing)),
             node,
             links: SimLinks::new(self.incarnations << 32),
             submitted: VecDeque::new(),
@@ -493,11 +504,9 @@ impl WholeSim {
             }
             self.damaged.remove(&id);
         }
-        // A tree from a fuzzy image holds later txns until it reaches them,
-        // and so does one recovered from that image after a restart.
-        let fuzzy_end = p.node.fuzzy_through();
-        let in_image = |&(base, end): &(Zxid, Zxid)| base <= zxid && zxid < end;
-        let exact = zxid >= fuzzy_end && !self.fuzzy_images.get(&id).is_some_and(in_image);
+        // A tree from a fuzzy image holds later txns until it reaches them
+        // (also one recovered from that image: the node must know).
+        let exact = zxid >= p.node.fuzzy_through();
         if let Some(seen) = exact.then(|| self.digests.insert(zxid, digest)).flatten() {
             if seen != digest {
                 return Err(Violation(format!(

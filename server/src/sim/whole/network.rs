@@ -93,6 +93,10 @@ impl WholeSim {
             held.1.push_back(Held::Packet(from, wire));
             return Ok(());
         }
+        if let (Wire::Snap { conn, piece }, Some(Some(sender))) = (&wire, self.procs.get_mut(&from))
+        {
+            sender.links.read(*conn, piece.data.len());
+        }
         let permit = self.permit();
         let late = match &wire {
             Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => match self.dead.get(conn) {
@@ -113,10 +117,8 @@ impl WholeSim {
         let snap_done =
             matches!(&wire, Wire::Snap { piece, .. } if !late && piece.fuzzy_through.is_some());
         if let Wire::Snap { piece, .. } = &wire {
-            // Its disk may keep the image, and a restart start from it.
-            if let Some(end) = piece.fuzzy_through.filter(|end| *end > piece.zxid) {
-                self.fuzzy_images.insert(to, (piece.zxid, end));
-            }
+            let fuzzy = piece.fuzzy_through.is_some_and(|end| end > piece.zxid);
+            self.counts.fuzzy_snaps += u64::from(fuzzy && !late);
         }
         let event = match wire {
             Wire::Notification(n) => PeerEvent::Notification(n),

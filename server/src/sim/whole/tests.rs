@@ -60,6 +60,10 @@ fn whole_members_under_crashes_and_partitions_keep_what_clients_saw() {
         "no closed link's message was read late: {counts:?}"
     );
     assert!(
+        counts.fuzzy_snaps > 0,
+        "no SNAP image was fuzzy: {counts:?}"
+    );
+    assert!(
         c.creates_acked > 0 && c.reads_found > 0 && c.syncs > 0,
         "{counts:?}"
     );

@@ -14,8 +14,9 @@ use zkd_protocol::Zxid;
 pub enum JobKind {
     /// An append (written by the job, synced when its batch ends).
     Append(Zxid),
-    /// A leader's SNAP installed (durable when the job is done).
-    Install(Zxid),
+    /// A leader's SNAP installed (durable when the job is done): its zxid,
+    /// and the last txn it may hold (fuzzy if later).
+    Install(Zxid, Zxid),
     Truncate(Zxid),
     AcceptedEpoch(u32),
     CurrentEpoch(u32),
@@ -26,7 +27,11 @@ impl JobKind {
     pub fn of(job: &StorageJob) -> JobKind {
         match job {
             StorageJob::Persist { txn, .. } => JobKind::Append(txn.zxid()),
-            StorageJob::InstallSnapshot { zxid, .. } => JobKind::Install(*zxid),
+            StorageJob::InstallSnapshot {
+                zxid,
+                fuzzy_through,
+                ..
+            } => JobKind::Install(*zxid, *fuzzy_through),
             StorageJob::Truncate(zxid) => JobKind::Truncate(*zxid),
             StorageJob::SetAcceptedEpoch(e) => JobKind::AcceptedEpoch(*e),
             StorageJob::SetCurrentEpoch(e) => JobKind::CurrentEpoch(*e),
