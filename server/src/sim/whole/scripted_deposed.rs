@@ -54,6 +54,17 @@ fn lone_durable(s: &mut Script, id: ServerId, base: Zxid) -> Result<(), String> 
 fn deposed_leader_down(s: &mut Script) -> Result<(ServerId, Vec<Zxid>), String> {
     let (old, base) = cut_off_leader_with_lone_txns(s)?;
     lone_durable(s, old, base)?;
+    let lone = down_while_others_move_on(s, old, base)?;
+    Ok((old, lone))
+}
+
+/// The cut-off leader `old` loses power; the others elect a leader and
+/// commit more. Returns its lone txns, those past `base` its disk kept.
+fn down_while_others_move_on(
+    s: &mut Script,
+    old: ServerId,
+    base: Zxid,
+) -> Result<Vec<Zxid>, String> {
     s.crash(old);
     let lone = s.logged_after(old, base);
     s.heal();
@@ -62,7 +73,7 @@ fn deposed_leader_down(s: &mut Script) -> Result<(ServerId, Vec<Zxid>), String> 
         s.leader().is_some_and(|l| l != old)
     })?;
     s.more_writes(10, 10_000)?;
-    Ok((old, lone))
+    Ok(lone)
 }
 
 /// Fails unless the first sync member `id` received since `since` is `kind`.
@@ -281,14 +292,7 @@ fn snapshot_with_outstanding_proposals(seed: u64) -> Result<(), String> {
             "expected a snapshot below the outstanding {lone:?}, got {snap}"
         ));
     }
-    s.crash(old);
-    let lone = s.logged_after(old, base);
-    s.heal();
-    s.unpin_clients()?;
-    s.run_until("a new leader", 10_000, |s| {
-        s.leader().is_some_and(|l| l != old)
-    })?;
-    s.more_writes(10, 10_000)?;
+    let lone = down_while_others_move_on(&mut s, old, base)?;
     let since = s.now();
     s.restart(old)?;
     s.run_until("it rejoins and serves", 15_000, |s| s.serving(old))?;
