@@ -97,7 +97,8 @@ impl std::ops::AddAssign for WholeCounts {
 
 /// What reached a paused member, delivered when it resumes.
 enum Held {
-    Packet(ServerId, Wire),
+    /// A peer's packet, and whether its connection had closed (read late).
+    Packet(ServerId, Wire, bool),
     Client(Event),
 }
 
@@ -142,8 +143,11 @@ struct WholeSim {
     one_way: BTreeSet<(ServerId, ServerId)>,
     held: BTreeMap<(ServerId, ServerId), VecDeque<Wire>>,
     /// Quorum connections closed or broken: what is on its way on them is
-    /// lost, except what arrives before the time given (read just before).
-    dead: BTreeMap<u64, u64>,
+    /// lost, except the packets read just before (`late_reads`, by their
+    /// place in `in_flight`), which arrive by the time `late_until` gives.
+    dead: BTreeSet<u64>,
+    late_reads: BTreeSet<(u64, u64)>,
+    late_until: BTreeMap<u64, u64>,
     /// The last notification each member sent each other one, carried again
     /// when a cut link heals, as the runtime's election links do.
     last_notification: BTreeMap<(ServerId, ServerId), Notification>,
@@ -229,7 +233,9 @@ impl WholeSim {
             cut: BTreeSet::new(),
             one_way: BTreeSet::new(),
             held: BTreeMap::new(),
-            dead: BTreeMap::new(),
+            dead: BTreeSet::new(),
+            late_reads: BTreeSet::new(),
+            late_until: BTreeMap::new(),
             last_notification: BTreeMap::new(),
             restarts: BTreeMap::new(),
             failing: BTreeSet::new(),

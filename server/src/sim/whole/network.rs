@@ -47,27 +47,53 @@ impl WholeSim {
     }
 
     /// Connection `conn` closed or broke. Returns whether it was open.
-    /// What was read from it just before (a prefix of what is still on its
-    /// way, as the runtime's event channel may hold it) still reaches the
-    /// member, half the time, and the member must see that it is stale.
+    /// Half the time, what is still on its way was read just before (as
+    /// the runtime's link reader may hold it, waiting for its read budget)
+    /// and reaches the member up to [`LATE_READ_MS`] later, in order and
+    /// before the close, but maybe after what a newer connection brought:
+    /// the member must see that it is stale. Otherwise it is lost.
     pub(super) fn kill_conn(&mut self, conn: u64) -> bool {
-        if self.dead.contains_key(&conn) {
+        if !self.dead.insert(conn) {
             return false;
         }
-        let read_until = match self.rng.below(2) {
-            0 => self.now + self.rng.below(LATE_READ_MS),
-            _ => self.now,
-        };
-        self.dead.insert(conn, read_until);
+        if self.rng.below(2) == 0 {
+            let lag = self.now + 1 + self.rng.below(LATE_READ_MS);
+            let on_conn: Vec<(u64, u64)> = self
+                .in_flight
+                .iter()
+                .filter(|(_, (_, _, w))| wire_conn(w) == Some(conn))
+                .map(|(key, _)| *key)
+                .collect();
+            let mut last = lag;
+            for key in on_conn {
+                let Some(entry) = self.in_flight.remove(&key) else {
+                    continue;
+                };
+                // Past the link's FIFO clock: a newer connection's packets
+                // on the same path may come first.
+                self.seq += 1;
+                let at = key.0.max(lag);
+                last = last.max(at);
+                self.in_flight.insert((at, self.seq), entry);
+                self.late_reads.insert((at, self.seq));
+            }
+            self.late_until.insert(conn, last);
+        }
         true
     }
 
     /// Puts `wire` on the link from `from` to `to`, `delay` ms from now and
     /// never before what the link already carries (FIFO).
+    /// A close comes after what its connection still delivers late.
     pub(super) fn queue(&mut self, from: ServerId, to: ServerId, wire: Wire, delay: u64) {
+        let late = match &wire {
+            Wire::Closed { conn } => self.late_until.get(conn).copied(),
+            _ => None,
+        };
         let link = self.link_clock.entry((from, to)).or_insert(0);
-        let at = (self.now + delay).max(*link);
+        let mut at = (self.now + delay).max(*link);
         *link = at;
+        at = at.max(late.unwrap_or(0));
         self.seq += 1;
         self.in_flight.insert((at, self.seq), (from, to, wire));
     }
@@ -82,15 +108,28 @@ impl WholeSim {
             if entry.key().0 > self.now {
                 break;
             }
+            let key = *entry.key();
             let (from, to, wire) = entry.remove();
-            self.deliver(from, to, wire)?;
+            // A dead connection's packets are lost, unless read before it died.
+            let late = wire_conn(&wire).is_some_and(|c| self.dead.contains(&c));
+            if late && !self.late_reads.remove(&key) {
+                continue;
+            }
+            self.deliver(from, to, wire, late)?;
         }
         Ok(())
     }
 
-    fn deliver(&mut self, from: ServerId, to: ServerId, wire: Wire) -> Result<(), Violation> {
+    /// `late`: read from a connection closed since.
+    fn deliver(
+        &mut self,
+        from: ServerId,
+        to: ServerId,
+        wire: Wire,
+        late: bool,
+    ) -> Result<(), Violation> {
         if let Some(held) = self.paused.get_mut(&to) {
-            held.1.push_back(Held::Packet(from, wire));
+            held.1.push_back(Held::Packet(from, wire, late));
             return Ok(());
         }
         if let (Wire::Snap { conn, piece }, Some(Some(sender))) = (&wire, self.procs.get_mut(&from))
@@ -98,14 +137,6 @@ impl WholeSim {
             sender.links.read(*conn, piece.data.len());
         }
         let permit = self.permit();
-        let late = match &wire {
-            Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => match self.dead.get(conn) {
-                Some(&read_until) if self.now < read_until => true,
-                Some(_) => return Ok(()),
-                None => false,
-            },
-            _ => false,
-        };
         let Some(Some(p)) = self.procs.get_mut(&to) else {
             return Ok(());
         };
@@ -218,7 +249,8 @@ impl WholeSim {
             self.trace_line(format_args!("member {id}: resumes"));
             for item in held {
                 match item {
-                    Held::Packet(from, wire) => self.deliver(from, id, wire)?,
+                    // In its socket while it was stopped: read, stale or not.
+                    Held::Packet(from, wire, late) => self.deliver(from, id, wire, late)?,
                     Held::Client(event) => self.feed_nodes(vec![(id, event)])?,
                 }
             }
@@ -376,5 +408,13 @@ impl WholeSim {
                 }
             }
         }
+    }
+}
+
+/// The quorum connection `wire` travels on, if it carries data.
+fn wire_conn(wire: &Wire) -> Option<u64> {
+    match wire {
+        Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => Some(*conn),
+        Wire::Notification(_) | Wire::Closed { .. } => None,
     }
 }
