@@ -265,7 +265,15 @@ impl Member {
         self.after_election(ctx)?;
         match &mut self.role {
             Role::Leading(l) => l.handle_timeout(ctx.now.mono_ms),
-            Role::Following(f) => f.handle_timeout(ctx.now.mono_ms),
+            Role::Following(f) => {
+                // The member's own storage work (a SNAP's install, a rebuild)
+                // is not the leader's silence: the link's reader may wait for
+                // the read budget meanwhile, the leader's pings behind it.
+                if matches!(self.waiting, Waiting::Reload { .. }) {
+                    f.heard_from_leader(ctx.now.mono_ms);
+                }
+                f.handle_timeout(ctx.now.mono_ms)
+            }
             Role::Looking => {}
         }
         let moved = self
