@@ -102,9 +102,11 @@ pub enum StorageReport {
     Failed(String),
 }
 
-/// A tree rebuilt by the storage thread. Reports compare by zxid and digest.
+/// A tree rebuilt by the storage thread. Reports compare by zxid, digest
+/// and fuzzy end.
 #[derive(Debug)]
 pub struct RebuiltTree {
+    /// The tree, as a restart now would recover it.
     pub tree: Box<zkd_storage::DataTree>,
     /// Txns through here may already be in it (see `recovery::fuzzy_through`).
     pub fuzzy_through: Zxid,

@@ -7,6 +7,7 @@
 use super::trap::{JobKind, Moment};
 use super::{Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
+use crate::runtime::recovery;
 use crate::runtime::storage_worker::StorageJob;
 
 impl WholeSim {
@@ -53,10 +54,51 @@ impl WholeSim {
                 job: kind,
             });
             self.run_job(id, job)?;
+            if self.snapshot_to_check(kind) {
+                self.check_snapshot(id)?;
+            }
             self.spring(&Moment::AfterJob {
                 member: id,
                 job: kind,
             });
+        }
+    }
+
+    /// Every SNAP installed is checked, and every fourth local snapshot (a
+    /// member takes one each 40 txns, and each check rebuilds a tree).
+    fn snapshot_to_check(&mut self, kind: JobKind) -> bool {
+        match kind {
+            JobKind::Install(..) => true,
+            JobKind::Snapshot(_) => {
+                self.local_snapshots += 1;
+                self.local_snapshots.is_multiple_of(4)
+            }
+            _ => false,
+        }
+    }
+
+    /// A snapshot just saved or installed on member `id`'s disk, with the
+    /// log replayed over it (what a restart now would recover), equals the
+    /// tree any member had at that zxid: a snapshot of a mix of trees, or
+    /// a fuzzy image whose replay goes wrong, shows here.
+    fn check_snapshot(&mut self, id: ServerId) -> Result<(), Violation> {
+        let disk = self.disks[&id].power_cut_copy();
+        let tree = recovery::rebuild(&disk)
+            .map_err(|e| Violation(format!("member {id} cannot recover its disk: {e}")))?;
+        let fuzzy = recovery::fuzzy_through(&disk, &tree)
+            .map_err(|e| Violation(format!("member {id} cannot read its disk: {e}")))?;
+        let (zxid, digest) = (tree.last_zxid(), tree.digest());
+        match self.digests.get(&zxid) {
+            // No exact tree was seen there (yet), or this one may be fuzzy.
+            None => Ok(()),
+            Some(_) if zxid < fuzzy => Ok(()),
+            Some(seen) if *seen != digest => Err(Violation(format!(
+                "snapshot: member {id}'s disk recovers a tree at {zxid} that differs from another's"
+            ))),
+            Some(_) => {
+                self.counts.snapshots_checked += 1;
+                Ok(())
+            }
         }
     }
 

@@ -76,6 +76,8 @@ pub struct WholeCounts {
     pub late_reads: u64,
     /// SNAP images received that held txns past their zxid (fuzzy).
     pub fuzzy_snaps: u64,
+    /// Snapshots saved or installed that recovered a tree some member had.
+    pub snapshots_checked: u64,
     pub clients: ClientCounts,
 }
 
@@ -91,6 +93,7 @@ impl std::ops::AddAssign for WholeCounts {
         self.disk_errors += o.disk_errors;
         self.late_reads += o.late_reads;
         self.fuzzy_snaps += o.fuzzy_snaps;
+        self.snapshots_checked += o.snapshots_checked;
         self.clients += o.clients;
     }
 }
@@ -178,6 +181,8 @@ struct WholeSim {
     budget: Arc<Semaphore>,
     /// The member established as leader in each epoch.
     leaders: BTreeMap<u32, ServerId>,
+    /// Local snapshots saved so far, every fourth of which is checked.
+    local_snapshots: u64,
     /// Prefix consistency: the digest of any tree at each zxid.
     digests: BTreeMap<Zxid, u64>,
     quorum_durable: BTreeSet<Zxid>,
@@ -253,6 +258,7 @@ impl WholeSim {
             budget: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             leaders: BTreeMap::new(),
             digests: BTreeMap::new(),
+            local_snapshots: 0,
             quorum_durable: BTreeSet::new(),
             counts: WholeCounts::default(),
             trace: std::env::var_os("ZKD_SIM_TRACE").is_some(),

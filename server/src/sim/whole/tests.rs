@@ -64,6 +64,10 @@ fn whole_members_under_crashes_and_partitions_keep_what_clients_saw() {
         "no SNAP image was fuzzy: {counts:?}"
     );
     assert!(
+        counts.snapshots_checked > 0,
+        "no snapshot was compared with a tree: {counts:?}"
+    );
+    assert!(
         c.creates_acked > 0 && c.reads_found > 0 && c.syncs > 0,
         "{counts:?}"
     );

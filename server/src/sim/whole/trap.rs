@@ -18,6 +18,8 @@ pub enum JobKind {
     /// and the last txn it may hold (fuzzy if later).
     Install(Zxid, Zxid),
     Truncate(Zxid),
+    /// A local snapshot of the tree at this zxid (saved when the job is done).
+    Snapshot(Zxid),
     AcceptedEpoch(u32),
     CurrentEpoch(u32),
     Other,
@@ -33,6 +35,7 @@ impl JobKind {
                 ..
             } => JobKind::Install(*zxid, *fuzzy_through),
             StorageJob::Truncate(zxid) => JobKind::Truncate(*zxid),
+            StorageJob::Snapshot { zxid, .. } => JobKind::Snapshot(*zxid),
             StorageJob::SetAcceptedEpoch(e) => JobKind::AcceptedEpoch(*e),
             StorageJob::SetCurrentEpoch(e) => JobKind::CurrentEpoch(*e),
             _ => JobKind::Other,
