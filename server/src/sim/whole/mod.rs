@@ -8,12 +8,16 @@
 //! latency and the clock, all seeded. Clients (`clients`) speak jute to the
 //! nodes and check what they are answered.
 //!
-//! After every millisecond: trees at equal zxid have equal digests, a
-//! serving member's tree is durable on a quorum of disks (nothing a client
-//! can read may be lost), one leader is established per epoch and holds
-//! every acknowledged create. At the end the ensemble has converged and
-//! holds every acknowledged create and every node any client read.
+//! After every millisecond (`checks`): trees at equal zxid have equal
+//! digests, a serving member's tree is durable on a quorum of disks
+//! (nothing a client can read may be lost), no disk's currentEpoch is above
+//! its acceptedEpoch, one leader is established per epoch and holds every
+//! acknowledged create. After snapshots (`disk`): what a restart would
+//! recover equals the tree members had there. At the end the ensemble has
+//! converged and holds every acknowledged create and every node any client
+//! read.
 
+mod checks;
 mod clients;
 mod disk;
 mod links;
@@ -46,7 +50,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Semaphore;
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, EpochStore, MemStorage};
+use zkd_storage::MemStorage;
 
 /// Clients of the ensemble.
 const CLIENTS: usize = 6;
@@ -483,126 +487,6 @@ impl WholeSim {
             Some(Some(p)) => Some(p.node.mode()),
             _ => None,
         }
-    }
-
-    /// A disk's currentEpoch never passes its acceptedEpoch (a member takes
-    /// an epoch as current only after it accepted it).
-    fn check_epochs(&self, id: ServerId) -> Result<(), Violation> {
-        let disk = &self.disks[&id];
-        let accepted = disk.accepted_epoch().unwrap_or_default();
-        let current = disk.current_epoch().unwrap_or_default();
-        if accepted < current {
-            return Err(Violation(format!(
-                "epoch files: member {id} has acceptedEpoch {accepted} < currentEpoch {current}"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Invariants of member `id` after a step.
-    fn check_member(&mut self, id: ServerId) -> Result<(), Violation> {
-        let Some(Some(p)) = self.procs.get(&id) else {
-            return Ok(());
-        };
-        let tree = p.node.tree();
-        let (zxid, digest) = (tree.last_zxid(), tree.digest());
-        if let Some(&since) = self.damaged.get(&id) {
-            let snap = self
-                .syncs
-                .iter()
-                .any(|(at, to, kind, _)| *at >= since && *to == id && *kind == SyncKind::Snap);
-            if !(snap && matches!(p.node.mode(), Mode::Leading | Mode::Following)) {
-                return Ok(());
-            }
-            self.damaged.remove(&id);
-        }
-        // A tree from a fuzzy image holds later txns until it reaches them
-        // (also one recovered from that image: the node must know).
-        let exact = zxid >= p.node.fuzzy_through();
-        if let Some(seen) = exact.then(|| self.digests.insert(zxid, digest)).flatten() {
-            if seen != digest {
-                return Err(Violation(format!(
-                    "prefix consistency: member {id}'s tree at {zxid} differs from another's"
-                )));
-            }
-        }
-        let leading = (p.node.mode() == Mode::Leading)
-            .then(|| p.member.leading_epoch())
-            .flatten();
-        if let Some(epoch) = leading {
-            self.check_leader(id, epoch)?;
-        }
-        self.check_visible(id, zxid)
-    }
-
-    /// Memory is never ahead of disk, for the ensemble: whatever a client
-    /// can read is durable on a quorum. (A member's own disk may lag its
-    /// tree: a COMMIT, a quorum's ACKs, can come before its own fsync.)
-    fn check_visible(&mut self, id: ServerId, zxid: Zxid) -> Result<(), Violation> {
-        if !self.serving(id) || zxid == Zxid::ZERO || self.quorum_durable.contains(&zxid) {
-            return Ok(());
-        }
-        let holders: Vec<ServerId> = self
-            .disks
-            .iter()
-            .filter(|(_, disk)| disk.holds_durably(zxid))
-            .map(|(id, _)| *id)
-            .collect();
-        if !self.voters.is_quorum(&holders) {
-            return Err(Violation(format!(
-                "visibility: member {id} serves a tree at {zxid}, durable only on {holders:?}"
-            )));
-        }
-        self.quorum_durable.insert(zxid);
-        Ok(())
-    }
-
-    /// One established leader per epoch; a new one holds every write
-    /// acknowledged before it.
-    fn check_leader(&mut self, id: ServerId, epoch: u32) -> Result<(), Violation> {
-        match self.leaders.insert(epoch, id) {
-            Some(other) if other != id => Err(Violation(format!(
-                "leadership: members {other} and {id} both established in epoch {epoch}"
-            ))),
-            Some(_) => Ok(()),
-            None => {
-                let Some(Some(p)) = self.procs.get(&id) else {
-                    return Ok(());
-                };
-                let who = format!("leader {id} of epoch {epoch}");
-                self.clients.check_holds_acked(p.node.tree(), &who)
-            }
-        }
-    }
-
-    /// Whether every member serves one tree (which then is returned).
-    fn converged(&self) -> Result<&DataTree, Violation> {
-        let mut trees = Vec::new();
-        for (id, p) in &self.procs {
-            let Some(p) = p else {
-                return Err(Violation(format!(
-                    "liveness: member {id} is down at the end"
-                )));
-            };
-            if !matches!(p.node.mode(), Mode::Leading | Mode::Following) {
-                return Err(Violation(format!(
-                    "liveness: member {id} is not serving at the end ({})",
-                    p.member.describe()
-                )));
-            }
-            trees.push((*id, p.node.tree()));
-        }
-        let key = |t: &DataTree| (t.last_zxid(), t.digest());
-        if trees.windows(2).any(|w| key(w[0].1) != key(w[1].1)) {
-            let ends: Vec<_> = trees.iter().map(|(id, t)| (*id, key(t))).collect();
-            return Err(Violation(format!(
-                "convergence: the members end at {ends:?}"
-            )));
-        }
-        trees
-            .first()
-            .map(|(_, t)| *t)
-            .ok_or_else(|| Violation("no members".into()))
     }
 
     fn trace_line(&self, what: std::fmt::Arguments<'_>) {
