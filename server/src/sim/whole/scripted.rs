@@ -233,6 +233,19 @@ pub(super) fn behind_in_new_epoch(
     })
 }
 
+/// The one-line command that replays this test's script for `seed`, with
+/// the members' logs and the simulator's faults.
+pub(super) fn replay(seed: u64) -> String {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("sim::whole")
+        .to_owned();
+    format!(
+        "replay: ZKD_SIM_SEED={seed} ZKD_LOG=info ZKD_SIM_TRACE=1 cargo test -p zkd-server \
+         --features failpoints --lib {test} -- --exact --nocapture"
+    )
+}
+
 /// Runs `script` for seeds 1..=10 (or `ZKD_SIM_SEED`); a failure names its seed.
 pub(super) fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("ZKD_SIM_SEED")
@@ -251,7 +264,7 @@ pub(super) fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
     }
     for seed in seeds {
         if let Err(e) = script(seed) {
-            panic!("seed {seed}: {e}");
+            panic!("seed {seed}: {e}\n{}", replay(seed));
         }
     }
 }
