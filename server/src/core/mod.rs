@@ -32,6 +32,6 @@ pub(crate) use node_apply::apply_to_tree;
 pub use types::{Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]
-mod snapshot_tests;
+pub(crate) mod snapshot_tests;
 #[cfg(test)]
 mod tests;

@@ -15,8 +15,9 @@ fn at(ms: u64) -> Now {
     }
 }
 
-/// Txn `(epoch, counter)`: creates `/{prefix}{counter}`.
-fn create(epoch: u32, counter: u32, prefix: &str) -> Txn {
+/// Txn `(epoch, counter)`: creates `/{prefix}{counter}` (also the
+/// simulator's stray create that damages a tree).
+pub(crate) fn create(epoch: u32, counter: u32, prefix: &str) -> Txn {
     let zxid = Zxid::new(epoch, counter);
     let body = TxnBody::Create(
         OpCode::Create,

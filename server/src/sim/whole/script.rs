@@ -10,7 +10,7 @@ use crate::core::Mode;
 use crate::runtime::storage_worker::StorageJob;
 use crate::sim::Schedule;
 use zkd_protocol::Zxid;
-use zkd_storage::{MemStorage, Txn, TxnBody};
+use zkd_storage::MemStorage;
 
 /// A scripted whole-member run.
 pub struct Script {
@@ -171,7 +171,9 @@ impl Script {
     pub fn damage_tree(&mut self, id: ServerId) {
         if let Some(Some(p)) = self.sim.procs.get_mut(&id) {
             let zxid = p.node.tree().last_zxid();
-            p.node.damage_tree(&stray_create(zxid, "/damaged"));
+            let stray =
+                crate::core::snapshot_tests::create(zxid.epoch(), zxid.counter(), "damaged");
+            p.node.damage_tree(&stray);
             self.sim.damaged.insert(id, self.sim.now);
         }
     }
@@ -381,30 +383,5 @@ impl Script {
         self.sim
             .run()
             .map_err(|v| format!("{} (at {} ms)", v.0, self.sim.now))
-    }
-}
-
-/// A create of `path` stamped with `zxid`, which no client asked for.
-fn stray_create(zxid: Zxid, path: &str) -> Txn {
-    use zkd_protocol::records::{Acl, CreateTxn, TxnHeader};
-    let body = TxnBody::Create(
-        zkd_protocol::OpCode::Create,
-        CreateTxn {
-            path: path.into(),
-            data: None,
-            acl: vec![Acl::world(31)],
-            ephemeral: false,
-            parent_c_version: 0,
-        },
-    );
-    Txn {
-        header: TxnHeader {
-            client_id: 1,
-            cxid: 0,
-            zxid: zxid.0,
-            time: 0,
-            r#type: body.type_code(),
-        },
-        body,
     }
 }
