@@ -27,6 +27,7 @@ mod script_disk;
 mod scripted;
 mod scripted_deposed;
 mod scripted_election;
+mod scripted_links;
 mod scripted_snap;
 mod scripted_sync;
 mod tests;
@@ -149,6 +150,9 @@ struct WholeSim {
     /// Directions (from, to) a one-way partition holds, and what it holds.
     one_way: BTreeSet<(ServerId, ServerId)>,
     held: BTreeMap<(ServerId, ServerId), VecDeque<Wire>>,
+    /// What a script sets aside as it is sent, for it to release later.
+    aside_when: Option<network::Aside>,
+    aside: Vec<(ServerId, ServerId, Wire)>,
     /// Quorum connections closed or broken: what is on its way on them is
     /// lost, except the packets read just before (`late_reads`, by their
     /// place in `in_flight`), which arrive by the time `late_until` gives.
@@ -242,6 +246,8 @@ impl WholeSim {
             cut: BTreeSet::new(),
             one_way: BTreeSet::new(),
             held: BTreeMap::new(),
+            aside_when: None,
+            aside: Vec::new(),
             dead: BTreeSet::new(),
             late_reads: BTreeSet::new(),
             late_until: BTreeMap::new(),

@@ -15,6 +15,9 @@ use crate::runtime::peer::PeerEvent;
 /// How long after its connection closed a message may still reach its member.
 const LATE_READ_MS: u64 = 200;
 
+/// Which packets (from, to, what) a script sets aside as they are sent.
+pub(super) type Aside = Box<dyn FnMut(ServerId, ServerId, &Wire) -> bool>;
+
 impl WholeSim {
     /// Puts what `from` sent on the link to `to`. A quorum message that
     /// cannot get there breaks its connection, and the sender learns.
@@ -85,7 +88,14 @@ impl WholeSim {
     /// Puts `wire` on the link from `from` to `to`, `delay` ms from now and
     /// never before what the link already carries (FIFO).
     /// A close comes after what its connection still delivers late.
+    /// A packet a script asked for is set aside instead.
     pub(super) fn queue(&mut self, from: ServerId, to: ServerId, wire: Wire, delay: u64) {
+        if let Some(aside) = &mut self.aside_when {
+            if aside(from, to, &wire) {
+                self.trace_line(format_args!("{from} -> {to}: set aside {wire:?}"));
+                return self.aside.push((from, to, wire));
+            }
+        }
         let late = match &wire {
             Wire::Closed { conn } => self.late_until.get(conn).copied(),
             _ => None,

@@ -4,7 +4,7 @@
 //! invariant of the random runs is checked after every millisecond.
 
 use super::trap::{Action, Moment};
-use super::{SyncKind, WholeSim};
+use super::{SyncKind, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::core::Mode;
 use crate::runtime::storage_worker::StorageJob;
@@ -227,6 +227,25 @@ impl Script {
 
     pub fn heal(&mut self) {
         self.sim.heal();
+    }
+
+    /// Packets `which` picks (from, to, what), as they are sent from now on,
+    /// wait aside until [`release_aside`](Self::release_aside).
+    pub fn set_aside(&mut self, which: impl FnMut(ServerId, ServerId, &Wire) -> bool + 'static) {
+        self.sim.aside_when = Some(Box::new(which));
+    }
+
+    /// How many packets wait aside.
+    pub fn aside(&self) -> usize {
+        self.sim.aside.len()
+    }
+
+    /// What waits aside is sent now, in order, and nothing more is set aside.
+    pub fn release_aside(&mut self) {
+        self.sim.aside_when = None;
+        for (from, to, wire) in std::mem::take(&mut self.sim.aside) {
+            self.sim.queue(from, to, wire, 1);
+        }
     }
 
     /// The clients' new creates wait until [`release_writes`](Self::release_writes).
