@@ -16,7 +16,7 @@ use zkd_storage::{DataTree, Txn};
 
 /// Nodes written per snapshot slice, and the pause between slices: about a
 /// millisecond of work every few milliseconds.
-const SNAPSHOT_STEP_NODES: usize = 2000;
+pub(super) const SNAPSHOT_SLICE_NODES: usize = 2000;
 const SNAPSHOT_STEP_INTERVAL_MS: u64 = 4;
 /// A slice also ends after this many bytes of image: with large nodes a
 /// count of nodes alone would copy hundreds of MiB in one slice and stall
@@ -178,7 +178,7 @@ impl Node {
             }
             nodes += SNAPSHOT_NODES_PER_LOOK;
             let bytes = cursor.buffered().saturating_sub(start);
-            if nodes >= SNAPSHOT_STEP_NODES || bytes >= SNAPSHOT_STEP_BYTES {
+            if nodes >= self.config.snapshot_slice_nodes || bytes >= SNAPSHOT_STEP_BYTES {
                 break false;
             }
         };

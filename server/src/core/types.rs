@@ -122,6 +122,9 @@ pub struct CoreConfig {
     pub super_digest: Option<String>,
     /// Snapshot after about this many txns (`snapCount`).
     pub snap_count: u64,
+    /// Nodes a local snapshot writes per slice. The simulator makes it small,
+    /// so that its small trees' snapshots span many steps as a large tree's do.
+    pub snapshot_slice_nodes: usize,
     /// How often containers and TTL nodes are checked, ms.
     pub container_check_interval_ms: u64,
     /// Seed for the snapshot jitter, so runs replay exactly.
@@ -142,6 +145,7 @@ impl Default for CoreConfig {
             extended_types: false,
             super_digest: None,
             snap_count: 100_000,
+            snapshot_slice_nodes: super::node::SNAPSHOT_SLICE_NODES,
             container_check_interval_ms: 60_000,
             seed: 1,
             max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,

@@ -131,6 +131,7 @@ pub fn core_config(config: &Config) -> CoreConfig {
         extended_types: config.extended_types_enabled,
         super_digest: config.super_digest.clone(),
         snap_count: config.snap_count,
+        snapshot_slice_nodes: CoreConfig::default().snapshot_slice_nodes,
         container_check_interval_ms: config.container_check_interval_ms,
         seed: config.my_id.unwrap_or(1),
         max_frame_bytes: config.jute_max_buffer,

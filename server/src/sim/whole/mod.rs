@@ -203,6 +203,11 @@ struct WholeSim {
 /// images come out fuzzy.
 const SNAP_CHUNK: usize = 512;
 
+/// Nodes per local snapshot slice: small enough that a simulated tree's
+/// snapshot spans many steps (a slice every few ms), and so syncs, TRUNC
+/// reloads and SNAP installs, as a large tree's does.
+const SNAPSHOT_SLICE_NODES: usize = 16;
+
 fn paced(mut member: Member) -> Member {
     member.pace_snapshots(SNAP_CHUNK);
     member
@@ -306,6 +311,7 @@ impl WholeSim {
             min_session_timeout_ms: 200,
             max_session_timeout_ms: 20_000,
             snap_count: 40,
+            snapshot_slice_nodes: SNAPSHOT_SLICE_NODES,
             seed: id.0 + self.incarnations,
             ..CoreConfig::default()
         };
