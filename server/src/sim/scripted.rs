@@ -236,10 +236,7 @@ pub(super) fn behind_in_new_epoch(
 /// The one-line command that replays this test's script for `seed`, with
 /// the members' logs and the simulator's faults.
 pub(super) fn replay(seed: u64) -> String {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("sim::whole")
-        .to_owned();
+    let test = std::thread::current().name().unwrap_or("sim").to_owned();
     format!(
         "replay: ZKD_SIM_SEED={seed} ZKD_LOG=info ZKD_SIM_TRACE=1 cargo test -p zkd-server \
          --features failpoints --lib {test} -- --exact --nocapture"
@@ -270,27 +267,27 @@ pub(super) fn each_seed(script: impl Fn(u64) -> Result<(), String>) {
 }
 
 #[test]
-fn whole_a_follower_whose_link_blipped_serves_no_uncommitted_txn() {
+fn a_follower_whose_link_blipped_serves_no_uncommitted_txn() {
     each_seed(|seed| rejoin_with_uncommitted(seed, Rejoin::Blip));
 }
 
 #[test]
-fn whole_a_restarted_follower_serves_no_uncommitted_txn() {
+fn a_restarted_follower_serves_no_uncommitted_txn() {
     each_seed(|seed| rejoin_with_uncommitted(seed, Rejoin::Restart));
 }
 
 #[test]
-fn whole_a_follower_whose_tree_diverged_stops_serving_and_resyncs_by_snap() {
+fn a_follower_whose_tree_diverged_stops_serving_and_resyncs_by_snap() {
     each_seed(a_damaged_follower_resyncs);
 }
 
 #[test]
-fn whole_zk_4712_a_follower_losing_its_leader_with_queued_appends_resyncs_cleanly() {
+fn zk_4712_a_follower_losing_its_leader_with_queued_appends_resyncs_cleanly() {
     each_seed(a_follower_losing_its_leader_with_queued_appends);
 }
 
 #[test]
-fn whole_a_leader_paused_past_its_followers_patience_rejoins_as_a_follower() {
+fn a_leader_paused_past_its_followers_patience_rejoins_as_a_follower() {
     each_seed(a_paused_leader_rejoins);
 }
 

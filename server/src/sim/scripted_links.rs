@@ -13,7 +13,7 @@ use crate::core::election::ServerId;
 const WATCH_MS: u64 = 3_000;
 
 #[test]
-fn whole_a_stale_close_of_a_replaced_link_ends_no_role() {
+fn a_stale_close_of_a_replaced_link_ends_no_role() {
     each_seed(a_stale_close_reaches_the_leader);
 }
 

@@ -346,41 +346,41 @@ fn dirty_snapshot_never_survives(seed: u64) -> Result<(), String> {
 }
 
 #[test]
-fn whole_zk_1154_a_dead_leaders_lone_txns_are_truncated_on_its_return() {
+fn zk_1154_a_dead_leaders_lone_txns_are_truncated_on_its_return() {
     each_seed(lone_txns_truncated_on_return);
 }
 
 #[test]
-fn whole_zk_1489_crash_right_after_a_trunc_loses_nothing_committed() {
+fn zk_1489_crash_right_after_a_trunc_loses_nothing_committed() {
     each_seed(crash_right_after_the_trunc);
 }
 
 #[test]
-fn whole_zk_5094_link_broken_on_trunc_before_the_cut_keeps_memory_within_disk() {
+fn zk_5094_link_broken_on_trunc_before_the_cut_keeps_memory_within_disk() {
     each_seed(|seed| trunc_interrupted(seed, Break::OnTrunc));
 }
 
 #[test]
-fn whole_zk_5094_link_broken_after_the_trunc_cut_keeps_memory_within_disk() {
+fn zk_5094_link_broken_after_the_trunc_cut_keeps_memory_within_disk() {
     each_seed(|seed| trunc_interrupted(seed, Break::AfterTheCut));
 }
 
 #[test]
-fn whole_zk_2845_a_deposed_leader_that_kept_its_memory_is_truncated() {
+fn zk_2845_a_deposed_leader_that_kept_its_memory_is_truncated() {
     each_seed(deposed_leader_with_its_memory);
 }
 
 #[test]
-fn whole_zk_2832_an_uncommitted_first_txn_of_a_skipped_epoch_is_dropped() {
+fn zk_2832_an_uncommitted_first_txn_of_a_skipped_epoch_is_dropped() {
     each_seed(first_txn_of_a_skipped_epoch);
 }
 
 #[test]
-fn whole_zk_1558_a_leader_snapshotting_with_outstanding_proposals_keeps_none() {
+fn zk_1558_a_leader_snapshotting_with_outstanding_proposals_keeps_none() {
     each_seed(snapshot_with_outstanding_proposals);
 }
 
 #[test]
-fn whole_zk_1549_a_dirty_snapshot_never_survives_the_sync() {
+fn zk_1549_a_dirty_snapshot_never_survives_the_sync() {
     each_seed(dirty_snapshot_never_survives);
 }

@@ -149,7 +149,7 @@ fn restart_after_a_fuzzy_install(seed: u64) -> Result<bool, String> {
 }
 
 #[test]
-fn whole_a_restart_right_after_a_fuzzy_snap_install_needs_no_second_snap() {
+fn a_restart_right_after_a_fuzzy_snap_install_needs_no_second_snap() {
     // Not every SNAP is fuzzy: seeds are tried until three were (only
     // `ZKD_SIM_SEED`, when replaying one).
     let only: Option<u64> = std::env::var("ZKD_SIM_SEED")
@@ -172,21 +172,21 @@ fn whole_a_restart_right_after_a_fuzzy_snap_install_needs_no_second_snap() {
 /// ZOOKEEPER-2872: power lost while the SNAP was being installed, before
 /// it was durable (the image staged, loaded nowhere yet).
 #[test]
-fn whole_zk_2872_follower_crash_before_the_snap_is_durable_rejoins() {
+fn zk_2872_follower_crash_before_the_snap_is_durable_rejoins() {
     each_seed(|seed| crash_during_snap(seed, Point::BeforeInstall));
 }
 
 /// ZOOKEEPER-1653/2354: power lost after the SNAP was installed but before
 /// currentEpoch: the member still starts and rejoins.
 #[test]
-fn whole_zk_1653_follower_crash_between_snap_and_current_epoch_rejoins() {
+fn zk_1653_follower_crash_between_snap_and_current_epoch_rejoins() {
     each_seed(|seed| crash_during_snap(seed, Point::AfterInstall));
 }
 
 /// ZOOKEEPER-3104: power lost after the follower acknowledged NEWLEADER of
 /// a SNAP sync: the image and the epoch were durable before the ACK.
 #[test]
-fn whole_zk_3104_follower_crash_after_acking_newleader_of_a_snap_keeps_it() {
+fn zk_3104_follower_crash_after_acking_newleader_of_a_snap_keeps_it() {
     each_seed(|seed| crash_during_snap(seed, Point::NewLeaderAcked));
 }
 
@@ -196,7 +196,7 @@ fn whole_zk_3104_follower_crash_after_acking_newleader_of_a_snap_keeps_it() {
 /// is then on its disk (the two of them are the quorum), and after a
 /// restart it still holds them all.
 #[test]
-fn whole_zk_3642_leader_crash_between_snap_and_newleader_loses_nothing() {
+fn zk_3642_leader_crash_between_snap_and_newleader_loses_nothing() {
     each_seed(|seed| {
         let Behind {
             mut s,

@@ -184,13 +184,13 @@ fn outage_right_after_a_sync(seed: u64) -> Result<(), String> {
 
 /// ZOOKEEPER-2307: power loss right after acceptedEpoch was written.
 #[test]
-fn whole_zk_2307_follower_crash_after_accepted_epoch_rejoins() {
+fn zk_2307_follower_crash_after_accepted_epoch_rejoins() {
     each_seed(|seed| crash_during_diff_sync(seed, Point::AcceptedEpoch));
 }
 
 /// ZOOKEEPER-4785: killed with part of the synced txns written.
 #[test]
-fn whole_zk_4785_follower_killed_part_way_through_the_synced_txns_rejoins() {
+fn zk_4785_follower_killed_part_way_through_the_synced_txns_rejoins() {
     each_seed(|seed| crash_during_diff_sync(seed, Point::PartWay));
 }
 
@@ -198,25 +198,25 @@ fn whole_zk_4785_follower_killed_part_way_through_the_synced_txns_rejoins() {
 /// epoch, with what of the sync was synced; it rejoins. (The synced txns
 /// must be durable before currentEpoch: the 2033 and 1282 rows check it.)
 #[test]
-fn whole_zk_4643_follower_crash_between_the_synced_txns_and_current_epoch_keeps_them() {
+fn zk_4643_follower_crash_between_the_synced_txns_and_current_epoch_keeps_them() {
     each_seed(|seed| crash_during_diff_sync(seed, Point::BeforeCurrentEpoch));
 }
 
 /// ZOOKEEPER-2033: a restart right after the new epoch was written, its
 /// ACK of NEWLEADER never sent.
 #[test]
-fn whole_zk_2033_follower_crash_after_current_epoch_before_its_ack_rejoins() {
+fn zk_2033_follower_crash_after_current_epoch_before_its_ack_rejoins() {
     each_seed(|seed| crash_during_diff_sync(seed, Point::AfterCurrentEpoch));
 }
 
 /// ZOOKEEPER-1282/1291: the leader took the follower's ACK of NEWLEADER,
 /// and the follower lost power before UPTODATE.
 #[test]
-fn whole_zk_1282_follower_crash_between_newleader_ack_and_uptodate_keeps_its_sync() {
+fn zk_1282_follower_crash_between_newleader_ack_and_uptodate_keeps_its_sync() {
     each_seed(|seed| crash_during_diff_sync(seed, Point::NewLeaderAcked));
 }
 
 #[test]
-fn whole_zk_3911_a_correlated_outage_after_sync_loses_no_acknowledged_write() {
+fn zk_3911_a_correlated_outage_after_sync_loses_no_acknowledged_write() {
     each_seed(outage_right_after_a_sync);
 }

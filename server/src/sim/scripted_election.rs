@@ -182,21 +182,21 @@ fn cascading_leader_failures(seed: u64) -> Result<(), String> {
 }
 
 #[test]
-fn whole_zk_1732_975_a_member_joining_an_established_ensemble_leaves_its_leader_alone() {
+fn zk_1732_975_a_member_joining_an_established_ensemble_leaves_its_leader_alone() {
     each_seed(a_member_joins_an_established_ensemble);
 }
 
 #[test]
-fn whole_zk_1818_members_returning_after_a_leader_change_leave_the_new_leader_alone() {
+fn zk_1818_members_returning_after_a_leader_change_leave_the_new_leader_alone() {
     each_seed(members_return_after_a_leader_change);
 }
 
 #[test]
-fn whole_zk_1419_five_members_with_mixed_histories_elect_within_a_bound() {
+fn zk_1419_five_members_with_mixed_histories_elect_within_a_bound() {
     each_seed(mixed_histories_elect_within_a_bound);
 }
 
 #[test]
-fn whole_zk_335_cascading_leader_failures_never_reuse_an_epoch() {
+fn zk_335_cascading_leader_failures_never_reuse_an_epoch() {
     each_seed(cascading_leader_failures);
 }

@@ -15,14 +15,14 @@ fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
 }
 
 fn seeds() -> u64 {
-    std::env::var("ZKD_SIM_WHOLE_SEEDS")
+    std::env::var("ZKD_SIM_SEEDS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1000)
 }
 
 #[test]
-fn whole_members_without_faults_serve_clients_and_converge() {
+fn members_without_faults_serve_clients_and_converge() {
     for seed in 1..=5 {
         match run(schedule(seed, 0)) {
             Ok(counts) => assert!(counts.clients.creates_acked > 0, "seed {seed}: {counts:?}"),
@@ -32,7 +32,7 @@ fn whole_members_without_faults_serve_clients_and_converge() {
 }
 
 #[test]
-fn whole_members_under_crashes_and_partitions_keep_what_clients_saw() {
+fn members_under_crashes_and_partitions_keep_what_clients_saw() {
     let mut counts = WholeCounts::default();
     for seed in 1..=seeds() {
         match run(schedule(seed, 12_000)) {
@@ -77,7 +77,7 @@ fn whole_members_under_crashes_and_partitions_keep_what_clients_saw() {
     );
 }
 
-/// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::whole::tests::replay -- --ignored`.
+/// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::tests::replay -- --ignored`.
 #[test]
 #[ignore = "replays the schedule named by ZKD_SIM_SEED"]
 fn replay() {
@@ -198,7 +198,7 @@ mod planted {
     #[test]
     #[ignore = "a survey of which plants the whole-member runs catch"]
     fn planted_survey() {
-        // ZKD_PLANT=name surveys one plant over ZKD_SIM_WHOLE_SEEDS schedules.
+        // ZKD_PLANT=name surveys one plant over ZKD_SIM_SEEDS schedules.
         let only = std::env::var("ZKD_PLANT").ok();
         let seeds = super::seeds();
         for failpoint in Failpoint::ALL {

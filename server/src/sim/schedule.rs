@@ -1,0 +1,26 @@
+//! What a simulated run is asked to do, and what it reports.
+
+/// What a schedule does.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    pub seed: u64,
+    pub members: u64,
+    /// Faults (crashes, partitions) happen until then.
+    pub faults_until_ms: u64,
+    /// The run ends then; the ensemble must have converged.
+    pub end_ms: u64,
+    /// A script places the faults: no random ones, exact clocks.
+    pub scripted: bool,
+}
+
+/// The way a leader began a follower's sync, as the follower received it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncKind {
+    Diff,
+    Trunc,
+    Snap,
+}
+
+/// A broken invariant.
+#[derive(Debug)]
+pub struct Violation(pub String);
