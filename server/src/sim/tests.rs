@@ -75,6 +75,14 @@ fn members_under_crashes_and_partitions_keep_what_clients_saw() {
         c.reconnects > 0,
         "no client ever lost its member: {counts:?}"
     );
+    assert!(
+        c.reattached > 0 && c.expired > 0,
+        "no session moved, or none expired: {counts:?}"
+    );
+    assert!(
+        c.set_data_acked > 0 && c.watches_fired > 0,
+        "no data changed under a watch: {counts:?}"
+    );
 }
 
 /// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::tests::replay -- --ignored`.
@@ -193,6 +201,11 @@ mod planted {
             20,
             &["outlives its session", "was closed and acknowledged"],
         );
+    }
+
+    #[test]
+    fn planted_setwatches_rearm_is_caught() {
+        assert_caught(Failpoint::SetwatchesRearm, 20, &["watches:"]);
     }
 
     #[test]

@@ -1,31 +1,37 @@
-//! Simulated clients of whole members: each speaks the jute wire protocol
-//! to one member's node at a time, one request in flight, and checks what
-//! it is answered as a ZooKeeper client may rely on:
-//! - reply zxids never go backwards on a connection;
-//! - a node this connection created is found by its later reads;
+//! Simulated clients of the members: each speaks the jute wire protocol to
+//! one member's node at a time, one request in flight, as a ZooKeeper
+//! client does: a session outlives its connections (a lost connection is
+//! followed by a reattach, to any member, with the last zxid seen and the
+//! watches held, until the session is closed or a member says it expired).
+//! What each answer must show is in `requests`, the watches' rules in
+//! `watches`:
+//! - reply zxids never go backwards within a session, across members;
+//! - a node this session created is found by its later reads;
 //! - after a `sync`, every create acknowledged (to anyone) before the sync
 //!   was sent is found;
-//! - a node read once is read with the same czxid ever after.
+//! - a node read once is read with the same czxid ever after;
+//! - a data watch fires before any answer that shows its node changed.
 //!
-//! At the end, every acknowledged create and every node ever read must be
-//! in the converged tree as it was answered: a read of a txn that never
-//! committed (an uncommitted read) shows there. Clients also create
-//! ephemerals and close their sessions now and then (or lose them, which
-//! then expire): at the end an ephemeral exists only if its session lives,
-//! and no session whose close was acknowledged lives or owns a node.
+//! At the end, every acknowledged create and setData and every node ever
+//! read must be in the converged tree as it was answered: a read of a txn
+//! that never committed (an uncommitted read) shows there. Clients also
+//! create ephemerals and close their sessions now and then (or lose them,
+//! which then expire): at the end an ephemeral exists only if its session
+//! lives, and no session whose close was acknowledged lives or owns a node.
+
+mod requests;
+mod watches;
 
 use crate::core::election::ServerId;
 use crate::core::{Command, ConnId, Event};
 use crate::sim::rng::Rng;
 use crate::sim::Violation;
 use bytes::Bytes;
+use requests::Op;
 use std::collections::BTreeMap;
-use zkd_protocol::records::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, ExistsRequest, ExistsResponse,
-    ReplyHeader, RequestHeader, SyncRequest,
-};
-use zkd_protocol::request::ClientRequest;
-use zkd_protocol::{ErrorCode, OpCode, Record};
+use watches::Changes;
+use zkd_protocol::records::{ConnectRequest, ConnectResponse};
+use zkd_protocol::Record;
 use zkd_storage::DataTree;
 
 /// A client gives up on a request after this long and reconnects, as a
@@ -48,6 +54,13 @@ pub struct ClientCounts {
     pub reconnects: u64,
     pub ephemerals_acked: u64,
     pub sessions_closed: u64,
+    /// Connections that reattached a session (on any member).
+    pub reattached: u64,
+    /// Sessions a member said had expired when the client came back.
+    pub expired: u64,
+    pub set_data_acked: u64,
+    /// Data watches that fired (a notification for a watch the client held).
+    pub watches_fired: u64,
 }
 
 impl std::ops::AddAssign for ClientCounts {
@@ -58,22 +71,29 @@ impl std::ops::AddAssign for ClientCounts {
         self.reconnects += o.reconnects;
         self.ephemerals_acked += o.ephemerals_acked;
         self.sessions_closed += o.sessions_closed;
+        self.reattached += o.reattached;
+        self.expired += o.expired;
+        self.set_data_acked += o.set_data_acked;
+        self.watches_fired += o.watches_fired;
     }
 }
 
-/// A request in flight and what its answer must show.
+/// A client's session, kept across its connections until it is closed or
+/// a member says it expired.
 #[derive(Debug)]
-enum Op {
-    /// A create, ephemeral or not.
-    Create(String, bool),
-    CloseSession,
-    /// `must_find`: the node was acknowledged before this read could start.
-    Exists {
-        path: String,
-        must_find: bool,
-    },
-    /// The creates acknowledged when the sync was sent.
-    Sync(Vec<String>),
+struct Session {
+    id: i64,
+    passwd: Bytes,
+    /// The highest zxid any of its connections was answered with.
+    last_zxid: i64,
+    /// Nodes this session created.
+    mine: Vec<String>,
+    /// The last xid it used: xids are never reused within a session (a
+    /// member matches a committed txn to its request by session and xid,
+    /// and a request sent before a reconnect may still commit).
+    next_xid: i32,
+    /// Data watches it holds: path, and the zxid of the read that set it.
+    watches: BTreeMap<String, i64>,
 }
 
 #[derive(Debug)]
@@ -86,13 +106,8 @@ enum State {
     Open {
         member: ServerId,
         conn: ConnId,
-        session: i64,
-        last_zxid: i64,
-        /// Nodes created over this connection.
-        mine: Vec<String>,
         in_flight: Option<(i32, Op, u64)>,
-        next_xid: i32,
-        /// A read the last answer calls for.
+        /// A request the last answer (or the reattach) calls for.
         follow_up: Option<Op>,
     },
 }
@@ -100,6 +115,7 @@ enum State {
 struct Client {
     name: usize,
     state: State,
+    session: Option<Session>,
     next_ms: u64,
     created: u64,
 }
@@ -114,6 +130,8 @@ pub struct Clients {
     observed: BTreeMap<String, i64>,
     /// Every path a create was sent for.
     attempted: Vec<String>,
+    /// Acknowledged setData, by path.
+    changes: Changes,
     /// Sessions whose close was acknowledged.
     closed: Vec<i64>,
     /// The member a script pinned the first [`PINNED`] clients to.
@@ -132,6 +150,7 @@ impl Clients {
                 .map(|name| Client {
                     name,
                     state: State::Disconnected,
+                    session: None,
                     next_ms: 0,
                     created: 0,
                 })
@@ -140,6 +159,7 @@ impl Clients {
             acked: BTreeMap::new(),
             observed: BTreeMap::new(),
             attempted: Vec::new(),
+            changes: Changes::default(),
             closed: Vec::new(),
             pinned: None,
             counts: ClientCounts::default(),
@@ -147,7 +167,7 @@ impl Clients {
     }
 
     /// What the clients do at `now`: events for the members' nodes.
-    /// `writing`: new creates may start; `up`: the members running.
+    /// `writing`: new writes may start; `up`: the members running.
     pub fn step(
         &mut self,
         now: u64,
@@ -195,6 +215,8 @@ impl Clients {
         }
     }
 
+    /// Opens a connection to a member: a new session, or the client's own
+    /// reattached with the last zxid it saw.
     fn connect(
         &mut self,
         i: usize,
@@ -224,9 +246,15 @@ impl Clients {
                 remote_port,
             },
         ));
+        let (session_id, passwd, last_zxid_seen) = match &client.session {
+            Some(s) => (s.id, s.passwd.clone(), s.last_zxid),
+            None => (0, Bytes::from_static(&[0; 16]), 0),
+        };
         let request = ConnectRequest {
             time_out: SESSION_TIMEOUT_MS,
-            passwd: Bytes::from_static(&[0; 16]),
+            session_id,
+            passwd,
+            last_zxid_seen,
             read_only: Some(false),
             ..Default::default()
         };
@@ -238,8 +266,9 @@ impl Clients {
 
     /// Pins the first [`PINNED`] clients to `member` (a script's writes
     /// through a chosen member), or unpins them (`None`): those connected
-    /// elsewhere drop their connection and reconnect to it while it is up.
-    /// Returns the events for the members they leave.
+    /// elsewhere drop their connection and reconnect to it while it is up,
+    /// with new sessions (one moved there could be refused: the member may
+    /// be behind it). Returns the events for the members they leave.
     pub fn pin(
         &mut self,
         member: Option<ServerId>,
@@ -256,6 +285,7 @@ impl Clients {
                 } if member.is_some_and(|pinned| m != pinned) => {
                     events.push((m, Event::Disconnected { conn }));
                     self.disconnect(i, now, rng);
+                    self.clients[i].session = None;
                 }
                 _ => {}
             }
@@ -271,88 +301,6 @@ impl Clients {
         }
         client.state = State::Disconnected;
         client.next_ms = now + 20 + rng.below(200);
-    }
-
-    fn next_request(
-        &mut self,
-        i: usize,
-        now: u64,
-        rng: &mut Rng,
-        writing: bool,
-        events: &mut Vec<(ServerId, Event)>,
-    ) {
-        let State::Open {
-            member,
-            conn,
-            mine,
-            follow_up,
-            ..
-        } = &mut self.clients[i].state
-        else {
-            return;
-        };
-        let (member, conn) = (*member, *conn);
-        // A pinned client is there to write through its member.
-        let pinned = i < PINNED && self.pinned == Some(member);
-        let op = match follow_up.take() {
-            Some(op) => op,
-            None => match if pinned { 0 } else { rng.below(20) } {
-                0..=7 if writing => {
-                    let client = &mut self.clients[i];
-                    client.created += 1;
-                    let ephemeral = rng.below(4) == 0;
-                    let kind = if ephemeral { 'e' } else { 'c' };
-                    let path = format!("/{kind}{}-{}", client.name, client.created);
-                    self.attempted.push(path.clone());
-                    Op::Create(path, ephemeral)
-                }
-                8..=9 if !mine.is_empty() => Op::Exists {
-                    path: mine[rng.below(mine.len() as u64) as usize].clone(),
-                    must_find: true,
-                },
-                10..=11 => Op::Sync(self.acked.keys().cloned().collect()),
-                12 if writing => Op::CloseSession,
-                _ if !self.attempted.is_empty() => {
-                    let n = self.attempted.len() as u64;
-                    Op::Exists {
-                        path: self.attempted[rng.below(n) as usize].clone(),
-                        must_find: false,
-                    }
-                }
-                _ => return,
-            },
-        };
-        let request = match &op {
-            Op::Create(path, ephemeral) => ClientRequest::Create(
-                OpCode::Create,
-                CreateRequest {
-                    path: path.clone(),
-                    data: Some(Bytes::from_static(b"v")),
-                    acl: vec![Acl::world(31)],
-                    flags: i32::from(*ephemeral),
-                },
-            ),
-            Op::CloseSession => ClientRequest::CloseSession,
-            Op::Exists { path, .. } => ClientRequest::Exists(ExistsRequest {
-                path: path.clone(),
-                watch: false,
-            }),
-            Op::Sync(_) => ClientRequest::Sync(SyncRequest { path: "/".into() }),
-        };
-        let client = &mut self.clients[i];
-        let State::Open {
-            in_flight,
-            next_xid,
-            ..
-        } = &mut client.state
-        else {
-            return;
-        };
-        *next_xid += 1;
-        let frame = encode(*next_xid, &request);
-        *in_flight = Some((*next_xid, op, now));
-        client.next_ms = now + REQUEST_TIMEOUT_MS;
-        events.push((member, Event::Request { conn, frame }));
     }
 
     /// A member's node wrote `command` to one of its connections; returns
@@ -407,6 +355,8 @@ impl Clients {
         })
     }
 
+    /// The handshake's answer: a session (new or reattached), or the news
+    /// that the session expired, after which the client starts a new one.
     fn connected(
         &mut self,
         i: usize,
@@ -421,105 +371,46 @@ impl Clients {
                 "client: a ConnectResponse that does not decode: {e}"
             ))
         })?;
+        let client = &mut self.clients[i];
         if response.time_out <= 0 {
+            // The member closes the connection next.
+            if client.session.take().is_some() {
+                self.counts.expired += 1;
+            }
             self.disconnect(i, now, rng);
             return Ok(());
         }
-        let client = &mut self.clients[i];
+        let follow_up = match &mut client.session {
+            Some(s) if s.id == response.session_id => {
+                self.counts.reattached += 1;
+                // Watches live per connection: the client sets them again.
+                (!s.watches.is_empty()).then_some(Op::SetWatches)
+            }
+            Some(s) => {
+                return Err(Violation(format!(
+                    "client {}: member {member} answered the reattach of session {:#x} with session {:#x}",
+                    client.name, s.id, response.session_id
+                )))
+            }
+            None => {
+                client.session = Some(Session {
+                    id: response.session_id,
+                    passwd: response.passwd,
+                    last_zxid: 0,
+                    mine: Vec::new(),
+                    next_xid: 0,
+                    watches: BTreeMap::new(),
+                });
+                None
+            }
+        };
         client.state = State::Open {
             member,
             conn,
-            session: response.session_id,
-            last_zxid: 0,
-            mine: Vec::new(),
             in_flight: None,
-            next_xid: 0,
-            follow_up: None,
+            follow_up,
         };
         client.next_ms = now;
-        Ok(())
-    }
-
-    fn answered(&mut self, i: usize, frame: Bytes, now: u64) -> Result<(), Violation> {
-        let mut body = frame.clone();
-        let header = ReplyHeader::decode(&mut body)
-            .map_err(|e| Violation(format!("client: a reply that does not decode: {e}")))?;
-        let client = &mut self.clients[i];
-        let name = client.name;
-        let State::Open {
-            member,
-            session,
-            last_zxid,
-            mine,
-            in_flight,
-            follow_up,
-            ..
-        } = &mut client.state
-        else {
-            return Ok(());
-        };
-        if header.zxid < *last_zxid {
-            return Err(Violation(format!(
-                "client {name}: member {member} answered with zxid {:#x} after {:#x} on one connection",
-                header.zxid, *last_zxid
-            )));
-        }
-        *last_zxid = header.zxid;
-        let Some((xid, op, _)) = in_flight.take_if(|(xid, _, _)| *xid == header.xid) else {
-            // A notification or a ping's answer.
-            return Ok(());
-        };
-        debug_assert_eq!(xid, header.xid);
-        client.next_ms = now + 1;
-        let ok = header.err == ErrorCode::Ok.code();
-        match op {
-            Op::Create(path, ephemeral) if ok => {
-                self.counts.creates_acked += 1;
-                self.counts.ephemerals_acked += u64::from(ephemeral);
-                mine.push(path.clone());
-                if !ephemeral {
-                    self.acked.insert(path, header.zxid);
-                }
-            }
-            Op::CloseSession if ok => {
-                // The member closes the connection next.
-                self.counts.sessions_closed += 1;
-                self.closed.push(*session);
-            }
-            Op::Sync(acked) if ok => {
-                self.counts.syncs += 1;
-                if !acked.is_empty() {
-                    let path = acked[(header.zxid as usize) % acked.len()].clone();
-                    *follow_up = Some(Op::Exists {
-                        path,
-                        must_find: true,
-                    });
-                }
-            }
-            Op::Exists { path, .. } if ok => {
-                let stat = ExistsResponse::decode(&mut body)
-                    .map_err(|e| Violation(format!("client: an exists reply: {e}")))?
-                    .stat;
-                self.counts.reads_found += 1;
-                if let Some(seen) = self.observed.insert(path.clone(), stat.czxid) {
-                    if seen != stat.czxid {
-                        return Err(Violation(format!(
-                            "client {name}: {path} read from member {member} with czxid {:#x}, earlier {seen:#x}",
-                            stat.czxid
-                        )));
-                    }
-                }
-            }
-            Op::Exists {
-                path,
-                must_find: true,
-            } if header.err == ErrorCode::NoNode.code() => {
-                return Err(Violation(format!(
-                    "client {name}: member {member} answered NONODE for {path}, acknowledged before the read (after a sync or on this connection)"
-                )));
-            }
-            _ => {}
-        }
         Ok(())
     }
 
@@ -541,9 +432,9 @@ impl Clients {
         Ok(())
     }
 
-    /// After the run: every acknowledged create, and every node ever read,
-    /// is in `tree` as it was answered; ephemerals belong to live sessions,
-    /// and sessions closed are gone.
+    /// After the run: every acknowledged create and setData, and every
+    /// node ever read, is in `tree` as it was answered; ephemerals belong
+    /// to live sessions, and sessions closed are gone.
     pub fn check_final(&self, tree: &DataTree) -> Result<(), Violation> {
         for (path, zxid) in &self.acked {
             match tree.node(path).map(|n| n.stat.czxid) {
@@ -555,6 +446,7 @@ impl Clients {
                 }
             }
         }
+        self.changes.check_final(tree)?;
         for (path, czxid) in &self.observed {
             // An ephemeral read once may have gone with its session since.
             let gone_with_session = path.starts_with("/e") && tree.node(path).is_none();
@@ -579,16 +471,4 @@ impl Clients {
         }
         Ok(())
     }
-}
-
-/// A request frame: header and body, as a client writes it (without the length).
-fn encode(xid: i32, request: &ClientRequest) -> Bytes {
-    let mut out = RequestHeader {
-        xid,
-        r#type: request.op_code() as i32,
-    }
-    .to_bytes()
-    .to_vec();
-    request.encode_body(&mut out);
-    Bytes::from(out)
 }
