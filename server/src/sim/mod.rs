@@ -28,6 +28,7 @@ mod clock;
 mod disk;
 mod links;
 mod network;
+mod reader;
 pub mod rng;
 mod schedule;
 mod script;
@@ -45,18 +46,17 @@ use crate::core::election::{Notification, ServerId};
 use crate::core::zab::{Timing, Voters};
 use crate::core::{CoreConfig, Event, Mode, Node, Now};
 use crate::runtime::member::{Ctx, Member, StorageJobs};
-use crate::runtime::peer::{PeerEvent, ReadPermit};
+use crate::runtime::peer::PeerEvent;
 use crate::runtime::storage_worker::{InlineWorker, StorageJob, StorageReport};
 use crate::runtime::{recovery, ServeError};
-use clients::{ClientCounts, Clients};
+use clients::{ClientCounts, Clients, Load};
 use clock::MemberClock;
 use links::{SimLinks, Wire};
+use reader::Readers;
 use rng::Rng;
 pub use schedule::{Schedule, SyncKind, Violation};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
-use tokio::sync::Semaphore;
 use zkd_protocol::Zxid;
 use zkd_storage::MemStorage;
 
@@ -86,6 +86,8 @@ pub struct WholeCounts {
     pub disk_errors: u64,
     /// Messages of a closed connection that still reached their member.
     pub late_reads: u64,
+    /// Messages a member's link reader held, its read budget spent.
+    pub budget_waits: u64,
     /// SNAP images received that held txns past their zxid (fuzzy).
     pub fuzzy_snaps: u64,
     /// Snapshots saved or installed that recovered a tree some member had.
@@ -105,6 +107,7 @@ impl std::ops::AddAssign for WholeCounts {
         self.disk_errors += o.disk_errors;
         self.late_reads += o.late_reads;
         self.fuzzy_snaps += o.fuzzy_snaps;
+        self.budget_waits += o.budget_waits;
         self.snapshots_checked += o.snapshots_checked;
         self.clients += o.clients;
     }
@@ -122,6 +125,7 @@ struct Process {
     member: Member,
     node: Node,
     links: SimLinks,
+    readers: Readers,
     /// Jobs submitted in the current step, not yet queued on the disk.
     submitted: VecDeque<StorageJob>,
     /// Jobs queued on the disk, each with when it is done.
@@ -176,6 +180,8 @@ struct WholeSim {
     writes_held: bool,
     /// Members whose disk a script stalled: its jobs wait.
     stalled: BTreeSet<ServerId>,
+    /// Members whose disk a script slowed: each job takes this much longer (ms).
+    slow_disks: BTreeMap<ServerId, u64>,
     /// Members whose tree a script damaged, and since when: exempt from the
     /// digest check until they serve again after a SNAP.
     damaged: BTreeMap<ServerId, u64>,
@@ -192,8 +198,6 @@ struct WholeSim {
     heals_at: Option<u64>,
     next_fault_ms: u64,
     clients: Clients,
-    /// The byte budget peer events hold permits of (never short).
-    budget: Arc<Semaphore>,
     /// The member established as leader in each epoch.
     leaders: BTreeMap<u32, ServerId>,
     /// Local snapshots saved so far, every fourth of which is checked.
@@ -268,6 +272,7 @@ impl WholeSim {
             failing: BTreeSet::new(),
             writes_held: false,
             stalled: BTreeSet::new(),
+            slow_disks: BTreeMap::new(),
             damaged: BTreeMap::new(),
             syncs: Vec::new(),
             traps: Vec::new(),
@@ -277,7 +282,6 @@ impl WholeSim {
             heals_at: None,
             next_fault_ms: 1_000,
             clients: Clients::new(CLIENTS),
-            budget: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             leaders: BTreeMap::new(),
             digests: BTreeMap::new(),
             local_snapshots: 0,
@@ -331,6 +335,7 @@ impl WholeSim {
             member: paced(Member::new(id, self.voters.clone(), self.timing)),
             node,
             links: SimLinks::new(self.incarnations << 32),
+            readers: Readers::new(),
             submitted: VecDeque::new(),
             disk: VecDeque::new(),
             sync_at: None,
@@ -370,13 +375,19 @@ impl WholeSim {
             // A stopped process does nothing; its disk's jobs finish late.
             if !self.paused.contains_key(&id) {
                 self.disk_due(id)?;
+                self.reads_due(id)?;
                 self.timers_due(id)?;
             }
         }
         let up = self.up();
-        let writing = self.now + QUIESCE_MS < self.schedule.end_ms && !self.writes_held;
+        // Syncs go on through the quiet end (they create nothing), not
+        // while a script holds writes (each is a txn).
+        let load = Load {
+            writes: self.now + QUIESCE_MS < self.schedule.end_ms && !self.writes_held,
+            syncs: !self.writes_held,
+        };
         if self.now <= self.schedule.end_ms {
-            let events = self.clients.step(self.now, &mut self.rng, &up, writing);
+            let events = self.clients.step(self.now, &mut self.rng, &up, load);
             self.feed_nodes(events)?;
         }
         self.faults()?;
@@ -449,9 +460,10 @@ impl WholeSim {
             return;
         };
         let outbox = std::mem::take(&mut p.links.outbox);
+        let slow = self.slow_disks.get(&id).copied().unwrap_or(0);
         let mut done = p.disk.back().map_or(self.now, |(t, _)| *t);
         while let Some(job) = p.submitted.pop_front() {
-            done = done.max(self.now) + 1 + self.rng.below(5);
+            done = done.max(self.now) + 1 + self.rng.below(5) + slow;
             p.disk.push_back((done, job));
         }
         for (to, wire) in outbox {
@@ -481,10 +493,6 @@ impl WholeSim {
     /// A peer event for member `id`, with a permit as a link's reader gives.
     fn peer_event(&mut self, id: ServerId, event: PeerEvent) -> Result<(), Violation> {
         self.with_member(id, |m, ctx| m.handle_peer(ctx, event))
-    }
-
-    fn permit(&self) -> ReadPermit {
-        ReadPermit::take(&self.budget, 1)
     }
 
     /// The last zxid leader `leader` sent `follower` before NEWLEADER, while

@@ -6,11 +6,12 @@
 //! reach each other, one member reaching both); pauses; and the random
 //! schedule that picks among them and the disk faults (`disk`).
 
+use super::reader::wire_conn;
 use super::trap::Moment;
 use super::{Held, SyncKind, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
-use crate::runtime::peer::PeerEvent;
+use crate::runtime::peer::{PeerEvent, ReadPermit};
 
 /// How long after its connection closed a message may still reach its member.
 const LATE_READ_MS: u64 = 200;
@@ -125,28 +126,31 @@ impl WholeSim {
             if late && !self.late_reads.remove(&key) {
                 continue;
             }
-            self.deliver(from, to, wire, late)?;
+            self.read(from, to, wire, late)?;
         }
         Ok(())
     }
 
-    /// `late`: read from a connection closed since.
-    fn deliver(
+    /// Hands what member `to`'s reader read to the member. `late`: read
+    /// from a connection closed since; `permit`: a Zab message's or SNAP
+    /// piece's share of the read budget.
+    pub(super) fn deliver(
         &mut self,
         from: ServerId,
         to: ServerId,
         wire: Wire,
         late: bool,
+        mut permit: Option<ReadPermit>,
     ) -> Result<(), Violation> {
-        if let Some(held) = self.paused.get_mut(&to) {
-            held.1.push_back(Held::Packet(from, wire, late));
-            return Ok(());
-        }
         if let (Wire::Snap { conn, piece }, Some(Some(sender))) = (&wire, self.procs.get_mut(&from))
         {
             sender.links.read(*conn, piece.data.len());
         }
-        let permit = self.permit();
+        let mut permit = || {
+            permit
+                .take()
+                .expect("a Zab message or SNAP piece is read with a permit")
+        };
         let Some(Some(p)) = self.procs.get_mut(&to) else {
             return Ok(());
         };
@@ -183,7 +187,7 @@ impl WholeSim {
                 PeerEvent::Zab {
                     from,
                     message,
-                    permit,
+                    permit: permit(),
                     link: conn,
                 }
             }
@@ -194,14 +198,14 @@ impl WholeSim {
                 PeerEvent::SnapChunk {
                     from,
                     piece,
-                    permit,
+                    permit: permit(),
                     link: conn,
                 }
             }
             Wire::Snap { conn, piece } => PeerEvent::SnapChunk {
                 from,
                 piece,
-                permit,
+                permit: permit(),
                 link: conn,
             },
             Wire::Closed { conn } => {
@@ -260,7 +264,7 @@ impl WholeSim {
             for item in held {
                 match item {
                     // In its socket while it was stopped: read, stale or not.
-                    Held::Packet(from, wire, late) => self.deliver(from, id, wire, late)?,
+                    Held::Packet(from, wire, late) => self.read(from, id, wire, late)?,
                     Held::Client(event) => self.feed_nodes(vec![(id, event)])?,
                 }
             }
@@ -418,13 +422,5 @@ impl WholeSim {
                 }
             }
         }
-    }
-}
-
-/// The quorum connection `wire` travels on, if it carries data.
-fn wire_conn(wire: &Wire) -> Option<u64> {
-    match wire {
-        Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => Some(*conn),
-        Wire::Notification(_) | Wire::Closed { .. } => None,
     }
 }

@@ -166,6 +166,11 @@ impl Script {
         self.sim.stalled.remove(&id);
     }
 
+    /// Each job member `id`'s disk runs from now on takes `ms` longer.
+    pub fn slow_disk(&mut self, id: ServerId, ms: u64) {
+        self.sim.slow_disks.insert(id, ms);
+    }
+
     /// Member `id`'s tree goes wrong in memory (a node no txn created
     /// appears), its zxid unchanged.
     pub fn damage_tree(&mut self, id: ServerId) {
@@ -248,7 +253,8 @@ impl Script {
         }
     }
 
-    /// The clients' new creates wait until [`release_writes`](Self::release_writes).
+    /// The clients start no new writes (creates, setData, closes) nor syncs
+    /// until [`release_writes`](Self::release_writes).
     pub fn hold_writes(&mut self) {
         self.sim.writes_held = true;
     }
@@ -388,6 +394,7 @@ impl Script {
         self.release_writes();
         self.sim.heal();
         self.sim.stalled.clear();
+        self.sim.slow_disks.clear();
         let down: Vec<ServerId> = self
             .sim
             .procs

@@ -1,8 +1,11 @@
-//! Scripted: what a closed quorum link still brings reaches no role. A
-//! runtime link reader may hold what it read while it waits for its read
-//! budget, so a link's last packets and its close can reach the member
-//! after a newer link to the same peer has synced.
+//! Scripted: a member's link readers. What a closed quorum link still
+//! brings reaches no role: a runtime link reader may hold what it read
+//! while it waits for its read budget, so a link's last packets and its
+//! close can reach the member after a newer link to the same peer has
+//! synced. And a reader waits for its budget, so a slow disk bounds what
+//! a follower queues.
 
+use super::reader::ZAB_BUDGET;
 use super::script::Script;
 use super::scripted::each_seed;
 use super::Wire;
@@ -78,5 +81,61 @@ fn planted_stale_link_events_caught_with_whole_members() {
     });
     let failure = failure.expect("stale-link-events planted, and no seed caught it");
     assert!(failure.contains("stopped following"), "{failure}");
+    eprintln!("{failure}");
+}
+
+/// Storage jobs a follower may have queued beyond the appends its read
+/// budget covers: a barrier, a local snapshot (26 at most were seen).
+const OTHER_JOBS: usize = 4;
+
+/// How long the follower's disk is slow, and how much slower each job is:
+/// far slower than the clients' writes come.
+const SLOW_MS: u64 = 3_000;
+const SLOW_JOB_MS: u64 = 20;
+
+#[test]
+fn a_follower_with_a_slow_disk_queues_no_more_than_its_budget() {
+    each_seed(a_slow_follower);
+}
+
+/// Finding 6: a follower's disk is far slower than the writes coming. Each
+/// proposal holds its share of the read budget until it is durable, so
+/// its link's reader waits and the follower's storage queue stays within
+/// the budget (the leader sees it fall behind), while the others go on
+/// acknowledging writes.
+pub(super) fn a_slow_follower(seed: u64) -> Result<(), String> {
+    let mut s = Script::new(seed, 3);
+    let leader = s.leader_with_writes(20)?;
+    let follower = s.others(leader)[0];
+    let waits = s.sim.counts.budget_waits;
+    s.slow_disk(follower, SLOW_JOB_MS);
+    let bound = ZAB_BUDGET + OTHER_JOBS;
+    let until = s.now() + SLOW_MS;
+    s.run_until_holding(
+        "the slow disk",
+        SLOW_MS + 1,
+        |s| s.now() >= until,
+        |s| match s.queued(follower) {
+            queued if queued > bound => Err(format!(
+                "member {follower} has {queued} storage jobs queued, past its budget ({bound})"
+            )),
+            _ => Ok(()),
+        },
+    )?;
+    if s.sim.counts.budget_waits == waits {
+        return Err("the follower's reader never waited for its budget".into());
+    }
+    s.more_writes(10, 3_000)?;
+    s.finish()
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_unbounded_intake_caught_with_whole_members() {
+    use crate::failpoints::{planted, Failpoint};
+    let failure = (1..=10)
+        .find_map(|seed| planted::with(Failpoint::UnboundedIntake, || a_slow_follower(seed).err()));
+    let failure = failure.expect("unbounded-intake planted, and no seed caught it");
+    assert!(failure.contains("past its budget"), "{failure}");
     eprintln!("{failure}");
 }

@@ -60,6 +60,10 @@ fn members_under_crashes_and_partitions_keep_what_clients_saw() {
         "no closed link's message was read late: {counts:?}"
     );
     assert!(
+        counts.budget_waits > 0,
+        "no link reader waited for its read budget: {counts:?}"
+    );
+    assert!(
         counts.fuzzy_snaps > 0,
         "no SNAP image was fuzzy: {counts:?}"
     );

@@ -119,6 +119,12 @@ impl ReadPermit {
         let permit = budget.clone().try_acquire_many_owned(units);
         ReadPermit(Arc::new(permit.expect("the budget has room")))
     }
+
+    /// `units` of `budget`, if they are free.
+    pub fn try_take(budget: &Arc<Semaphore>, units: u32) -> Option<ReadPermit> {
+        let permit = budget.clone().try_acquire_many_owned(units).ok()?;
+        Some(ReadPermit(Arc::new(permit)))
+    }
 }
 
 // Permits carry no information: events compare by what they say.

@@ -78,6 +78,15 @@ impl std::ops::AddAssign for ClientCounts {
     }
 }
 
+/// What new requests clients may start.
+#[derive(Clone, Copy, Debug)]
+pub struct Load {
+    /// Creates, setData and closes.
+    pub writes: bool,
+    /// Syncs: each is a txn here (a no-op through Zab).
+    pub syncs: bool,
+}
+
 /// A client's session, kept across its connections until it is closed or
 /// a member says it expired.
 #[derive(Debug)]
@@ -167,20 +176,20 @@ impl Clients {
     }
 
     /// What the clients do at `now`: events for the members' nodes.
-    /// `writing`: new writes may start; `up`: the members running.
+    /// `load`: what new requests may start; `up`: the members running.
     pub fn step(
         &mut self,
         now: u64,
         rng: &mut Rng,
         up: &[ServerId],
-        writing: bool,
+        load: Load,
     ) -> Vec<(ServerId, Event)> {
         let mut events = Vec::new();
         for i in 0..self.clients.len() {
             if self.clients[i].next_ms > now {
                 continue;
             }
-            self.client_step(i, now, rng, up, writing, &mut events);
+            self.client_step(i, now, rng, up, load, &mut events);
         }
         events
     }
@@ -191,7 +200,7 @@ impl Clients {
         now: u64,
         rng: &mut Rng,
         up: &[ServerId],
-        writing: bool,
+        load: Load,
         events: &mut Vec<(ServerId, Event)>,
     ) {
         let timed_out = match &self.clients[i].state {
@@ -210,7 +219,7 @@ impl Clients {
             }
             State::Open {
                 in_flight: None, ..
-            } => self.next_request(i, now, rng, writing, events),
+            } => self.next_request(i, now, rng, load, events),
             _ => {}
         }
     }

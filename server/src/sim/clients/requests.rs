@@ -1,7 +1,7 @@
 //! What a simulated client asks and what each answer must show.
 
 use super::watches::Changes;
-use super::{Clients, State, PINNED, REQUEST_TIMEOUT_MS};
+use super::{Clients, Load, State, PINNED, REQUEST_TIMEOUT_MS};
 use crate::core::election::ServerId;
 use crate::core::reply::NOTIFICATION_XID;
 use crate::core::Event;
@@ -46,7 +46,7 @@ impl Clients {
         i: usize,
         now: u64,
         rng: &mut Rng,
-        writing: bool,
+        load: Load,
         events: &mut Vec<(ServerId, Event)>,
     ) {
         let (member, follow_up) = match &mut self.clients[i].state {
@@ -57,7 +57,7 @@ impl Clients {
         };
         let op = match follow_up {
             Some(op) => op,
-            None => match self.choose(i, member, rng, writing) {
+            None => match self.choose(i, member, rng, load) {
                 Some(op) => op,
                 None => return,
             },
@@ -118,7 +118,8 @@ impl Clients {
     }
 
     /// A new request for client `i`, connected to `member`.
-    fn choose(&mut self, i: usize, member: ServerId, rng: &mut Rng, writing: bool) -> Option<Op> {
+    fn choose(&mut self, i: usize, member: ServerId, rng: &mut Rng, load: Load) -> Option<Op> {
+        let writing = load.writes;
         // A pinned client is there to write through its member.
         let pinned = i < PINNED && self.pinned == Some(member);
         let mine = &self.clients[i].session.as_ref()?.mine;
@@ -137,7 +138,7 @@ impl Clients {
                 path: mine[rng.below(mine.len() as u64) as usize].clone(),
                 must_find: true,
             },
-            10..=11 => Op::Sync(self.acked.keys().cloned().collect()),
+            10..=11 if load.syncs => Op::Sync(self.acked.keys().cloned().collect()),
             12 if writing => Op::CloseSession,
             13..=14 if !hot.is_empty() => {
                 Op::Watch(hot[rng.below(hot.len() as u64) as usize].clone())

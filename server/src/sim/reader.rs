@@ -1,0 +1,132 @@
+//! A member's quorum link readers, as the runtime's: each Zab message
+//! waits for its share of the member's budget of bytes in flight (a
+//! proposal's is given back once it is durable), each SNAP piece for its
+//! share of the SNAP budget (given back once written). While a link's
+//! reader waits, what follows it on that link waits too, its close
+//! included, and the sender's SNAP stream stalls; what it read before its
+//! connection died still reaches the member when the budget allows, stale.
+//! The budgets are a few messages deep, so a slow disk makes readers wait.
+
+use super::links::Wire;
+use super::{Held, Violation, WholeSim};
+use crate::core::election::ServerId;
+use crate::runtime::peer::ReadPermit;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// Zab messages a member may hold before its readers wait.
+pub(super) const ZAB_BUDGET: usize = 24;
+
+/// SNAP pieces a member may hold unwritten before its reader waits.
+const SNAP_BUDGET: usize = 4;
+
+/// One member incarnation's read budgets and its waiting readers.
+pub(super) struct Readers {
+    budgets: Budgets,
+    /// Per sending member: what its link's reader read and holds, in order.
+    waiting: BTreeMap<ServerId, VecDeque<Wire>>,
+}
+
+impl Readers {
+    pub fn new() -> Readers {
+        Readers {
+            budgets: Budgets {
+                zab: Arc::new(Semaphore::new(ZAB_BUDGET)),
+                snap: Arc::new(Semaphore::new(SNAP_BUDGET)),
+            },
+            waiting: BTreeMap::new(),
+        }
+    }
+}
+
+struct Budgets {
+    zab: Arc<Semaphore>,
+    snap: Arc<Semaphore>,
+}
+
+impl Budgets {
+    /// The permit `wire` needs to reach the member, if it needs one:
+    /// `Some(None)` when the budget is spent.
+    fn permit(&self, wire: &Wire) -> Option<Option<ReadPermit>> {
+        let budget = match wire {
+            Wire::Zab { .. } => &self.zab,
+            Wire::Snap { .. } => &self.snap,
+            Wire::Notification(_) | Wire::Closed { .. } => return None,
+        };
+        Some(ReadPermit::try_take(budget, 1))
+    }
+}
+
+impl WholeSim {
+    /// `wire` from `from` reaches member `to`'s reader: it is handed to the
+    /// member at once if nothing waits before it and the budget allows.
+    pub(super) fn read(
+        &mut self,
+        from: ServerId,
+        to: ServerId,
+        wire: Wire,
+        late: bool,
+    ) -> Result<(), Violation> {
+        if let Some(held) = self.paused.get_mut(&to) {
+            held.1.push_back(Held::Packet(from, wire, late));
+            return Ok(());
+        }
+        let Some(Some(p)) = self.procs.get_mut(&to) else {
+            return Ok(());
+        };
+        let queued = p.readers.waiting.get(&from).is_some_and(|q| !q.is_empty());
+        let permit = match p.readers.budgets.permit(&wire) {
+            _ if queued => {
+                p.readers.waiting.entry(from).or_default().push_back(wire);
+                return Ok(());
+            }
+            Some(None) => {
+                self.counts.budget_waits += 1;
+                p.readers.waiting.entry(from).or_default().push_back(wire);
+                return Ok(());
+            }
+            Some(Some(permit)) => Some(permit),
+            None => None,
+        };
+        self.deliver(from, to, wire, late, permit)
+    }
+
+    /// Member `id`'s waiting readers go on as far as its budgets allow.
+    pub(super) fn reads_due(&mut self, id: ServerId) -> Result<(), Violation> {
+        let senders: Vec<ServerId> = match self.procs.get(&id) {
+            Some(Some(p)) => p.readers.waiting.keys().copied().collect(),
+            _ => return Ok(()),
+        };
+        for from in senders {
+            loop {
+                let Some(Some(p)) = self.procs.get_mut(&id) else {
+                    return Ok(());
+                };
+                let Readers { budgets, waiting } = &mut p.readers;
+                let Some(queue) = waiting.get_mut(&from) else {
+                    break;
+                };
+                let permit = match queue.front().map(|w| budgets.permit(w)) {
+                    None | Some(Some(None)) => break,
+                    Some(permit) => permit.flatten(),
+                };
+                let Some(wire) = queue.pop_front() else {
+                    break;
+                };
+                // Read while its connection was open; it may be stale now.
+                let late = wire_conn(&wire).is_some_and(|c| self.dead.contains(&c));
+                self.deliver(from, id, wire, late, permit)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The quorum connection `wire` travels on, if it carries data.
+pub(super) fn wire_conn(wire: &Wire) -> Option<u64> {
+    match wire {
+        Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => Some(*conn),
+        Wire::Notification(_) | Wire::Closed { .. } => None,
+    }
+}
