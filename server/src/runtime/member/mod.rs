@@ -180,6 +180,13 @@ impl Member {
         matches!(&self.role, Role::Leading(l) if !l.is_established() && l.epoch() > 0)
     }
 
+    /// Whether the role ended and the storage queue drains before the next
+    /// round (lookers must hear LOOKING from it meanwhile).
+    #[cfg(test)]
+    pub fn draining(&self) -> bool {
+        matches!(self.waiting, Waiting::Drain)
+    }
+
     /// The last zxid this leader sent `follower` before NEWLEADER, while it
     /// syncs or follows.
     #[cfg(test)]
