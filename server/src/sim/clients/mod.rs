@@ -473,10 +473,30 @@ impl Clients {
                 )));
             }
         }
+        self.check_live_sessions_keep_ephemerals(tree)?;
         if let Some(s) = self.closed.iter().find(|s| tree.sessions().contains_key(s)) {
             return Err(Violation(format!(
                 "sessions: {s:#x} was closed and acknowledged, and lives on"
             )));
+        }
+        Ok(())
+    }
+
+    /// Every ephemeral a session that still lives created (and was told
+    /// so) is in `tree`, owned by it: an ephemeral exists if and only if
+    /// its session lives.
+    fn check_live_sessions_keep_ephemerals(&self, tree: &DataTree) -> Result<(), Violation> {
+        let live = self.clients.iter().filter_map(|c| c.session.as_ref());
+        for session in live.filter(|s| tree.sessions().contains_key(&s.id)) {
+            for path in session.mine.iter().filter(|p| p.starts_with("/e")) {
+                let owner = tree.node(path).map(|n| n.stat.ephemeral_owner);
+                if owner != Some(session.id) {
+                    return Err(Violation(format!(
+                        "ephemerals: {path} of live session {:#x} is gone (owner {owner:?})",
+                        session.id
+                    )));
+                }
+            }
         }
         Ok(())
     }
