@@ -3,24 +3,25 @@
 //! Every random choice comes from the seed; a failure names it and a
 //! one-line replay command.
 //!
-//! Each member is what a `zkd` process runs, the
-//! runtime's own member lifecycle (`runtime::member::Member`: election
-//! rounds from durable state, the Zab role, TRUNC and SNAP reloads, the
-//! drain barrier, divergence) around the client-facing `core::Node`
-//! (sessions, reads, `sync`, forwarding, local snapshots), with the storage
-//! thread's own job handling (`InlineWorker`) on a `MemStorage` disk. The
-//! simulation only replaces the runtime's I/O: links (`links`), the disk's
-//! latency and the clock, all seeded. Clients (`clients`) speak jute to the
-//! nodes and check what they are answered.
+//! Each member is what a `zkd` process runs, the runtime's own member
+//! lifecycle (`runtime::member::Member`: election rounds from durable
+//! state, the Zab role, TRUNC and SNAP reloads, the drain barrier,
+//! divergence) around the client-facing `core::Node` (sessions, reads,
+//! `sync`, watches, forwarding, local snapshots), with the storage thread's
+//! own job handling (`InlineWorker`) on a `MemStorage` disk. The simulation
+//! only replaces the runtime's I/O: links (`links`, `network`), the link
+//! readers and their read budgets (`reader`), the disk's latency (`disk`)
+//! and the clock, all seeded. Clients (`clients`) speak jute to the nodes
+//! and check what they are answered.
 //!
 //! After every millisecond (`checks`): trees at equal zxid have equal
 //! digests, a serving member's tree is durable on a quorum of disks
 //! (nothing a client can read may be lost), no disk's currentEpoch is above
 //! its acceptedEpoch, one leader is established per epoch and holds every
-//! acknowledged create. After snapshots (`disk`): what a restart would
-//! recover equals the tree members had there. At the end the ensemble has
-//! converged and holds every acknowledged create and every node any client
-//! read.
+//! acknowledged create. A member whose role ended answers LOOKING. After
+//! snapshots (`disk`): what a restart would recover equals the tree members
+//! had there. At the end the ensemble has converged and holds every
+//! acknowledged write and every node any client read.
 
 mod checks;
 mod clients;
