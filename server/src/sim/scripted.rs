@@ -291,36 +291,40 @@ fn a_leader_paused_past_its_followers_patience_rejoins_as_a_follower() {
     each_seed(a_paused_leader_rejoins);
 }
 
+/// Runs `script` over the first 10 seeds with `failpoint` planted: one of
+/// them must fail, with a failure that names one of `kinds`.
+#[cfg(feature = "failpoints")]
+pub(super) fn assert_script_catches(
+    failpoint: crate::failpoints::Failpoint,
+    script: impl Fn(u64) -> Result<(), String>,
+    kinds: &[&str],
+) {
+    use crate::failpoints::planted;
+    let failure = (1..=10).find_map(|seed| planted::with(failpoint, || script(seed).err()));
+    let Some(failure) = failure else {
+        panic!("{} planted, and no seed caught it", failpoint.name());
+    };
+    assert!(kinds.iter().any(|k| failure.contains(k)), "{failure}");
+    eprintln!("{} caught: {failure}", failpoint.name());
+}
+
 #[cfg(feature = "failpoints")]
 #[test]
 fn planted_serve_diverged_caught_with_whole_members() {
-    use crate::failpoints::{planted, Failpoint};
-    let failure = (1..=10).find_map(|seed| {
-        planted::with(Failpoint::ServeDiverged, || {
-            a_damaged_follower_resyncs(seed).err()
-        })
-    });
-    let failure = failure.expect("serve-diverged planted, and no seed caught it");
-    // Serving on, it also saves its damaged tree in a local snapshot.
-    assert!(
-        failure.contains("stops serving") || failure.contains("snapshot:"),
-        "{failure}"
+    assert_script_catches(
+        crate::failpoints::Failpoint::ServeDiverged,
+        a_damaged_follower_resyncs,
+        // Serving on, it also saves its damaged tree in a local snapshot.
+        &["stops serving", "snapshot:"],
     );
 }
 
 #[cfg(feature = "failpoints")]
 #[test]
 fn planted_diff_uncommitted_caught_with_whole_members() {
-    use crate::failpoints::{planted, Failpoint};
-    let failure = (1..=10).find_map(|seed| {
-        planted::with(Failpoint::DiffUncommitted, || {
-            rejoin_with_uncommitted(seed, Rejoin::Restart).err()
-        })
-    });
-    let failure = failure.expect("diff-uncommitted planted, and no seed caught it");
-    assert!(
-        failure.contains("visibility:") || failure.contains("expected a TRUNC"),
-        "{failure}"
+    assert_script_catches(
+        crate::failpoints::Failpoint::DiffUncommitted,
+        |seed| rejoin_with_uncommitted(seed, Rejoin::Restart),
+        &["visibility:", "expected a TRUNC"],
     );
-    eprintln!("{failure}");
 }

@@ -73,15 +73,11 @@ fn same_role(s: &Script, leader: ServerId, follower: ServerId) -> Result<(), Str
 #[cfg(feature = "failpoints")]
 #[test]
 fn planted_stale_link_events_caught_with_whole_members() {
-    use crate::failpoints::{planted, Failpoint};
-    let failure = (1..=10).find_map(|seed| {
-        planted::with(Failpoint::StaleLinkEvents, || {
-            a_stale_close_reaches_the_leader(seed).err()
-        })
-    });
-    let failure = failure.expect("stale-link-events planted, and no seed caught it");
-    assert!(failure.contains("stopped following"), "{failure}");
-    eprintln!("{failure}");
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::StaleLinkEvents,
+        a_stale_close_reaches_the_leader,
+        &["stopped following"],
+    );
 }
 
 /// Storage jobs a follower may have queued beyond the appends its read
@@ -132,10 +128,9 @@ pub(super) fn a_slow_follower(seed: u64) -> Result<(), String> {
 #[cfg(feature = "failpoints")]
 #[test]
 fn planted_unbounded_intake_caught_with_whole_members() {
-    use crate::failpoints::{planted, Failpoint};
-    let failure = (1..=10)
-        .find_map(|seed| planted::with(Failpoint::UnboundedIntake, || a_slow_follower(seed).err()));
-    let failure = failure.expect("unbounded-intake planted, and no seed caught it");
-    assert!(failure.contains("past its budget"), "{failure}");
-    eprintln!("{failure}");
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::UnboundedIntake,
+        a_slow_follower,
+        &["past its budget"],
+    );
 }

@@ -280,12 +280,9 @@ fn a_snap_slower_than_init_limit_completes() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn planted_sync_timed_whole_caught_with_whole_members() {
-    use crate::failpoints::{planted, Failpoint};
-    let failure = (1..=10).find_map(|seed| {
-        planted::with(Failpoint::SyncTimedWhole, || {
-            a_snap_slower_than_init_limit(seed).err()
-        })
-    });
-    let failure = failure.expect("sync-timed-whole planted, and no seed caught it");
-    assert!(failure.contains("serves after its SNAP"), "{failure}");
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::SyncTimedWhole,
+        a_snap_slower_than_init_limit,
+        &["serves after its SNAP"],
+    );
 }
