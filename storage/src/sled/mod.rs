@@ -112,6 +112,18 @@ pub struct SledStorage {
     data_db: ::sled::Db,
     snapshots: SnapshotFiles,
     epochs: ::sled::Tree,
+    /// The log's ends, as last read or written.
+    ends: Arc<Mutex<LogEnds>>,
+}
+
+/// The log's last zxid and purge mark, kept so that an append need not ask
+/// sled: its `last()` walks the tree backwards, cloning nodes, and took a
+/// third of the storage thread's time under a write load. `None`: not
+/// known (after a cut or purge), read from sled when next asked.
+#[derive(Debug, Default)]
+struct LogEnds {
+    last: Option<Option<Zxid>>,
+    purged: Option<Option<Zxid>>,
 }
 
 /// sled's page cache per database (its default is 1 GiB).
@@ -164,6 +176,7 @@ impl SledStorage {
             log_meta: log_db.open_tree("txnlog-meta")?,
             snapshots: SnapshotFiles::open(snapshot_dir)?,
             epochs: data_db.open_tree("epochs")?,
+            ends: Arc::default(),
             log_db,
             data_db,
         };
@@ -309,6 +322,7 @@ impl TxnLog for SledStorage {
             return Err(crate::txn_log::out_of_order(zxid, last));
         }
         self.log.insert(key(zxid), txn.as_ref())?;
+        self.ends().last = Some(Some(zxid));
         Ok(())
     }
 
@@ -331,14 +345,25 @@ impl TxnLog for SledStorage {
     }
 
     fn last_zxid(&self) -> Result<Option<Zxid>> {
-        self.log.last()?.map(|(k, _)| zxid_of(&k)).transpose()
+        if let Some(last) = self.ends().last {
+            return Ok(last);
+        }
+        let last = self.log.last()?.map(|(k, _)| zxid_of(&k)).transpose()?;
+        self.ends().last = Some(last);
+        Ok(last)
     }
 
     fn purged_through(&self) -> Result<Option<Zxid>> {
-        self.log_meta
+        if let Some(purged) = self.ends().purged {
+            return Ok(purged);
+        }
+        let purged = self
+            .log_meta
             .get(PURGED_THROUGH)?
             .map(|v| zxid_of(&v))
-            .transpose()
+            .transpose()?;
+        self.ends().purged = Some(purged);
+        Ok(purged)
     }
 
     fn read_range(&self, after: Zxid, max_txns: usize) -> Result<Vec<(Zxid, Bytes)>> {
@@ -370,9 +395,9 @@ impl TxnLog for SledStorage {
         self.mark().lower(zxid)?;
         // Newest first: a crash part-way (sled recovers a prefix of its
         // writes) leaves a shorter log, never one with a hole.
-        for item in self.log.range(key(zxid.next())..).rev() {
-            self.log.remove(item?.0)?;
-        }
+        let removed = self.remove_all(self.log.range(key(zxid.next())..).rev());
+        self.forget_ends();
+        removed?;
         self.flush_log()
     }
 
@@ -380,18 +405,46 @@ impl TxnLog for SledStorage {
         // The synced mark, then the purge mark first: a log cut short by a
         // crash still says what is gone.
         self.mark().lower(through)?;
-        self.log_meta.insert(PURGED_THROUGH, &key(through))?;
-        for item in self.log.iter().rev() {
-            self.log.remove(item?.0)?;
-        }
+        let marked = self.log_meta.insert(PURGED_THROUGH, &key(through));
+        let removed = marked
+            .map_err(Into::into)
+            .and_then(|_| self.remove_all(self.log.iter().rev()));
+        self.forget_ends();
+        removed?;
         self.flush_log()
     }
 
     fn purge_through(&mut self, zxid: Zxid) -> Result<()> {
-        if self.purged_through()?.is_none_or(|p| p < zxid) {
-            self.log_meta.insert(PURGED_THROUGH, &key(zxid))?;
-        }
-        for item in self.log.range(..=key(zxid)) {
+        let marked = match self.purged_through()?.is_none_or(|p| p < zxid) {
+            true => self.log_meta.insert(PURGED_THROUGH, &key(zxid)).map(|_| ()),
+            false => Ok(()),
+        };
+        let removed = marked
+            .map_err(Into::into)
+            .and_then(|()| self.remove_all(self.log.range(..=key(zxid))));
+        self.forget_ends();
+        removed
+    }
+}
+
+impl SledStorage {
+    fn ends(&self) -> std::sync::MutexGuard<'_, LogEnds> {
+        // Plain values: a panic elsewhere cannot leave them half-written.
+        self.ends.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The log's ends changed other than by an append (or may have, if
+    /// that failed part-way): read them anew. Only the storage thread writes.
+    fn forget_ends(&self) {
+        *self.ends() = LogEnds::default();
+    }
+
+    /// Removes every record `items` names from the log.
+    fn remove_all(
+        &self,
+        items: impl Iterator<Item = ::sled::Result<(::sled::IVec, ::sled::IVec)>>,
+    ) -> Result<()> {
+        for item in items {
             self.log.remove(item?.0)?;
         }
         Ok(())
