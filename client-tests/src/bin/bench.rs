@@ -62,11 +62,18 @@ struct PhaseResult {
     ops: u64,
     elapsed: Duration,
     latency_us: Histogram<u64>,
+    /// CPU time the server processes spent during the timed phase, seconds
+    /// (user and system, every thread): on 2 shared cores, the honest figure.
+    cpu_secs: f64,
 }
 
 impl PhaseResult {
     fn throughput(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+    /// Server CPU per operation, microseconds.
+    fn cpu_us_per_op(&self) -> f64 {
+        self.cpu_secs * 1e6 / self.ops.max(1) as f64
     }
     fn pct_ms(&self, q: f64) -> f64 {
         self.latency_us.value_at_quantile(q) as f64 / 1000.0
@@ -79,8 +86,25 @@ enum Phase {
     Read,
 }
 
+/// Ticks per second of `/proc/<pid>/stat`'s times (USER_HZ, fixed at 100
+/// in Linux's ABI).
+const USER_HZ: f64 = 100.0;
+
+/// CPU seconds (user and system) the processes `pids` have used so far.
+fn cpu_secs(pids: &[u32]) -> f64 {
+    let ticks = |pid: &u32| -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name, which may hold spaces: utime and
+        // stime are the 12th and 13th of them.
+        let mut after = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+        Some(after.next()?.parse::<u64>().ok()? + after.next()?.parse::<u64>().ok()?)
+    };
+    pids.iter().filter_map(ticks).sum::<u64>() as f64 / USER_HZ
+}
+
 /// One timed phase; session `s` connects to `addrs[s % addrs.len()]` only.
-async fn run_phase(addrs: &[String], args: &Args, phase: Phase) -> PhaseResult {
+/// `pids`: the server processes whose CPU time the phase counts.
+async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) -> PhaseResult {
     let setup = connect(&addrs[0], Duration::from_secs(30)).await;
     let _ = setup.create("/bench", b"", &persistent()).await;
     let mut clients = Vec::new();
@@ -101,6 +125,7 @@ async fn run_phase(addrs: &[String], args: &Args, phase: Phase) -> PhaseResult {
         Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram"),
     ));
     let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cpu_before = cpu_secs(pids);
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.seconds);
     let mut tasks = Vec::new();
@@ -133,11 +158,13 @@ async fn run_phase(addrs: &[String], args: &Args, phase: Phase) -> PhaseResult {
         let _ = t.await;
     }
     let elapsed = start.elapsed();
+    let cpu_secs = cpu_secs(pids) - cpu_before;
     let latency_us = hist.lock().map(|h| h.clone()).expect("histogram lock");
     PhaseResult {
         ops: ops.load(std::sync::atomic::Ordering::Relaxed),
         elapsed,
         latency_us,
+        cpu_secs,
     }
 }
 
@@ -183,8 +210,8 @@ async fn populate(addr: &str, args: &Args) {
 
 async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
     let addrs = [addr.to_owned()];
-    let write = run_phase(&addrs, args, Phase::Write).await;
-    let read = run_phase(&addrs, args, Phase::Read).await;
+    let write = run_phase(&addrs, &[pid], args, Phase::Write).await;
+    let read = run_phase(&addrs, &[pid], args, Phase::Read).await;
     populate(addr, args).await;
     ServerRun {
         write,
@@ -194,18 +221,19 @@ async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
 }
 
 fn header() {
-    println!("| server    | op    |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms |");
-    println!("|-----------|-------|-----------:|---------:|---------:|---------:|---------:|");
+    println!("| server    | op    |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms | CPU us/op |");
+    println!("|-----------|-------|-----------:|---------:|---------:|---------:|---------:|----------:|");
 }
 
 fn row(name: &str, op: &str, r: &PhaseResult) {
     println!(
-        "| {name:<9} | {op:<5} | {:>10.0} | {:>8.2} | {:>8.2} | {:>8.2} | {:>8.2} |",
+        "| {name:<9} | {op:<5} | {:>10.0} | {:>8.2} | {:>8.2} | {:>8.2} | {:>8.2} | {:>9.1} |",
         r.throughput(),
         r.pct_ms(0.5),
         r.pct_ms(0.99),
         r.pct_ms(0.999),
-        r.latency_us.max() as f64 / 1000.0
+        r.latency_us.max() as f64 / 1000.0,
+        r.cpu_us_per_op()
     );
 }
 
@@ -250,6 +278,11 @@ async fn main() {
             "| p99 latency | {:.2}x | {:.2}x |",
             ours.write.pct_ms(0.99) / t.write.pct_ms(0.99),
             ours.read.pct_ms(0.99) / t.read.pct_ms(0.99)
+        );
+        println!(
+            "| server CPU per op | {:.2}x | {:.2}x |",
+            ours.write.cpu_us_per_op() / t.write.cpu_us_per_op(),
+            ours.read.cpu_us_per_op() / t.read.cpu_us_per_op()
         );
         println!();
         println!(

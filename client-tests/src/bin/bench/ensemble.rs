@@ -37,6 +37,8 @@ const PLACEMENT_TRIES: usize = 30;
 /// What the benchmark needs from either ensemble.
 trait Cluster {
     fn ports(&self) -> Vec<u16>;
+    /// The members' process ids (of those running).
+    fn pids(&self) -> Vec<u32>;
     fn leader(&self) -> Option<usize>;
     fn kill9(&mut self, i: usize);
 }
@@ -44,6 +46,9 @@ trait Cluster {
 impl Cluster for Ensemble {
     fn ports(&self) -> Vec<u16> {
         self.members.iter().map(|m| m.port).collect()
+    }
+    fn pids(&self) -> Vec<u32> {
+        self.members.iter().filter_map(|m| m.pid()).collect()
     }
     fn leader(&self) -> Option<usize> {
         Ensemble::leader(self)
@@ -56,6 +61,9 @@ impl Cluster for Ensemble {
 impl Cluster for ZooKeeperEnsemble {
     fn ports(&self) -> Vec<u16> {
         self.members.iter().map(|m| m.port).collect()
+    }
+    fn pids(&self) -> Vec<u32> {
+        self.members.iter().filter_map(|m| m.pid()).collect()
     }
     fn leader(&self) -> Option<usize> {
         ZooKeeperEnsemble::leader(self)
@@ -109,8 +117,9 @@ async fn measure(cluster: &mut impl Cluster, args: &Args) -> EnsembleRun {
         .iter()
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
-    let write = run_phase(&addrs, args, Phase::Write).await;
-    let read = run_phase(&addrs, args, Phase::Read).await;
+    let pids = cluster.pids();
+    let write = run_phase(&addrs, &pids, args, Phase::Write).await;
+    let read = run_phase(&addrs, &pids, args, Phase::Read).await;
     let failover = failover(cluster, args).await;
     EnsembleRun {
         write,
@@ -369,6 +378,11 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
         theirs.write.pct_ms(0.99),
     );
     ratio_row(
+        "write server CPU per op (us, all members)",
+        ours.write.cpu_us_per_op(),
+        theirs.write.cpu_us_per_op(),
+    );
+    ratio_row(
         "read throughput (ops/s)",
         ours.read.throughput(),
         theirs.read.throughput(),
@@ -382,6 +396,11 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
         "read p99 latency (ms)",
         ours.read.pct_ms(0.99),
         theirs.read.pct_ms(0.99),
+    );
+    ratio_row(
+        "read server CPU per op (us, all members)",
+        ours.read.cpu_us_per_op(),
+        theirs.read.cpu_us_per_op(),
     );
     let (o, t) = (&ours.failover, &theirs.failover);
     ratio_row(
