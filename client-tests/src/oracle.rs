@@ -129,11 +129,21 @@ impl ZooKeeperProcess {
     /// Like [`ZooKeeperProcess::start`], with extra JVM system properties, each
     /// passed as `-Dkey=value` (e.g. `("znode.container.checkIntervalMs", "100")`).
     pub fn start_with(tick_time_ms: u64, properties: &[(&str, &str)]) -> ZooKeeperProcess {
+        ZooKeeperProcess::start_configured(tick_time_ms, properties, "")
+    }
+
+    /// Like [`ZooKeeperProcess::start_with`], with `more` (zoo.cfg lines)
+    /// appended to its configuration.
+    pub fn start_configured(
+        tick_time_ms: u64,
+        properties: &[(&str, &str)],
+        more: &str,
+    ) -> ZooKeeperProcess {
         require_tool(ZOOKEEPER_JAR);
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let config = dir.path().join("zoo.cfg");
-        let text = base_config(tick_time_ms, &dir.path().join("data"), port);
+        let text = base_config(tick_time_ms, &dir.path().join("data"), port) + more;
         std::fs::write(&config, text).expect("write zoo.cfg");
         let properties: Vec<(String, String)> = properties
             .iter()

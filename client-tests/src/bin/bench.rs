@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zkd_client_tests::oracle::ZooKeeperProcess;
-use zkd_client_tests::{connect, persistent, ZkdProcess};
+use zkd_client_tests::{connect, persistent, ServerOptions, ZkdProcess};
 
 #[path = "bench/ensemble.rs"]
 mod ensemble;
@@ -248,11 +248,16 @@ async fn main() {
         ensemble::run(&args).await;
         return;
     }
-    let zkd = ZkdProcess::start();
+    // Every session from one address: lift the default limit of 60 on both.
+    let unlimited = ("maxClientCnxns".to_string(), "0".to_string());
+    let zkd = ZkdProcess::start_with(ServerOptions {
+        extra: vec![unlimited],
+        ..ServerOptions::default()
+    });
     let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
     drop(zkd);
     let theirs = {
-        let zk = ZooKeeperProcess::start(2000);
+        let zk = ZooKeeperProcess::start_configured(2000, &[], "maxClientCnxns=0\n");
         Some(bench(&zk.addr(), zk.pid(), &args).await)
     };
     header();
