@@ -6,6 +6,12 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use zkd_protocol::Zxid;
 
+/// Bytes of txns a history keeps at most. A DIFF is queued on the quorum
+/// link at once, and a link whose queue passes 256 MiB closes: a DIFF
+/// larger than that could never be sent, and the follower would be synced
+/// again and again. Whoever is further behind gets a SNAP, which is paced.
+const MAX_BYTES: usize = 64 << 20;
+
 /// The newest logged txns, in zxid order, and what precedes them.
 #[derive(Clone, Debug)]
 pub struct History {
@@ -14,6 +20,9 @@ pub struct History {
     base: Zxid,
     entries: VecDeque<(Zxid, Bytes)>,
     max_entries: usize,
+    /// Bytes of the kept txns, and the most kept.
+    bytes: usize,
+    max_bytes: usize,
 }
 
 /// How a leader brings one follower to its history.
@@ -36,17 +45,30 @@ impl History {
             base,
             entries: VecDeque::new(),
             max_entries: max_entries.max(1),
+            bytes: 0,
+            max_bytes: MAX_BYTES,
         }
     }
 
-    /// Adds the next logged txn; the oldest falls out beyond the window.
+    /// The same history keeping at most `max_bytes` of txns.
+    #[cfg(test)]
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> History {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Adds the next logged txn; the oldest fall out beyond the window (in
+    /// txns or in bytes).
     pub fn push(&mut self, zxid: Zxid, txn: Bytes) {
         debug_assert!(zxid > self.last_zxid(), "history must grow: {zxid}");
+        self.bytes += txn.len();
         self.entries.push_back((zxid, txn));
-        while self.entries.len() > self.max_entries {
-            if let Some((z, _)) = self.entries.pop_front() {
-                self.base = z;
-            }
+        while self.entries.len() > self.max_entries || self.bytes > self.max_bytes {
+            let Some((z, t)) = self.entries.pop_front() else {
+                break;
+            };
+            self.base = z;
+            self.bytes -= t.len();
         }
     }
 
@@ -63,7 +85,9 @@ impl History {
     /// Drops every txn after `zxid` (a TRUNC). Below the window the base moves down.
     pub fn truncate_after(&mut self, zxid: Zxid) {
         while self.entries.back().is_some_and(|(z, _)| *z > zxid) {
-            self.entries.pop_back();
+            if let Some((_, t)) = self.entries.pop_back() {
+                self.bytes -= t.len();
+            }
         }
         if self.entries.is_empty() && self.base > zxid {
             self.base = zxid;
@@ -73,6 +97,7 @@ impl History {
     /// Forgets every kept txn: the history now starts after `base` (a SNAP).
     pub fn reset(&mut self, base: Zxid) {
         self.entries.clear();
+        self.bytes = 0;
         self.base = base;
     }
 
@@ -143,6 +168,23 @@ mod tests {
             h.push(*zxid, Bytes::new());
         }
         h
+    }
+
+    /// A DIFF never holds more bytes than the history keeps: a follower
+    /// behind what fits gets a SNAP.
+    #[test]
+    fn a_follower_behind_more_bytes_than_kept_gets_a_snap() {
+        let mut h = History::new(Zxid::ZERO, 100).with_max_bytes(250);
+        for c in 1..=5 {
+            h.push(z(1, c), Bytes::from(vec![0u8; 100]));
+        }
+        assert_eq!(h.base(), z(1, 3));
+        assert_eq!(h.after(Zxid::ZERO).count(), 2);
+        assert_eq!(h.plan_sync(z(1, 3)), SyncPlan::Diff { after: z(1, 3) });
+        assert_eq!(h.plan_sync(z(1, 2)), SyncPlan::Snap);
+        h.truncate_after(z(1, 4));
+        h.push(z(2, 1), Bytes::from(vec![0u8; 100]));
+        assert_eq!(h.base(), z(1, 3), "the cut gave its bytes back");
     }
 
     #[test]
