@@ -1,10 +1,11 @@
 //! The invariants a whole-member run checks after every simulated
 //! millisecond (epoch files in order, prefix consistency, visibility, one
-//! leader per epoch holding every acknowledged create) and at its end
-//! (convergence).
+//! leader per epoch holding every acknowledged create), on every
+//! election notification a member sends (no stale LEADING or FOLLOWING)
+//! and at its end (convergence).
 
-use super::{SyncKind, Violation, WholeSim};
-use crate::core::election::ServerId;
+use super::{Process, SyncKind, Violation, WholeSim, Wire};
+use crate::core::election::{ServerId, ServerState};
 use crate::core::Mode;
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, EpochStore};
@@ -129,4 +130,23 @@ impl WholeSim {
             .map(|(_, t)| *t)
             .ok_or_else(|| Violation("no members".into()))
     }
+}
+
+/// Finding 8: a member whose role ended answers LOOKING until its next
+/// round, so no looker follows a leader that is gone.
+pub(super) fn check_answers(id: ServerId, p: &Process) -> Result<(), Violation> {
+    if !p.member.draining() {
+        return Ok(());
+    }
+    for (to, wire) in &p.links.outbox {
+        if let Wire::Notification(n) = wire {
+            if n.state != ServerState::Looking {
+                return Err(Violation(format!(
+                    "stale answer: member {id}, its role ended, told member {to} it is {:?}",
+                    n.state
+                )));
+            }
+        }
+    }
+    Ok(())
 }

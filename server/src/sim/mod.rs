@@ -43,7 +43,7 @@ mod scripted_sync;
 mod tests;
 mod trap;
 
-use crate::core::election::{Notification, ServerId, ServerState};
+use crate::core::election::{Notification, ServerId};
 use crate::core::zab::{Timing, Voters};
 use crate::core::{CoreConfig, Event, Mode, Node, Now};
 use crate::runtime::member::{Ctx, Member, StorageJobs};
@@ -427,7 +427,7 @@ impl WholeSim {
         let result =
             step(&mut p.member, &mut ctx).and_then(|()| p.member.route_node_commands(&mut ctx));
         let for_clients = result.map_err(|e| Violation(format!("member {id} stopped: {e}")))?;
-        check_answers(id, p)?;
+        checks::check_answers(id, p)?;
         self.flush(id);
         let mut events = Vec::new();
         for command in for_clients {
@@ -523,23 +523,4 @@ impl WholeSim {
             eprintln!("{:>6} ms  {what}", self.now);
         }
     }
-}
-
-/// Finding 8: a member whose role ended answers LOOKING until its next
-/// round, so no looker follows a leader that is gone.
-fn check_answers(id: ServerId, p: &Process) -> Result<(), Violation> {
-    if !p.member.draining() {
-        return Ok(());
-    }
-    for (to, wire) in &p.links.outbox {
-        if let Wire::Notification(n) = wire {
-            if n.state != ServerState::Looking {
-                return Err(Violation(format!(
-                    "stale answer: member {id}, its role ended, told member {to} it is {:?}",
-                    n.state
-                )));
-            }
-        }
-    }
-    Ok(())
 }

@@ -45,16 +45,25 @@ struct Budgets {
     snap: Arc<Semaphore>,
 }
 
+/// Whether a reader may hand what it read to the member.
+enum Admission {
+    /// It needs no share of a budget (a notification, a close).
+    Free,
+    /// With its share of the budget.
+    Granted(ReadPermit),
+    /// The budget is spent: the reader waits.
+    Wait,
+}
+
 impl Budgets {
-    /// The permit `wire` needs to reach the member, if it needs one:
-    /// `Some(None)` when the budget is spent.
-    fn permit(&self, wire: &Wire) -> Option<Option<ReadPermit>> {
+    /// What `wire` needs to reach the member now.
+    fn admit(&self, wire: &Wire) -> Admission {
         let budget = match wire {
             Wire::Zab { .. } => &self.zab,
             Wire::Snap { .. } => &self.snap,
-            Wire::Notification(_) | Wire::Closed { .. } => return None,
+            Wire::Notification(_) | Wire::Closed { .. } => return Admission::Free,
         };
-        Some(ReadPermit::try_take(budget, 1))
+        ReadPermit::try_take(budget, 1).map_or(Admission::Wait, Admission::Granted)
     }
 }
 
@@ -75,19 +84,20 @@ impl WholeSim {
         let Some(Some(p)) = self.procs.get_mut(&to) else {
             return Ok(());
         };
+        // Behind what its reader already holds, it waits in line.
         let queued = p.readers.waiting.get(&from).is_some_and(|q| !q.is_empty());
-        let permit = match p.readers.budgets.permit(&wire) {
-            _ if queued => {
+        let admission = match queued {
+            true => Admission::Wait,
+            false => p.readers.budgets.admit(&wire),
+        };
+        let permit = match admission {
+            Admission::Free => None,
+            Admission::Granted(permit) => Some(permit),
+            Admission::Wait => {
+                self.counts.budget_waits += u64::from(!queued);
                 p.readers.waiting.entry(from).or_default().push_back(wire);
                 return Ok(());
             }
-            Some(None) => {
-                self.counts.budget_waits += 1;
-                p.readers.waiting.entry(from).or_default().push_back(wire);
-                return Ok(());
-            }
-            Some(Some(permit)) => Some(permit),
-            None => None,
         };
         self.deliver(from, to, wire, late, permit)
     }
@@ -107,9 +117,10 @@ impl WholeSim {
                 let Some(queue) = waiting.get_mut(&from) else {
                     break;
                 };
-                let permit = match queue.front().map(|w| budgets.permit(w)) {
-                    None | Some(Some(None)) => break,
-                    Some(permit) => permit.flatten(),
+                let permit = match queue.front().map(|w| budgets.admit(w)) {
+                    None | Some(Admission::Wait) => break,
+                    Some(Admission::Free) => None,
+                    Some(Admission::Granted(permit)) => Some(permit),
                 };
                 let Some(wire) = queue.pop_front() else {
                     break;

@@ -395,9 +395,7 @@ impl TxnLog for SledStorage {
         self.mark().lower(zxid)?;
         // Newest first: a crash part-way (sled recovers a prefix of its
         // writes) leaves a shorter log, never one with a hole.
-        let removed = self.remove_all(self.log.range(key(zxid.next())..).rev());
-        self.forget_ends();
-        removed?;
+        self.cutting(|s| s.remove_all(s.log.range(key(zxid.next())..).rev()))?;
         self.flush_log()
     }
 
@@ -405,25 +403,21 @@ impl TxnLog for SledStorage {
         // The synced mark, then the purge mark first: a log cut short by a
         // crash still says what is gone.
         self.mark().lower(through)?;
-        let marked = self.log_meta.insert(PURGED_THROUGH, &key(through));
-        let removed = marked
-            .map_err(Into::into)
-            .and_then(|_| self.remove_all(self.log.iter().rev()));
-        self.forget_ends();
-        removed?;
+        self.cutting(|s| {
+            s.log_meta.insert(PURGED_THROUGH, &key(through))?;
+            s.remove_all(s.log.iter().rev())
+        })?;
         self.flush_log()
     }
 
     fn purge_through(&mut self, zxid: Zxid) -> Result<()> {
-        let marked = match self.purged_through()?.is_none_or(|p| p < zxid) {
-            true => self.log_meta.insert(PURGED_THROUGH, &key(zxid)).map(|_| ()),
-            false => Ok(()),
-        };
-        let removed = marked
-            .map_err(Into::into)
-            .and_then(|()| self.remove_all(self.log.range(..=key(zxid))));
-        self.forget_ends();
-        removed
+        let raise = self.purged_through()?.is_none_or(|p| p < zxid);
+        self.cutting(|s| {
+            if raise {
+                s.log_meta.insert(PURGED_THROUGH, &key(zxid))?;
+            }
+            s.remove_all(s.log.range(..=key(zxid)))
+        })
     }
 }
 
@@ -433,10 +427,13 @@ impl SledStorage {
         self.ends.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The log's ends changed other than by an append (or may have, if
-    /// that failed part-way): read them anew. Only the storage thread writes.
-    fn forget_ends(&self) {
+    /// Runs `cut`, which moves the log's ends other than by an append;
+    /// they are read anew afterwards, also if it failed part-way. Only the
+    /// storage thread writes.
+    fn cutting(&self, cut: impl FnOnce(&Self) -> Result<()>) -> Result<()> {
+        let done = cut(self);
         *self.ends() = LogEnds::default();
+        done
     }
 
     /// Removes every record `items` names from the log.
