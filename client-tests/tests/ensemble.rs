@@ -407,16 +407,19 @@ fn a_session_that_moved_is_refused_on_the_member_it_left() {
             .expect("reattach answered within 2 s");
         assert_eq!(moved.session_id, created.session_id, "{from} -> {to}");
         assert!(moved.time_out > 0);
-        let (h, _) = new.call(1, &raw_create(&format!("/after-{to}")));
+        // Xids go on across the session's connections, as a real client's
+        // do: a member matches a committed txn to its request by session
+        // and xid, so a reused xid could take another request's outcome.
+        let (h, _) = new.call(2, &raw_create(&format!("/after-{to}")));
         assert_eq!(h.err, 0, "the session works where it moved");
         // A write through the member it left: SESSIONMOVED closes that
         // connection with no answer, as ZooKeeper does (ZOOKEEPER-710).
-        old.send_request(2, &raw_create(&format!("/stale-{from}")));
+        old.send_request(3, &raw_create(&format!("/stale-{from}")));
         assert!(
             old.closed_by_server(),
             "{from} -> {to}: the old connection is closed"
         );
-        let (h, _) = new.call(2, &raw_create(&format!("/still-{to}")));
+        let (h, _) = new.call(4, &raw_create(&format!("/still-{to}")));
         assert_eq!(h.err, 0);
     }
     // A session id nobody has is refused on a follower too (the leader decides).
