@@ -83,11 +83,15 @@ pub enum Failpoint {
     /// leader's lets the storage queue, and the follower's memory, grow
     /// without bound.
     UnboundedIntake,
+    /// The election's shortcut decides once every voter that can answer
+    /// agrees, without the quorum the finalize wait needs: a member that
+    /// cannot reach the others elects itself alone.
+    ShortcutWithoutQuorum,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 13] = [
+    pub const ALL: [Failpoint; 14] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -101,6 +105,7 @@ impl Failpoint {
         Failpoint::SyncTimedWhole,
         Failpoint::StaleLinkEvents,
         Failpoint::UnboundedIntake,
+        Failpoint::ShortcutWithoutQuorum,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -119,6 +124,7 @@ impl Failpoint {
             Failpoint::SyncTimedWhole => "sync-timed-whole",
             Failpoint::StaleLinkEvents => "stale-link-events",
             Failpoint::UnboundedIntake => "unbounded-intake",
+            Failpoint::ShortcutWithoutQuorum => "shortcut-without-quorum",
         }
     }
 

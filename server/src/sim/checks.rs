@@ -1,12 +1,14 @@
 //! The invariants a whole-member run checks after every simulated
 //! millisecond (epoch files in order, prefix consistency, visibility, one
 //! leader per epoch holding every acknowledged create), on every
-//! election notification a member sends (no stale LEADING or FOLLOWING)
-//! and at its end (convergence).
+//! election notification a member sends (no stale LEADING or FOLLOWING),
+//! on every election decision (a quorum said it) and at its end
+//! (convergence).
 
 use super::{Process, SyncKind, Violation, WholeSim, Wire};
-use crate::core::election::{ServerId, ServerState};
+use crate::core::election::{Notification, ServerId, ServerState, Vote};
 use crate::core::Mode;
+use std::collections::BTreeSet;
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, EpochStore};
 
@@ -130,6 +132,59 @@ impl WholeSim {
             .map(|(_, t)| *t)
             .ok_or_else(|| Violation("no members".into()))
     }
+}
+
+/// A member's election decision already checked (leader and round), and
+/// how many rounds its election had decided by the shortcut then.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Decided {
+    decision: Option<(ServerId, u64)>,
+    shortcuts: u64,
+}
+
+impl WholeSim {
+    /// A member decides only what a quorum said: a majority of the members
+    /// sent a notification voting for the decided vote in its round, or
+    /// reporting that they follow or lead its leader in its epoch. However
+    /// the finalize wait is cut short, this must hold.
+    pub(super) fn check_decision(&mut self, id: ServerId) -> Result<(), Violation> {
+        let Some(Some(p)) = self.procs.get(&id) else {
+            return Ok(());
+        };
+        let (decision, shortcuts) = p.member.election_decision();
+        let seen = self.decided.entry(id).or_default();
+        let new = decision.map(|(vote, round)| (vote.leader, round));
+        let fresh = new.is_some() && new != seen.decision;
+        seen.decision = new;
+        self.counts.shortcuts += shortcuts.saturating_sub(seen.shortcuts);
+        seen.shortcuts = shortcuts;
+        let Some((vote, round)) = decision.filter(|_| fresh) else {
+            return Ok(());
+        };
+        self.counts.decisions += 1;
+        let backers: BTreeSet<ServerId> = self
+            .announced
+            .iter()
+            .filter(|n| backs(n, &vote, round))
+            .map(|n| n.sender)
+            .collect();
+        if backers.len() <= self.procs.len() / 2 {
+            return Err(Violation(format!(
+                "election: member {id} decided on leader {} in round {round} with only {backers:?} for it",
+                vote.leader
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `n` says its sender is for `vote` decided in `round`: the same
+/// vote in that round, or following or leading that leader in its epoch.
+fn backs(n: &Notification, vote: &Vote, round: u64) -> bool {
+    n.agrees_with(vote, round, ServerState::Looking)
+        || (n.state != ServerState::Looking
+            && n.vote.leader == vote.leader
+            && n.vote.peer_epoch == vote.peer_epoch)
 }
 
 /// Finding 8: a member whose role ended answers LOOKING until its next

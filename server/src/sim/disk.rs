@@ -162,6 +162,7 @@ impl WholeSim {
         self.link_clock.retain(|(_, to), _| *to != id);
         self.held.retain(|(from, to), _| *from != id && *to != id);
         self.last_notification.retain(|(from, _), _| *from != id);
+        self.decided.remove(&id);
         self.clients.member_gone(id, self.now, &mut self.rng);
         self.restarts
             .insert(id, self.now + 200 + self.rng.below(2_000));

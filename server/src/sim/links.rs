@@ -30,6 +30,8 @@ pub enum Wire {
     Closed {
         conn: u64,
     },
+    /// The sending end is down: it refused the receiver's election connection.
+    Refused,
 }
 
 /// One member's end of its links.
@@ -89,7 +91,7 @@ impl PeerLinks for SimLinks {
     fn is_stale(&self, event: &PeerEvent) -> bool {
         let current = |peer: &ServerId| self.quorum.get(peer).copied();
         match event {
-            PeerEvent::Notification(_) => false,
+            PeerEvent::Notification(_) | PeerEvent::Unreachable(_) => false,
             PeerEvent::Zab { from, link, .. } | PeerEvent::SnapChunk { from, link, .. } => {
                 current(from) != Some(*link)
             }

@@ -56,7 +56,7 @@ use links::{SimLinks, Wire};
 use reader::Readers;
 use rng::Rng;
 pub use schedule::{Schedule, SyncKind, Violation};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use zkd_protocol::Zxid;
 use zkd_storage::MemStorage;
@@ -93,6 +93,12 @@ pub struct WholeCounts {
     pub fuzzy_snaps: u64,
     /// Snapshots saved or installed that recovered a tree some member had.
     pub snapshots_checked: u64,
+    /// Election connections refused by a crashed member.
+    pub refusals: u64,
+    /// Election decisions checked against the notifications sent.
+    pub decisions: u64,
+    /// Of them, rounds the shortcut decided without the full finalize wait.
+    pub shortcuts: u64,
     pub clients: ClientCounts,
 }
 
@@ -110,6 +116,9 @@ impl std::ops::AddAssign for WholeCounts {
         self.fuzzy_snaps += o.fuzzy_snaps;
         self.budget_waits += o.budget_waits;
         self.snapshots_checked += o.snapshots_checked;
+        self.refusals += o.refusals;
+        self.decisions += o.decisions;
+        self.shortcuts += o.shortcuts;
         self.clients += o.clients;
     }
 }
@@ -174,6 +183,11 @@ struct WholeSim {
     /// The last notification each member sent each other one, carried again
     /// when a cut link heals, as the runtime's election links do.
     last_notification: BTreeMap<(ServerId, ServerId), Notification>,
+    /// Every notification any member sent: each election decision must
+    /// rest on a quorum of them (`check_decision`).
+    announced: HashSet<Notification>,
+    /// Each member's decision last checked, and its election's shortcut count.
+    decided: BTreeMap<ServerId, checks::Decided>,
     restarts: BTreeMap<ServerId, u64>,
     /// Members whose disk fails its next write (EIO).
     failing: BTreeSet<ServerId>,
@@ -269,6 +283,8 @@ impl WholeSim {
             late_reads: BTreeSet::new(),
             late_until: BTreeMap::new(),
             last_notification: BTreeMap::new(),
+            announced: HashSet::new(),
+            decided: BTreeMap::new(),
             restarts: BTreeMap::new(),
             failing: BTreeSet::new(),
             writes_held: false,
@@ -429,6 +445,7 @@ impl WholeSim {
         let for_clients = result.map_err(|e| Violation(format!("member {id} stopped: {e}")))?;
         checks::check_answers(id, p)?;
         self.flush(id);
+        self.check_decision(id)?;
         let mut events = Vec::new();
         for command in for_clients {
             events.extend(

@@ -26,11 +26,12 @@ impl WholeSim {
         match &wire {
             Wire::Notification(n) => {
                 self.last_notification.insert((from, to), *n);
+                self.announced.insert(*n);
             }
             Wire::Closed { conn } => {
                 self.kill_conn(*conn);
             }
-            Wire::Zab { .. } | Wire::Snap { .. } => {}
+            Wire::Zab { .. } | Wire::Snap { .. } | Wire::Refused => {}
         }
         if self.one_way.contains(&(from, to)) && matches!(self.procs.get(&to), Some(Some(_))) {
             self.held.entry((from, to)).or_default().push_back(wire);
@@ -38,6 +39,12 @@ impl WholeSim {
         }
         let reachable = !self.is_cut(from, to) && matches!(self.procs.get(&to), Some(Some(_)));
         if !reachable {
+            if matches!(wire, Wire::Notification(_)) && matches!(self.procs.get(&to), Some(None)) {
+                // Nothing listens at a crashed member's port: the dial is refused.
+                self.counts.refusals += 1;
+                let delay = 1 + self.rng.below(5);
+                self.queue(to, from, Wire::Refused, delay);
+            }
             if let Wire::Zab { conn, .. } | Wire::Snap { conn, .. } = wire {
                 if self.kill_conn(conn) {
                     let delay = 1 + self.rng.below(50);
@@ -208,6 +215,7 @@ impl WholeSim {
                 permit: permit(),
                 link: conn,
             },
+            Wire::Refused => PeerEvent::Unreachable(from),
             Wire::Closed { conn } => {
                 if p.links.quorum.get(&from) == Some(&conn) {
                     p.links.quorum.remove(&from);

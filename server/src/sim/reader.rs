@@ -61,7 +61,7 @@ impl Budgets {
         let budget = match wire {
             Wire::Zab { .. } => &self.zab,
             Wire::Snap { .. } => &self.snap,
-            Wire::Notification(_) | Wire::Closed { .. } => return Admission::Free,
+            Wire::Notification(_) | Wire::Closed { .. } | Wire::Refused => return Admission::Free,
         };
         ReadPermit::try_take(budget, 1).map_or(Admission::Wait, Admission::Granted)
     }
@@ -138,6 +138,6 @@ impl WholeSim {
 pub(super) fn wire_conn(wire: &Wire) -> Option<u64> {
     match wire {
         Wire::Zab { conn, .. } | Wire::Snap { conn, .. } => Some(*conn),
-        Wire::Notification(_) | Wire::Closed { .. } => None,
+        Wire::Notification(_) | Wire::Closed { .. } | Wire::Refused => None,
     }
 }

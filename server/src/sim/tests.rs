@@ -68,6 +68,10 @@ fn members_under_crashes_and_partitions_keep_what_clients_saw() {
         "no SNAP image was fuzzy: {counts:?}"
     );
     assert!(
+        counts.refusals > 0 && counts.shortcuts > 0 && counts.decisions > counts.shortcuts,
+        "the election shortcut was never taken, or always: {counts:?}"
+    );
+    assert!(
         counts.snapshots_checked > 0,
         "no snapshot was compared with a tree: {counts:?}"
     );
@@ -210,6 +214,11 @@ mod planted {
     #[test]
     fn planted_setwatches_rearm_is_caught() {
         assert_caught(Failpoint::SetwatchesRearm, 20, &["watches:"]);
+    }
+
+    #[test]
+    fn planted_shortcut_without_quorum_is_caught() {
+        assert_caught(Failpoint::ShortcutWithoutQuorum, 20, &["election:"]);
     }
 
     #[test]

@@ -14,11 +14,20 @@
 //! Time is a parameter: the finalize wait and the re-send backoff are
 //! deadlines reported by `poll_timeout`. Our own notifications are delivered
 //! to ourselves at once, as ZooKeeper loops them back.
+//!
+//! **The shortcut.** The finalize wait exists for a better vote still on its
+//! way. Once a quorum agrees and every other voter has either voted the same
+//! in this round or cannot answer at all (`peer_unreachable`: its address
+//! refused our connection), no better vote can come: each looker's vote in a
+//! round is at least its own, so the proposal is the best of every member
+//! that can speak. The decision is then taken at once. The quorum stays
+//! required; an unreachable peer is never counted as a vote.
 
 mod vote;
 
 pub use vote::{Notification, ServerId, ServerState, Vote};
 
+use crate::failpoints::{active, Failpoint};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Settings of one member's election.
@@ -89,6 +98,11 @@ pub struct Election {
     /// when the next round starts, as ZooKeeper's queued notifications are
     /// (a looker already in that round does not send its vote again soon).
     held: BTreeMap<ServerId, Notification>,
+    /// Peers that refused our connection and have not been heard from since:
+    /// they cannot answer, so the finalize wait need not wait for them.
+    unreachable: BTreeSet<ServerId>,
+    /// Rounds decided by the shortcut.
+    shortcuts: u64,
 }
 
 impl Election {
@@ -110,6 +124,8 @@ impl Election {
             outcome: None,
             standing_down: false,
             held: BTreeMap::new(),
+            unreachable: BTreeSet::new(),
+            shortcuts: 0,
         }
     }
 
@@ -149,8 +165,22 @@ impl Election {
         }
     }
 
+    /// `peer` refused our connection: nothing listens at its address, so it
+    /// cannot vote until it is heard from again. A round whose quorum waits
+    /// only for such peers is decided at once.
+    pub fn peer_unreachable(&mut self, peer: ServerId) {
+        if peer == self.config.my_id || !self.is_voter(peer) {
+            return;
+        }
+        if self.unreachable.insert(peer) {
+            tracing::debug!(me = %self.config.my_id, %peer, "election: peer unreachable");
+        }
+        self.check_shortcut();
+    }
+
     /// Feeds a notification from a peer.
     pub fn handle_notification(&mut self, now_ms: u64, n: Notification) {
+        self.unreachable.remove(&n.sender);
         if !self.is_voter(n.sender) || !self.is_voter(n.vote.leader) {
             // ZooKeeper answers a non-voter with its current vote and counts nothing.
             return self.send(n.sender, self.notification());
@@ -177,9 +207,13 @@ impl Election {
         self.resend_at = Some(now_ms + self.resend_interval_ms);
         if self.finalize_at.is_some() {
             if !n.vote.beats(&self.vote) {
-                // While finalizing, a vote that changes nothing is dropped and
-                // the wait starts over.
+                // While finalizing, a vote that changes nothing starts the
+                // wait over; one of this round is kept for the shortcut.
                 self.finalize_at = Some(now_ms + self.config.finalize_wait_ms);
+                if n.state == ServerState::Looking && n.election_epoch == self.logical_clock {
+                    self.received.insert(n.sender, n);
+                    self.check_shortcut();
+                }
                 return;
             }
             self.finalize_at = None;
@@ -196,16 +230,7 @@ impl Election {
             return;
         }
         if self.finalize_at.is_some_and(|at| now_ms >= at) {
-            let leading = self.vote.leader == self.config.my_id;
-            return self.decide(
-                if leading {
-                    ServerState::Leading
-                } else {
-                    ServerState::Following
-                },
-                self.vote,
-                self.logical_clock,
-            );
+            return self.finalize();
         }
         if self.resend_at.is_some_and(|at| now_ms >= at) {
             // Nothing heard for a while: say it again, and wait longer next time.
@@ -256,6 +281,16 @@ impl Election {
     /// The current round.
     pub fn logical_clock(&self) -> u64 {
         self.logical_clock
+    }
+
+    /// The decided vote and the round it was decided in, once decided.
+    pub fn decision(&self) -> Option<(Vote, u64)> {
+        (self.state != ServerState::Looking).then_some((self.vote, self.vote_epoch))
+    }
+
+    /// Rounds this member decided by the shortcut, without the full finalize wait.
+    pub fn shortcuts(&self) -> u64 {
+        self.shortcuts
     }
 
     fn is_voter(&self, id: ServerId) -> bool {
@@ -331,6 +366,9 @@ impl Election {
 
     /// Starts the finalize wait once a quorum of this round votes for the proposal.
     fn check_proposal_quorum(&mut self, now_ms: u64) {
+        if self.state != ServerState::Looking {
+            return;
+        }
         let (vote, round) = (self.vote, self.logical_clock);
         let agreeing = self
             .received
@@ -340,6 +378,39 @@ impl Election {
         if self.is_quorum(agreeing) && self.finalize_at.is_none() {
             self.finalize_at = Some(now_ms + self.config.finalize_wait_ms);
         }
+        self.check_shortcut();
+    }
+
+    /// Decides the proposal now if the finalize wait could only end one way:
+    /// a quorum agrees, and every other voter agrees too or is unreachable.
+    fn check_shortcut(&mut self) {
+        let quorum = self.finalize_at.is_some() || active(Failpoint::ShortcutWithoutQuorum);
+        if self.state != ServerState::Looking || self.standing_down || !quorum {
+            return;
+        }
+        let (vote, round) = (self.vote, self.logical_clock);
+        let settled = self.config.voters.iter().all(|v| {
+            self.unreachable.contains(v)
+                || self
+                    .received
+                    .get(v)
+                    .is_some_and(|n| n.agrees_with(&vote, round, ServerState::Looking))
+        });
+        if settled {
+            self.shortcuts += 1;
+            tracing::debug!(me = %self.config.my_id, "election: every voter that can answer agrees");
+            self.finalize();
+        }
+    }
+
+    /// Decides the proposal of this round.
+    fn finalize(&mut self) {
+        let state = if self.vote.leader == self.config.my_id {
+            ServerState::Leading
+        } else {
+            ServerState::Following
+        };
+        self.decide(state, self.vote, self.logical_clock);
     }
 
     /// Majority of the voters (`QuorumMaj`).

@@ -80,6 +80,66 @@ fn a_better_vote_is_adopted_and_a_quorum_decides_after_the_finalize_wait() {
     assert_eq!(e.poll_timeout(), None);
 }
 
+fn looking(sender: u64, leader: u64, round: u64) -> Notification {
+    Notification {
+        sender: ServerId(sender),
+        state: ServerState::Looking,
+        vote: vote(leader, 5, 1),
+        election_epoch: round,
+    }
+}
+
+#[test]
+fn a_quorum_decides_at_once_when_every_other_voter_is_unreachable() {
+    let mut e = Election::new(config(1, 3), vote(1, 5, 1));
+    e.look(0, vote(1, 5, 1));
+    e.handle_notification(10, looking(3, 3, 1));
+    assert!(e.take_outcome().is_none(), "2 may still send a better vote");
+    e.peer_unreachable(ServerId(2));
+    let outcome = e.take_outcome().expect("decided without the finalize wait");
+    assert_eq!(outcome.state, ServerState::Following);
+    assert_eq!(outcome.vote.leader, ServerId(3));
+    assert_eq!(e.shortcuts(), 1);
+}
+
+#[test]
+fn a_round_where_every_voter_agrees_is_decided_at_once() {
+    let mut e = Election::new(config(3, 3), vote(3, 5, 1));
+    e.look(0, vote(3, 5, 1));
+    e.handle_notification(5, looking(1, 3, 1));
+    assert!(e.take_outcome().is_none(), "2 has not voted");
+    // Votes that arrive during the finalize wait count for the shortcut.
+    e.handle_notification(8, looking(2, 3, 1));
+    let outcome = e.take_outcome().expect("every voter agrees");
+    assert_eq!(outcome.state, ServerState::Leading);
+}
+
+#[test]
+fn the_shortcut_still_needs_a_quorum() {
+    let mut e = Election::new(config(1, 3), vote(1, 5, 1));
+    e.look(0, vote(1, 5, 1));
+    e.peer_unreachable(ServerId(2));
+    e.peer_unreachable(ServerId(3));
+    e.handle_timeout(10_000);
+    assert!(e.take_outcome().is_none(), "alone is no quorum");
+}
+
+#[test]
+fn an_unreachable_peer_heard_from_again_is_waited_for() {
+    let mut e = Election::new(config(1, 3), vote(1, 5, 1));
+    e.look(0, vote(1, 5, 1));
+    e.peer_unreachable(ServerId(2));
+    // 2 is back, still voting for itself in an older round: it will hear
+    // our proposal and may answer with a better one.
+    e.handle_notification(5, looking(2, 2, 0));
+    e.handle_notification(10, looking(3, 3, 1));
+    assert!(e.take_outcome().is_none(), "2 has not voted in this round");
+    assert_eq!(e.poll_timeout(), Some(210), "the finalize wait applies");
+    e.handle_timeout(210);
+    assert_eq!(e.take_outcome().map(|o| o.vote.leader), Some(ServerId(3)));
+    assert_eq!(e.shortcuts(), 0);
+}
+
 #[test]
 fn a_better_vote_during_the_finalize_wait_reopens_the_round() {
     let mut e = Election::new(config(2, 5), vote(2, 5, 1));

@@ -17,7 +17,7 @@ impl fmt::Display for ServerId {
 }
 
 /// A member's role, as election notifications report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ServerState {
     /// Electing a leader.
     Looking,
@@ -28,7 +28,7 @@ pub enum ServerState {
 }
 
 /// A proposal for leader: who, with how much history.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Vote {
     /// The proposed leader.
     pub leader: ServerId,
@@ -63,7 +63,7 @@ impl fmt::Display for Vote {
 }
 
 /// An election message: the sender's state, its vote and its round.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Notification {
     /// Who sent it.
     pub sender: ServerId,

@@ -180,6 +180,14 @@ impl Member {
         matches!(&self.role, Role::Leading(l) if !l.is_established() && l.epoch() > 0)
     }
 
+    /// The election's decision while it stands (vote and round), and how
+    /// many rounds the shortcut decided: the simulator checks each decision
+    /// against what the members said.
+    #[cfg(test)]
+    pub fn election_decision(&self) -> (Option<(Vote, u64)>, u64) {
+        (self.election.decision(), self.election.shortcuts())
+    }
+
     /// Whether the role ended and the storage queue drains before the next
     /// round (lookers must hear LOOKING from it meanwhile).
     #[cfg(test)]
@@ -303,6 +311,10 @@ impl Member {
         match event {
             PeerEvent::Notification(n) => {
                 self.election.handle_notification(ctx.now.mono_ms, n);
+                self.after_election(ctx)
+            }
+            PeerEvent::Unreachable(peer) => {
+                self.election.peer_unreachable(peer);
                 self.after_election(ctx)
             }
             PeerEvent::Zab {

@@ -196,6 +196,19 @@ async fn dial(shared: Arc<Shared>, peer: ServerId, generation: u64, mut at_least
                 return;
             }
             Ok(_) => tracing::debug!("election: said hello to {peer}, awaiting its call back"),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                tracing::debug!("election: {peer} refused our connection");
+                // Only a refusal is sure: nothing listens there. A timeout
+                // may be a slow path to a live peer.
+                if shared
+                    .events
+                    .send(PeerEvent::Unreachable(peer))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
             Err(e) => tracing::debug!("election: cannot reach {peer}: {e}"),
         }
     }

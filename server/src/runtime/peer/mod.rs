@@ -66,6 +66,9 @@ const SNAP_CHUNK_OVERHEAD: usize = 64;
 pub enum PeerEvent {
     /// An election notification from a peer (sender checked against the link's sid).
     Notification(Notification),
+    /// Our election connection to `peer` was refused: nothing listens at
+    /// its address, so it cannot vote until it is heard from again.
+    Unreachable(ServerId),
     /// A Zab message on the quorum link with `from` (`link`: that link's
     /// generation, see [`PeerNetwork::is_stale`]).
     /// `permit`: its share of [`ZAB_BYTES_IN_FLIGHT`], held until the
@@ -304,7 +307,7 @@ impl PeerNetwork {
         let state = self.shared.lock();
         let current = |peer: &ServerId| state.quorum.get(peer).map(|l| l.task.generation);
         match event {
-            PeerEvent::Notification(_) => false,
+            PeerEvent::Notification(_) | PeerEvent::Unreachable(_) => false,
             PeerEvent::Zab { from, link, .. } | PeerEvent::SnapChunk { from, link, .. } => {
                 current(from) != Some(*link)
             }
