@@ -18,6 +18,7 @@ pub mod java_order;
 mod node;
 mod node_apply;
 mod node_member;
+mod node_mode;
 mod node_request;
 pub mod pipeline;
 pub mod reply;

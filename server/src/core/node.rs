@@ -1,6 +1,7 @@
 //! `Node`: the state machine's state, its event entry points, handshakes and timeouts.
 
 use super::connection::{Conn, ConnState};
+use super::node_mode::ModeState;
 use super::pipeline::pending::PendingChanges;
 use super::session::{session_password, SessionId, SessionTable};
 use super::stats::ServerStats;
@@ -69,23 +70,9 @@ pub struct Node {
     pub(super) snapshot: Option<(SnapshotCursor, u64)>,
     /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
     pub(super) reattaching: std::collections::BTreeSet<ConnId>,
-    /// What the member does with requests (its Zab role).
-    pub(super) mode: Mode,
-    /// Follower: sessions being created for local connections, by the id
-    /// this member chose (ZooKeeper's learners allocate session ids).
-    pub(super) creating: BTreeMap<SessionId, ConnId>,
-    /// Follower: sessions touched since the last PING, with their timeouts.
-    pub(super) touched: BTreeMap<SessionId, i32>,
-    /// Leader: the member each session is attached to (by its id), so a
-    /// write from a member the session left answers SESSIONMOVED. A session
-    /// with no entry (a new leader's) belongs to the first to use it.
-    pub(super) owners: BTreeMap<SessionId, u64>,
-    /// Follower: requests forwarded to the leader and not answered yet, so
-    /// `outstanding` bounds a follower's intake as it does a leader's.
-    pub(super) forwarded: usize,
-    /// Leader: `epoch << 32`, which it reports as processed before the
-    /// epoch's first txn, as ZooKeeper's leader does.
-    pub(super) epoch_base: Zxid,
+    /// What the member does with requests (its Zab role), with the state
+    /// that belongs to that mode alone.
+    pub(super) mode: ModeState,
     /// Txns up to this zxid may already be in the tree (it came from a fuzzy
     /// snapshot), so failing to apply one is expected, not divergence.
     pub(super) fuzzy_through: Zxid,
@@ -120,12 +107,7 @@ impl Node {
             stats: ServerStats::default(),
             snapshot: None,
             reattaching: std::collections::BTreeSet::new(),
-            mode: Mode::Standalone,
-            creating: BTreeMap::new(),
-            touched: BTreeMap::new(),
-            owners: BTreeMap::new(),
-            forwarded: 0,
-            epoch_base: Zxid::ZERO,
+            mode: ModeState::Standalone,
             fuzzy_through: Zxid::ZERO,
             diverged_at: None,
         };
@@ -150,7 +132,7 @@ impl Node {
     pub(super) fn count_txn_for_snapshot(&mut self, now: Now) {
         self.txns_since_snapshot += 1;
         let due = self.txns_since_snapshot > self.snapshot_after;
-        let serving = self.mode != Mode::NotServing || active(Failpoint::SnapshotAnyTree);
+        let serving = self.mode() != Mode::NotServing || active(Failpoint::SnapshotAnyTree);
         if due && serving && self.snapshot.is_none() {
             self.txns_since_snapshot = 0;
             self.snapshot_after = self.next_snapshot_threshold();
@@ -229,6 +211,11 @@ impl Node {
     /// The monotonic time at which `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
         let mut due = u64::MAX;
+        if let ModeState::NotServing(n) = &self.mode {
+            if !n.held.is_empty() {
+                due = n.hold_until_ms;
+            }
+        }
         if self.proposes() {
             due = self.next_container_check_ms;
             if let Some(expiry) = self.sessions.next_expiry_ms() {
@@ -244,6 +231,7 @@ impl Node {
     /// Expires sessions and sweeps containers whose time has come (only
     /// where writes start: standalone or leading).
     pub fn handle_timeout(&mut self, now: Now) {
+        self.refuse_held(now);
         if !self.proposes() {
             self.step_snapshot(now);
             return;
@@ -293,10 +281,16 @@ impl Node {
     fn forget_connection(&mut self, conn: ConnId) {
         self.reattaching.remove(&conn);
         if let Some(c) = self.conns.remove(&conn) {
-            // Its forwarded requests will find nobody to answer.
-            self.forwarded = self.forwarded.saturating_sub(c.forwarded);
-            if let ConnState::CreatingSession(s) = c.state {
-                self.creating.remove(&s);
+            match &mut self.mode {
+                ModeState::Following(f) => {
+                    // Its forwarded requests will find nobody to answer.
+                    f.forwarded = f.forwarded.saturating_sub(c.forwarded);
+                    if let ConnState::CreatingSession(s) = c.state {
+                        f.creating.remove(&s);
+                    }
+                }
+                ModeState::NotServing(n) => n.held.retain(|(held, _)| *held != conn),
+                ModeState::Standalone | ModeState::Leading(_) => {}
             }
             if let Some(session) = c.session() {
                 if self.session_conn.get(&session) == Some(&conn) {
@@ -314,7 +308,7 @@ impl Node {
         )
     }
 
-    fn handshake(&mut self, now: Now, conn: ConnId, request: ConnectRequest) {
+    pub(super) fn handshake(&mut self, now: Now, conn: ConnId, request: ConnectRequest) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -322,7 +316,12 @@ impl Node {
             return self.close(conn);
         }
         c.read_only_flag = request.read_only;
-        if self.mode == Mode::NotServing {
+        if let ModeState::NotServing(n) = &mut self.mode {
+            if now.mono_ms < n.hold_until_ms {
+                // A failover is under way: answer once it is over.
+                n.held.push((conn, request));
+                return;
+            }
             // As ZooKeeper while it elects or syncs: no session is served.
             return self.close(conn);
         }
@@ -337,7 +336,7 @@ impl Node {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.state = ConnState::CreatingSession(session);
             }
-            if self.mode == Mode::Following {
+            if self.mode() == Mode::Following {
                 return self.forward_create_session(conn, session, timeout_ms);
             }
             let body =
@@ -374,7 +373,8 @@ impl Node {
         for old in others {
             self.close(old);
         }
-        if self.mode == Mode::Following && request.passwd.as_ref() == session_password(session.0) {
+        if self.mode() == Mode::Following && request.passwd.as_ref() == session_password(session.0)
+        {
             // The leader owns sessions: it says whether this one lives, and
             // from now on it belongs here.
             if let Some(c) = self.conns.get_mut(&conn) {
@@ -397,9 +397,8 @@ impl Node {
             return self.close(conn);
         }
         self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
-        if self.mode == Mode::Leading {
-            self.owners
-                .insert(session, u64::from(self.config.server_id));
+        if let Some(l) = self.mode.leading() {
+            l.owners.insert(session, u64::from(self.config.server_id));
         }
         let in_flight = self
             .in_flight
@@ -505,7 +504,10 @@ impl Node {
     /// handshake's lastZxidSeen check see it: the tree's, or on a new
     /// leader `epoch << 32` until the epoch's first txn.
     pub fn processed_zxid(&self) -> Zxid {
-        self.tree.last_zxid().max(self.epoch_base)
+        match &self.mode {
+            ModeState::Leading(l) => self.tree.last_zxid().max(l.epoch_base),
+            _ => self.tree.last_zxid(),
+        }
     }
 
     /// The committed tree.
@@ -556,12 +558,16 @@ impl Node {
 
     /// Number of requests waiting for their txn to be applied.
     pub fn outstanding(&self) -> usize {
-        self.in_flight.len() + self.forwarded
+        let forwarded = match &self.mode {
+            ModeState::Following(f) => f.forwarded,
+            _ => 0,
+        };
+        self.in_flight.len() + forwarded
     }
 
     /// What the member does with client requests.
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.mode.mode()
     }
 
     /// The configuration the core runs with.

@@ -125,7 +125,8 @@ impl Node {
     fn deliver_to_session(&mut self, now: Now, txn: &Txn, outcome: &TxnOutcome) {
         let session = SessionId(txn.header.client_id);
         if let TxnBody::CreateSession(create) = &txn.body {
-            if let Some(conn) = self.creating.remove(&session) {
+            let creating = self.mode.following().map(|f| &mut f.creating);
+            if let Some(conn) = creating.and_then(|c| c.remove(&session)) {
                 self.forwarded_answered(conn);
                 self.session_ready(now, conn, session, create.time_out);
             }

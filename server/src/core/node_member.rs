@@ -5,12 +5,13 @@
 use super::acl::AuthIds;
 use super::connection::ConnState;
 use super::node::{Node, Origin};
+use super::node_mode::{Following, Leading, ModeState, NotServing, HOLD_HANDSHAKES_MS};
 use super::pipeline::pending::PendingChanges;
 use super::session::{SessionId, SessionTable};
 use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
 use crate::failpoints::{active, Failpoint};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use zkd_protocol::records::{CreateSessionTxn, ErrorTxn, Id, RequestHeader};
+use zkd_protocol::records::{ConnectRequest, CreateSessionTxn, ErrorTxn, Id, RequestHeader};
 use zkd_protocol::request::ClientRequest;
 use zkd_protocol::{ErrorCode, OpCode, Record, Zxid};
 use zkd_storage::{DataTree, TxnBody};
@@ -26,7 +27,10 @@ impl Node {
         now: Now,
     ) -> Node {
         let mut node = Node::new(config, tree, now);
-        node.mode = Mode::NotServing;
+        node.mode = ModeState::NotServing(NotServing {
+            hold_until_ms: now.mono_ms + HOLD_HANDSHAKES_MS,
+            held: Vec::new(),
+        });
         node.fuzzy_through = fuzzy_through;
         node.show_ensemble_config();
         node
@@ -40,33 +44,59 @@ impl Node {
 
     /// The role ended (or has not begun): every client connection is
     /// closed, as ZooKeeper's members do when they stop serving, and
-    /// everything a leader had prepared is forgotten.
-    pub fn stop_serving(&mut self) {
-        if self.mode != Mode::NotServing {
-            tracing::info!(mode = self.mode.name(), "no longer serving clients");
-        }
-        self.mode = Mode::NotServing;
+    /// everything a leader had prepared is forgotten. New clients are held
+    /// for a moment from the first stop (a failover is usually over by then).
+    pub fn stop_serving(&mut self, now: Now) {
+        let hold_until_ms = match &self.mode {
+            ModeState::NotServing(n) => n.hold_until_ms,
+            serving => {
+                tracing::info!(mode = serving.mode().name(), "no longer serving clients");
+                now.mono_ms + HOLD_HANDSHAKES_MS
+            }
+        };
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for conn in conns {
             self.close(conn);
         }
+        self.mode = ModeState::NotServing(NotServing {
+            hold_until_ms,
+            held: Vec::new(),
+        });
         self.in_flight.clear();
         self.pending = PendingChanges::default();
-        self.creating.clear();
-        self.touched.clear();
         self.reattaching.clear();
         // A snapshot in progress may not survive a truncation or a SNAP.
         self.snapshot = None;
-        self.owners.clear();
-        self.forwarded = 0;
-        self.epoch_base = Zxid::ZERO;
         self.last_assigned = self.tree.last_zxid();
+    }
+
+    /// Connections whose handshake was held while not serving: answered
+    /// now that the member serves.
+    fn take_held(&mut self) -> Vec<(ConnId, ConnectRequest)> {
+        match &mut self.mode {
+            ModeState::NotServing(n) => std::mem::take(&mut n.held),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Not serving past the hold: held handshakes are refused, as ZooKeeper
+    /// refuses them while it elects or syncs, so their clients move on.
+    pub(super) fn refuse_held(&mut self, now: Now) {
+        let ModeState::NotServing(n) = &mut self.mode else {
+            return;
+        };
+        if now.mono_ms < n.hold_until_ms || n.held.is_empty() {
+            return;
+        }
+        for (conn, _) in std::mem::take(&mut n.held) {
+            self.close(conn);
+        }
     }
 
     /// Replaces the tree (a SNAP, or a reload after TRUNC); only while not
     /// serving. Txns up to `fuzzy_through` may already be in it.
     pub fn replace_tree(&mut self, tree: DataTree, fuzzy_through: Zxid) {
-        debug_assert_eq!(self.mode, Mode::NotServing);
+        debug_assert_eq!(self.mode(), Mode::NotServing);
         if !active(Failpoint::SnapshotAnyTree) {
             // A snapshot of the old tree must not go on over the new one.
             self.snapshot = None;
@@ -94,17 +124,30 @@ impl Node {
     /// and it tracks every session with a fresh timeout, as ZooKeeper's
     /// leader does on taking over.
     pub fn start_leading(&mut self, now: Now, epoch: u32) {
-        self.epoch_base = Zxid::new(epoch, 0);
-        self.last_assigned = self.epoch_base.max(self.tree.last_zxid());
+        let epoch_base = Zxid::new(epoch, 0);
+        self.last_assigned = epoch_base.max(self.tree.last_zxid());
         self.rebuild_sessions(now);
         self.next_container_check_ms = now.mono_ms + self.config.container_check_interval_ms;
-        self.mode = Mode::Leading;
+        let held = self.take_held();
+        self.mode = ModeState::Leading(Leading {
+            owners: Default::default(),
+            epoch_base,
+        });
+        self.answer_held(now, held);
     }
 
     /// An up-to-date follower.
     pub fn start_following(&mut self, now: Now) {
         self.rebuild_sessions(now);
-        self.mode = Mode::Following;
+        let held = self.take_held();
+        self.mode = ModeState::Following(Following::default());
+        self.answer_held(now, held);
+    }
+
+    fn answer_held(&mut self, now: Now, held: Vec<(ConnId, ConnectRequest)>) {
+        for (conn, request) in held {
+            self.handshake(now, conn, request);
+        }
     }
 
     fn rebuild_sessions(&mut self, now: Now) {
@@ -127,7 +170,12 @@ impl Node {
 
     /// Follower: the sessions touched since the last call, for the next PING.
     pub fn take_touches(&mut self) -> Vec<SessionTouch> {
-        std::mem::take(&mut self.touched)
+        let touched = self
+            .mode
+            .following()
+            .map(|f| std::mem::take(&mut f.touched));
+        touched
+            .unwrap_or_default()
             .into_iter()
             .map(|(session, timeout_ms)| SessionTouch {
                 session: session.0,
@@ -139,7 +187,7 @@ impl Node {
     /// Whether writes start here (standalone or leading): only then do
     /// sessions expire and containers get swept.
     pub(super) fn proposes(&self) -> bool {
-        matches!(self.mode, Mode::Standalone | Mode::Leading)
+        matches!(self.mode(), Mode::Standalone | Mode::Leading)
     }
 
     /// Follower: asks the leader to create `session` for `conn`.
@@ -149,7 +197,9 @@ impl Node {
         session: SessionId,
         timeout_ms: i32,
     ) {
-        self.creating.insert(session, conn);
+        if let Some(f) = self.mode.following() {
+            f.creating.insert(session, conn);
+        }
         self.count_forwarded(conn);
         self.commands.push_back(Command::Forward(ForwardedRequest {
             session: session.0,
@@ -189,18 +239,18 @@ impl Node {
     }
 
     fn count_forwarded(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let (Some(c), Some(f)) = (self.conns.get_mut(&conn), self.mode.following()) {
             c.forwarded += 1;
-            self.forwarded += 1;
+            f.forwarded += 1;
         }
     }
 
     /// Follower: one of `conn`'s forwarded requests was answered.
     pub(super) fn forwarded_answered(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let (Some(c), Some(f)) = (self.conns.get_mut(&conn), self.mode.following()) {
             if c.forwarded > 0 {
                 c.forwarded -= 1;
-                self.forwarded -= 1;
+                f.forwarded -= 1;
             }
         }
     }
@@ -208,7 +258,7 @@ impl Node {
     /// Leader: a request the follower `from` forwarded becomes a txn like a
     /// local one; the follower answers its client when it is committed.
     pub(super) fn forwarded(&mut self, now: Now, from: u64, request: ForwardedRequest) {
-        if self.mode != Mode::Leading {
+        if self.mode() != Mode::Leading {
             return;
         }
         let session = SessionId(request.session);
@@ -217,7 +267,9 @@ impl Node {
             if body.remaining() < 4 || self.sessions.contains(session) {
                 return;
             }
-            self.owners.insert(session, from);
+            if let Some(l) = self.mode.leading() {
+                l.owners.insert(session, from);
+            }
             let time_out = body.get_i32();
             let txn = TxnBody::CreateSession(CreateSessionTxn { time_out });
             return self.start_txn(now, session.0, 0, txn, Origin::Forwarded);
@@ -244,15 +296,18 @@ impl Node {
     /// Leader: whether `member` may act for `session`. A session nobody has
     /// claimed since this leader took over becomes `member`'s.
     pub(super) fn claim(&mut self, session: SessionId, member: u64) -> bool {
-        *self.owners.entry(session).or_insert(member) == member
+        match self.mode.leading() {
+            Some(l) => *l.owners.entry(session).or_insert(member) == member,
+            None => true,
+        }
     }
 
     /// Leader: the follower `from` asks whether `session` may attach there.
     /// A live session moves to it (ZooKeeper's REVALIDATE).
     pub(super) fn revalidate(&mut self, now: Now, from: u64, session: SessionId, timeout_ms: i32) {
-        let valid = self.mode == Mode::Leading && self.sessions.is_live(session);
-        if valid {
-            self.owners.insert(session, from);
+        let valid = self.mode() == Mode::Leading && self.sessions.is_live(session);
+        if let Some(l) = self.mode.leading().filter(|_| valid) {
+            l.owners.insert(session, from);
             self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
             if let Some(conn) = self.session_conn.remove(&session) {
                 // Attached here before: that connection is the session's no more.
@@ -297,7 +352,7 @@ impl Node {
 
     /// Leader: a follower's clients touched these sessions.
     pub(super) fn touched_remotely(&mut self, now: Now, touches: &[SessionTouch]) {
-        if self.mode != Mode::Leading {
+        if self.mode() != Mode::Leading {
             return;
         }
         for touch in touches {

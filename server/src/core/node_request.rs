@@ -43,9 +43,9 @@ impl Node {
         c.stats.received += 1;
         self.stats.packets_received += 1;
         self.sessions.touch(session, now.mono_ms);
-        if self.mode == Mode::Following {
+        if let Some(f) = self.mode.following() {
             if let Some(timeout) = self.sessions.timeout_ms(session) {
-                self.touched.insert(session, timeout);
+                f.touched.insert(session, timeout);
             }
         }
         match ClientRequest::decode_frame(frame) {
@@ -113,8 +113,9 @@ impl Node {
             // Planted (deposed-leader-serves): the leader answers it locally,
             // as ZooKeeper 3.8 does, so a deposed one answers it too.
             r @ ClientRequest::Sync(_)
-                if self.mode != Mode::Standalone
-                    && !(self.mode == Mode::Leading && active(Failpoint::DeposedLeaderServes)) =>
+                if self.mode() != Mode::Standalone
+                    && !(self.mode() == Mode::Leading
+                        && active(Failpoint::DeposedLeaderServes)) =>
             {
                 self.start_write(now, conn, session, xid, r)
             }
@@ -166,7 +167,7 @@ impl Node {
         if let ClientRequest::CloseSession = request {
             self.sessions.set_closing(session);
         }
-        if self.mode == Mode::Following {
+        if self.mode() == Mode::Following {
             return self.forward(conn, session, xid, &request);
         }
         // Borrow the identities out of the connection for the check, without a copy.
@@ -176,7 +177,7 @@ impl Node {
             .map(|c| std::mem::take(&mut c.auth))
             .unwrap_or_default();
         let me = u64::from(self.config.server_id);
-        let body = if self.mode == Mode::Leading && !self.claim(session, me) {
+        let body = if self.mode() == Mode::Leading && !self.claim(session, me) {
             // The session reattached to another member since.
             TxnBody::Error(ErrorTxn {
                 err: zkd_protocol::ErrorCode::SessionMoved.code(),

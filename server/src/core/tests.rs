@@ -458,3 +458,51 @@ fn a_reattach_with_a_shorter_timeout_expires_by_the_new_one() {
         "a 4 s session silent since 1000 ms expires at the 6000 ms tick"
     );
 }
+
+/// A member not serving that takes `conn`'s handshake for a new session.
+fn member_with_handshake(conn: ConnId, t: u64) -> Node {
+    let mut n = Node::new_member(CoreConfig::default(), DataTree::new(), Zxid::ZERO, at(0));
+    n.handle_event(
+        at(t),
+        Event::Connected {
+            conn,
+            remote_ip: "127.0.0.1".into(),
+            remote_port: 3,
+        },
+    );
+    let request = ConnectRequest {
+        time_out: 10_000,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: Some(false),
+        ..Default::default()
+    };
+    n.handle_event(at(t), Event::Handshake { conn, request });
+    n
+}
+
+#[test]
+fn a_handshake_during_a_failover_is_answered_once_the_member_serves() {
+    let conn = ConnId(7);
+    let mut n = member_with_handshake(conn, 10);
+    assert!(drain(&mut n).is_empty(), "held, not refused");
+    assert_eq!(n.poll_timeout(), Some(500), "until the hold ends");
+    n.start_leading(at(40), 1);
+    let commands = drain(&mut n);
+    assert!(
+        matches!(&commands[..], [Command::Persist { txn }] if matches!(txn.body, TxnBody::CreateSession(_))),
+        "the held handshake goes on: {commands:?}"
+    );
+}
+
+#[test]
+fn a_handshake_held_past_the_failover_window_is_refused() {
+    let conn = ConnId(7);
+    let mut n = member_with_handshake(conn, 10);
+    n.handle_timeout(at(499));
+    assert!(drain(&mut n).is_empty());
+    n.handle_timeout(at(500));
+    assert!(matches!(&drain(&mut n)[..], [Command::Close { conn: c }] if *c == conn));
+    // Later handshakes are refused at once, as ZooKeeper refuses them.
+    let mut later = member_with_handshake(ConnId(8), 600);
+    assert!(matches!(&drain(&mut later)[..], [Command::Close { .. }]));
+}

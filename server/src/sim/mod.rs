@@ -338,7 +338,7 @@ impl WholeSim {
             tick_ms: self.timing.tick_ms,
             min_session_timeout_ms: 200,
             max_session_timeout_ms: 20_000,
-            snap_count: 40,
+            snap_count: self.schedule.snap_count,
             snapshot_slice_nodes: SNAPSHOT_SLICE_NODES,
             seed: id.0 + self.incarnations,
             ..CoreConfig::default()

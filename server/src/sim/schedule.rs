@@ -11,6 +11,8 @@ pub struct Schedule {
     pub end_ms: u64,
     /// A script places the faults: no random ones, exact clocks.
     pub scripted: bool,
+    /// Members snapshot (and purge their log) after about this many txns.
+    pub snap_count: u64,
 }
 
 /// The way a leader began a follower's sync, as the follower received it.

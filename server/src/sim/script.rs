@@ -20,12 +20,18 @@ pub struct Script {
 impl Script {
     /// `members` whole members, booted, with the clients connecting.
     pub fn new(seed: u64, members: u64) -> Script {
+        Script::snapshotting(seed, members, 40)
+    }
+
+    /// Members that snapshot (and purge their log) after about `snap_count` txns.
+    pub fn snapshotting(seed: u64, members: u64, snap_count: u64) -> Script {
         let schedule = Schedule {
             seed,
             members,
             faults_until_ms: 0,
             end_ms: u64::MAX / 4,
             scripted: true,
+            snap_count,
         };
         Script {
             sim: WholeSim::new(schedule),

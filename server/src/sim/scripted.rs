@@ -196,13 +196,15 @@ pub(super) struct Behind {
 /// Three members; `behind` loses power while the others commit `missed`
 /// creates, then the leader loses power and restarts, the other two
 /// establish a new epoch and commit `new_writes` more. `behind`, still
-/// down, is about to restart and be synced into the new epoch.
+/// down, is about to restart and be synced into the new epoch. Members
+/// snapshot after about `snap_count` txns.
 pub(super) fn behind_in_new_epoch(
     seed: u64,
     missed: u64,
     new_writes: u64,
+    snap_count: u64,
 ) -> Result<Behind, String> {
-    let mut s = Script::new(seed, 3);
+    let mut s = Script::snapshotting(seed, 3, snap_count);
     let old = s.leader_with_writes(20)?;
     let old_epoch = s.epoch().ok_or("no epoch")?;
     let behind = s.others(old)[(seed % 2) as usize];

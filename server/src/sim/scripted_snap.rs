@@ -31,7 +31,7 @@ fn crash_during_snap(seed: u64, point: Point) -> Result<(), String> {
         old_epoch,
         new_epoch,
         leader,
-    } = behind_in_new_epoch(seed, NEW_WRITES, 10)?;
+    } = behind_in_new_epoch(seed, NEW_WRITES, 10, 40)?;
     let acked = s.acked();
     let since = s.now();
     s.at(move |sim, moment| {
@@ -126,7 +126,7 @@ fn crash_during_snap(seed: u64, point: Point) -> Result<(), String> {
 fn restart_after_a_fuzzy_install(seed: u64) -> Result<bool, String> {
     let Behind {
         mut s, behind: f, ..
-    } = behind_in_new_epoch(seed, NEW_WRITES, 10)?;
+    } = behind_in_new_epoch(seed, NEW_WRITES, 10, 40)?;
     s.at(move |_, moment| match moment {
         Moment::AfterJob {
             member,
@@ -204,7 +204,7 @@ fn zk_3642_leader_crash_between_snap_and_newleader_loses_nothing() {
             new_epoch,
             leader,
             ..
-        } = behind_in_new_epoch(seed, NEW_WRITES, 10)?;
+        } = behind_in_new_epoch(seed, NEW_WRITES, 10, 40)?;
         let since = s.now();
         s.at(move |_, moment| match moment {
             Moment::SnapReceived { from, to } if *from == leader && *to == f => {
@@ -248,7 +248,7 @@ pub(super) fn a_snap_slower_than_init_limit(seed: u64) -> Result<(), String> {
         mut s,
         behind: newcomer,
         ..
-    } = behind_in_new_epoch(seed, NEW_WRITES, 10)?;
+    } = behind_in_new_epoch(seed, NEW_WRITES, 10, 40)?;
     // Its disk could not keep up with the writes either: hold them.
     s.hold_writes();
     s.slow_disk(newcomer, SLOW_JOB_MS);

@@ -11,6 +11,7 @@ fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
         faults_until_ms,
         end_ms: faults_until_ms + 10_000,
         scripted: false,
+        snap_count: 40,
     }
 }
 

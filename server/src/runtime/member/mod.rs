@@ -624,7 +624,7 @@ impl Member {
         self.role = Role::Looking;
         // Until the drain ends and a round starts, lookers hear LOOKING.
         self.election.stand_down();
-        ctx.node.stop_serving();
+        ctx.node.stop_serving(ctx.now);
         self.snaps_out.clear();
         self.snap_in = None;
         ctx.links.close_all_zab();

@@ -1,0 +1,93 @@
+//! What the node holds in each of its modes: a follower's forwarded
+//! requests and touched sessions, a leader's session owners and epoch base,
+//! the handshakes a member not serving holds for a moment. Each mode's state
+//! lives in its variant, so it is gone when the mode ends.
+
+use super::session::SessionId;
+use super::types::{ConnId, Mode};
+use std::collections::BTreeMap;
+use zkd_protocol::records::ConnectRequest;
+use zkd_protocol::Zxid;
+
+/// How long after it stops serving a member holds new clients' handshakes
+/// instead of closing them: long enough for a failover (an election and a
+/// sync), short enough that a client of a member cut off from its quorum
+/// soon moves on. A stock client that is closed tries its next server at
+/// once only in its first pass over the list; then it backs off (the Rust
+/// client by 300 ms and more), which held handshakes spare it.
+pub(super) const HOLD_HANDSHAKES_MS: u64 = 500;
+
+/// The node's mode with the state that belongs to it.
+#[derive(Debug)]
+pub(super) enum ModeState {
+    /// A server of its own: writes start here.
+    Standalone,
+    /// A member electing or syncing.
+    NotServing(NotServing),
+    /// The established leader.
+    Leading(Leading),
+    /// An up-to-date follower.
+    Following(Following),
+}
+
+/// A member electing or syncing.
+#[derive(Debug, Default)]
+pub(super) struct NotServing {
+    /// Handshakes are held, not refused, until this time (monotonic ms).
+    pub hold_until_ms: u64,
+    /// Connections whose handshake waits for the member to serve again.
+    pub held: Vec<(ConnId, ConnectRequest)>,
+}
+
+/// The established leader.
+#[derive(Debug, Default)]
+pub(super) struct Leading {
+    /// The member each session is attached to (by its id), so a write from
+    /// a member the session left answers SESSIONMOVED. A session with no
+    /// entry (a new leader's) belongs to the first to use it.
+    pub owners: BTreeMap<SessionId, u64>,
+    /// `epoch << 32`, which it reports as processed before the epoch's
+    /// first txn, as ZooKeeper's leader does.
+    pub epoch_base: Zxid,
+}
+
+/// An up-to-date follower.
+#[derive(Debug, Default)]
+pub(super) struct Following {
+    /// Sessions being created for local connections, by the id this member
+    /// chose (ZooKeeper's learners allocate session ids).
+    pub creating: BTreeMap<SessionId, ConnId>,
+    /// Sessions touched since the last PING, with their timeouts.
+    pub touched: BTreeMap<SessionId, i32>,
+    /// Requests forwarded to the leader and not answered yet, so
+    /// `outstanding` bounds a follower's intake as it does a leader's.
+    pub forwarded: usize,
+}
+
+impl ModeState {
+    /// The mode's name without its state.
+    pub fn mode(&self) -> Mode {
+        match self {
+            ModeState::Standalone => Mode::Standalone,
+            ModeState::NotServing(_) => Mode::NotServing,
+            ModeState::Leading(_) => Mode::Leading,
+            ModeState::Following(_) => Mode::Following,
+        }
+    }
+
+    /// A follower's state, if following.
+    pub fn following(&mut self) -> Option<&mut Following> {
+        match self {
+            ModeState::Following(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// A leader's state, if leading.
+    pub fn leading(&mut self) -> Option<&mut Leading> {
+        match self {
+            ModeState::Leading(l) => Some(l),
+            _ => None,
+        }
+    }
+}
