@@ -45,22 +45,25 @@ impl Node {
     /// The role ended (or has not begun): every client connection is
     /// closed, as ZooKeeper's members do when they stop serving, and
     /// everything a leader had prepared is forgotten. New clients are held
-    /// for a moment from the first stop (a failover is usually over by then).
+    /// for a moment from the first stop (a failover is usually over by then),
+    /// and stay held through a role that ends before it served.
     pub fn stop_serving(&mut self, now: Now) {
-        let hold_until_ms = match &self.mode {
-            ModeState::NotServing(n) => n.hold_until_ms,
+        let (hold_until_ms, held) = match &mut self.mode {
+            ModeState::NotServing(n) => (n.hold_until_ms, std::mem::take(&mut n.held)),
             serving => {
                 tracing::info!(mode = serving.mode().name(), "no longer serving clients");
-                now.mono_ms + HOLD_HANDSHAKES_MS
+                (now.mono_ms + HOLD_HANDSHAKES_MS, Vec::new())
             }
         };
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for conn in conns {
-            self.close(conn);
+            if !held.iter().any(|(h, _)| *h == conn) {
+                self.close(conn);
+            }
         }
         self.mode = ModeState::NotServing(NotServing {
             hold_until_ms,
-            held: Vec::new(),
+            held,
         });
         self.in_flight.clear();
         self.pending = PendingChanges::default();

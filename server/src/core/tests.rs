@@ -506,3 +506,17 @@ fn a_handshake_held_past_the_failover_window_is_refused() {
     let mut later = member_with_handshake(ConnId(8), 600);
     assert!(matches!(&drain(&mut later)[..], [Command::Close { .. }]));
 }
+
+#[test]
+fn a_handshake_stays_held_through_a_role_that_ended_before_it_served() {
+    let conn = ConnId(7);
+    let mut n = member_with_handshake(conn, 10);
+    n.stop_serving(at(20));
+    assert!(drain(&mut n).is_empty(), "still held");
+    n.start_following(at(30));
+    let commands = drain(&mut n);
+    assert!(
+        matches!(&commands[..], [Command::Forward(_)]),
+        "the held handshake creates its session through the leader: {commands:?}"
+    );
+}
