@@ -1,6 +1,6 @@
 //! `zkd-bench`: zkd and Apache ZooKeeper side by side, in one run, driven by
 //! the stock Rust client: many sessions, each pipelining requests. Prints
-//! write and read throughput, latency percentiles and server memory, with
+//! write, read and create throughput, latency percentiles and server memory, with
 //! zkd/ZooKeeper ratios (absolute numbers are noisy; ratios less so).
 //!
 //! `--members 1` (the default) runs each server standalone; `--members 3` runs
@@ -82,8 +82,12 @@ impl PhaseResult {
 
 #[derive(Clone, Copy)]
 enum Phase {
+    /// setData on the session's own znodes.
     Write,
+    /// getData of them.
     Read,
+    /// Persistent creates of new znodes (each op one new node).
+    Create,
 }
 
 /// Ticks per second of `/proc/<pid>/stat`'s times (USER_HZ, fixed at 100
@@ -139,11 +143,17 @@ async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) ->
             tasks.push(tokio::spawn(async move {
                 let mut local =
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+                let mut created = 0u64;
                 while Instant::now() < deadline {
                     let t = Instant::now();
                     let ok = match phase {
                         Phase::Write => client.set_data(&path, &data, None).await.is_ok(),
                         Phase::Read => client.get_data(&path).await.is_ok(),
+                        Phase::Create => {
+                            created += 1;
+                            let new = format!("{path}-c{created}");
+                            client.create(&new, &data, &persistent()).await.is_ok()
+                        }
                     };
                     if ok {
                         let _ = local.record(t.elapsed().as_micros().max(1) as u64);
@@ -182,6 +192,7 @@ fn rss_kib(pid: u32) -> u64 {
 struct ServerRun {
     write: PhaseResult,
     read: PhaseResult,
+    create: PhaseResult,
     rss_kib: u64,
 }
 
@@ -212,22 +223,24 @@ async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
     let addrs = [addr.to_owned()];
     let write = run_phase(&addrs, &[pid], args, Phase::Write).await;
     let read = run_phase(&addrs, &[pid], args, Phase::Read).await;
+    let create = run_phase(&addrs, &[pid], args, Phase::Create).await;
     populate(addr, args).await;
     ServerRun {
         write,
         read,
+        create,
         rss_kib: rss_kib(pid),
     }
 }
 
 fn header() {
-    println!("| server    | op    |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms | CPU us/op |");
-    println!("|-----------|-------|-----------:|---------:|---------:|---------:|---------:|----------:|");
+    println!("| server    | op     |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms | CPU us/op |");
+    println!("|-----------|--------|-----------:|---------:|---------:|---------:|---------:|----------:|");
 }
 
 fn row(name: &str, op: &str, r: &PhaseResult) {
     println!(
-        "| {name:<9} | {op:<5} | {:>10.0} | {:>8.2} | {:>8.2} | {:>8.2} | {:>8.2} | {:>9.1} |",
+        "| {name:<9} | {op:<6} | {:>10.0} | {:>8.2} | {:>8.2} | {:>8.2} | {:>8.2} | {:>9.1} |",
         r.throughput(),
         r.pct_ms(0.5),
         r.pct_ms(0.99),
@@ -263,32 +276,26 @@ async fn main() {
     header();
     row("zkd", "write", &ours.write);
     row("zkd", "read", &ours.read);
+    row("zkd", "create", &ours.create);
     if let Some(t) = &theirs {
         row("zookeeper", "write", &t.write);
         row("zookeeper", "read", &t.read);
+        row("zookeeper", "create", &t.create);
         println!();
-        println!("| ratio zkd/zookeeper | write | read |");
-        println!("|---|---|---|");
-        println!(
-            "| throughput | {:.2}x | {:.2}x |",
-            ours.write.throughput() / t.write.throughput(),
-            ours.read.throughput() / t.read.throughput()
-        );
-        println!(
-            "| p50 latency | {:.2}x | {:.2}x |",
-            ours.write.pct_ms(0.5) / t.write.pct_ms(0.5),
-            ours.read.pct_ms(0.5) / t.read.pct_ms(0.5)
-        );
-        println!(
-            "| p99 latency | {:.2}x | {:.2}x |",
-            ours.write.pct_ms(0.99) / t.write.pct_ms(0.99),
-            ours.read.pct_ms(0.99) / t.read.pct_ms(0.99)
-        );
-        println!(
-            "| server CPU per op | {:.2}x | {:.2}x |",
-            ours.write.cpu_us_per_op() / t.write.cpu_us_per_op(),
-            ours.read.cpu_us_per_op() / t.read.cpu_us_per_op()
-        );
+        println!("| ratio zkd/zookeeper | write | read | create |");
+        println!("|---|---|---|---|");
+        let ratios = |what: &str, f: fn(&PhaseResult) -> f64| {
+            println!(
+                "| {what} | {:.2}x | {:.2}x | {:.2}x |",
+                f(&ours.write) / f(&t.write),
+                f(&ours.read) / f(&t.read),
+                f(&ours.create) / f(&t.create)
+            );
+        };
+        ratios("throughput", PhaseResult::throughput);
+        ratios("p50 latency", |r| r.pct_ms(0.5));
+        ratios("p99 latency", |r| r.pct_ms(0.99));
+        ratios("server CPU per op", PhaseResult::cpu_us_per_op);
         println!();
         println!(
             "server RSS after the run and {} more znodes of {} B: zkd {} MiB, zookeeper {} MiB ({:.2}x)",

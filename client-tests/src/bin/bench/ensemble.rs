@@ -2,7 +2,7 @@
 //! ensemble of the same size and tick, each measured alone on this machine:
 //!
 //! ```text
-//!   write phase ─> read phase ─> failover: steady writes ─ kill -9 leader ─> writes resume
+//!   write phase ─> read phase ─> create phase ─> failover: steady writes ─ kill -9 leader ─> writes resume
 //!   (session s on member s % n only)     (every session's connect string names every member)
 //! ```
 //!
@@ -94,6 +94,7 @@ struct Failover {
 struct EnsembleRun {
     write: PhaseResult,
     read: PhaseResult,
+    create: PhaseResult,
     failover: Failover,
 }
 
@@ -120,10 +121,12 @@ async fn measure(cluster: &mut impl Cluster, args: &Args) -> EnsembleRun {
     let pids = cluster.pids();
     let write = run_phase(&addrs, &pids, args, Phase::Write).await;
     let read = run_phase(&addrs, &pids, args, Phase::Read).await;
+    let create = run_phase(&addrs, &pids, args, Phase::Create).await;
     let failover = failover(cluster, args).await;
     EnsembleRun {
         write,
         read,
+        create,
         failover,
     }
 }
@@ -352,8 +355,10 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
     header();
     row("zkd", "write", &ours.write);
     row("zkd", "read", &ours.read);
+    row("zkd", "create", &ours.create);
     row("zookeeper", "write", &theirs.write);
     row("zookeeper", "read", &theirs.read);
+    row("zookeeper", "create", &theirs.create);
     println!();
     println!(
         "| {} members: zkd vs ZooKeeper                         |       zkd | zookeeper |   ratio |",
@@ -401,6 +406,21 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
         "read server CPU per op (us, all members)",
         ours.read.cpu_us_per_op(),
         theirs.read.cpu_us_per_op(),
+    );
+    ratio_row(
+        "create throughput (ops/s)",
+        ours.create.throughput(),
+        theirs.create.throughput(),
+    );
+    ratio_row(
+        "create p99 latency (ms)",
+        ours.create.pct_ms(0.99),
+        theirs.create.pct_ms(0.99),
+    );
+    ratio_row(
+        "create server CPU per op (us, all members)",
+        ours.create.cpu_us_per_op(),
+        theirs.create.cpu_us_per_op(),
     );
     let (o, t) = (&ours.failover, &theirs.failover);
     ratio_row(
