@@ -1,5 +1,7 @@
-//! `SledStorage`: the storage traits on sled 0.34. A write is durable only
-//! after `flush()` returns, so every "durable on return" method flushes.
+//! `SledStorage`: the storage traits on disk: the txn log in segment files
+//! of zkd's own ([`segment_log`]), epochs on sled 0.34, snapshots as files.
+//! A sled write is durable only after `flush()` returns, so every "durable
+//! on return" method flushes.
 //!
 //! On Linux sled's flush ends in `sync_file_range`, which survives a killed
 //! process but not power loss (no file metadata, no device cache flush), and
@@ -7,15 +9,16 @@
 //! flush [`FileSync`] fdatasyncs the database file and every new blob file:
 //! nothing is acknowledged before it is truly on disk.
 //!
-//! A log that sled recovered shorter than it was synced (sled takes a torn
-//! or corrupted record for the end of its log, silently) is refused on open,
-//! by the synced mark kept beside it ([`log_mark`]).
+//! A log that opens shorter than it was synced (a torn or corrupted record
+//! ends it) is refused on open, by the synced mark kept beside it
+//! ([`log_mark`]).
 //!
-//! Layout: the txn log lives in its own sled database under
-//! `dataLogDir/version-2/log`, epochs in one under `dataDir/version-2/data`,
-//! and snapshots are files in `dataDir/version-2/snapshots`
-//! ([`snapshot_files`]), so operators can put the log on a separate disk as
-//! with ZooKeeper.
+//! Layout: the txn log lives in `dataLogDir/version-2/txnlog`, epochs in a
+//! sled database under `dataDir/version-2/data`, and snapshots are files in
+//! `dataDir/version-2/snapshots` ([`snapshot_files`]), so operators can put
+//! the log on a separate disk as with ZooKeeper. A log still in the sled
+//! database of earlier versions (`version-2/log`) is moved on open
+//! ([`log_migration`]).
 
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
@@ -24,9 +27,12 @@ use log_mark::LogMark;
 use snapshot_files::SnapshotFiles;
 
 mod log_mark;
+mod log_migration;
+mod segment_log;
 mod snapshot_files;
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
+use segment_log::SegmentLog;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -99,42 +105,24 @@ impl FileSync {
 /// Durable storage on sled.
 #[derive(Clone, Debug)]
 pub struct SledStorage {
-    log_sync: Arc<Mutex<FileSync>>,
+    /// The txn log; reads take the lock too (they write buffered appends first).
+    log: Arc<Mutex<SegmentLog>>,
     /// How far the log reached at its last sync (see [`log_mark`]).
     log_mark: Arc<Mutex<LogMark>>,
     /// The epochs last written, packed as (accepted, current) (see [`log_mark`]).
     epochs_mark: Arc<Mutex<LogMark>>,
     data_sync: Arc<Mutex<FileSync>>,
-    log_db: ::sled::Db,
-    log: ::sled::Tree,
-    /// The log's purge mark, in the log's database so it moves with the log.
-    log_meta: ::sled::Tree,
     data_db: ::sled::Db,
     snapshots: SnapshotFiles,
     epochs: ::sled::Tree,
-    /// The log's ends, as last read or written.
-    ends: Arc<Mutex<LogEnds>>,
 }
 
-/// The log's last zxid and purge mark, kept so that an append need not ask
-/// sled: its `last()` walks the tree backwards, cloning nodes, and took a
-/// third of the storage thread's time under a write load. `None`: not
-/// known (after a cut or purge), read from sled when next asked.
-#[derive(Debug, Default)]
-struct LogEnds {
-    last: Option<Option<Zxid>>,
-    purged: Option<Option<Zxid>>,
-}
-
-/// sled's page cache per database (its default is 1 GiB).
-const CACHE_BYTES: u64 = 32 * 1024 * 1024;
+/// sled's page cache (its default is 1 GiB): the epochs need little.
+const CACHE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Key of the last fuzzy image installed, beside the epochs (it is about
 /// as small and as rarely written).
 const FUZZY_IMAGE: &str = "fuzzyImage";
-
-/// Key of the purge mark in `log_meta`.
-const PURGED_THROUGH: &str = "purgedThrough";
 
 fn key(zxid: Zxid) -> [u8; 8] {
     (zxid.0 as u64).to_be_bytes()
@@ -150,34 +138,25 @@ fn zxid_of(key: &[u8]) -> Result<Zxid> {
 impl SledStorage {
     /// Opens (or creates) the stores under `data_dir` and `data_log_dir`.
     pub fn open(data_dir: &Path, data_log_dir: &Path) -> Result<SledStorage> {
-        let open = |dir: &Path| {
-            // The log is written, and read back only at startup: a small page
-            // cache keeps memory for the tree, which serves the reads.
-            ::sled::Config::new()
-                .path(dir)
-                .mode(::sled::Mode::HighThroughput)
-                .cache_capacity(CACHE_BYTES)
-                .open()
-        };
-        let log_dir = data_log_dir.join("version-2").join("log");
+        let log_dir = data_log_dir.join("version-2").join("txnlog");
+        log_migration::migrate(&data_log_dir.join("version-2").join("log"), &log_dir)?;
         let snapshot_dir = data_dir.join("version-2").join("snapshots");
         let data_dir = data_dir.join("version-2").join("data");
-        let log_db = open(&log_dir)?;
-        let data_db = open(&data_dir)?;
+        let data_db = ::sled::Config::new()
+            .path(&data_dir)
+            .cache_capacity(CACHE_BYTES)
+            .open()?;
         let io = |e: std::io::Error| StorageError::Db(e.to_string());
+        let log = SegmentLog::open(&log_dir)?;
         let log_mark = LogMark::open(&log_dir)?;
         let epochs_mark = LogMark::open_file(&data_dir, log_mark::EPOCHS_FILE)?;
         let mut storage = SledStorage {
-            log_sync: Arc::new(Mutex::new(FileSync::open(&log_dir).map_err(io)?)),
+            log: Arc::new(Mutex::new(log)),
             log_mark: Arc::new(Mutex::new(log_mark)),
             epochs_mark: Arc::new(Mutex::new(epochs_mark)),
             data_sync: Arc::new(Mutex::new(FileSync::open(&data_dir).map_err(io)?)),
-            log: log_db.open_tree("txnlog")?,
-            log_meta: log_db.open_tree("txnlog-meta")?,
             snapshots: SnapshotFiles::open(snapshot_dir)?,
             epochs: data_db.open_tree("epochs")?,
-            ends: Arc::default(),
-            log_db,
             data_db,
         };
         storage.check_log_reaches_its_mark(&log_dir)?;
@@ -239,6 +218,11 @@ impl SledStorage {
         self.log_mark.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn log(&self) -> std::sync::MutexGuard<'_, SegmentLog> {
+        // Only the storage thread writes; a panic there ends the process.
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Data dirs written before snapshots were files keep each image whole
     /// with a trailing checksum in the `snapshots` tree: rewrite them as
     /// files, then drop the old tree. A crash part-way redoes it.
@@ -270,14 +254,7 @@ impl SledStorage {
 
     /// Bytes used on disk by the log and by the data store (`dirs`).
     pub fn sizes(&self) -> (u64, u64) {
-        (
-            self.data_db.size_on_disk().unwrap_or(0),
-            self.log_db.size_on_disk().unwrap_or(0),
-        )
-    }
-
-    fn flush_log(&self) -> Result<()> {
-        Self::flush(&self.log_db, &self.log_sync)
+        (self.data_db.size_on_disk().unwrap_or(0), self.log().bytes())
     }
 
     fn flush_data(&self) -> Result<()> {
@@ -317,19 +294,20 @@ impl SledStorage {
 
 impl TxnLog for SledStorage {
     fn append(&mut self, zxid: Zxid, txn: Bytes) -> Result<()> {
-        let last = self.last_zxid()?.max(self.purged_through()?);
+        let mut log = self.log();
+        let last = log.last_zxid().max(log.purged_through());
         if let Some(last) = last.filter(|l| zxid <= *l) {
             return Err(crate::txn_log::out_of_order(zxid, last));
         }
-        self.log.insert(key(zxid), txn.as_ref())?;
-        self.ends().last = Some(Some(zxid));
-        Ok(())
+        log.append(zxid, &txn)
     }
 
     fn sync(&mut self) -> Result<()> {
-        // Read before the flush, which covers every append before it.
-        let last = self.last_zxid()?;
-        self.flush_log()?;
+        let last = {
+            let mut log = self.log();
+            log.sync()?;
+            log.last_zxid()
+        };
         match last {
             Some(last) => self.mark().record(last),
             None => Ok(()),
@@ -341,49 +319,26 @@ impl TxnLog for SledStorage {
     }
 
     fn first_zxid(&self) -> Result<Option<Zxid>> {
-        self.log.first()?.map(|(k, _)| zxid_of(&k)).transpose()
+        Ok(self.log().first_zxid())
     }
 
     fn last_zxid(&self) -> Result<Option<Zxid>> {
-        if let Some(last) = self.ends().last {
-            return Ok(last);
-        }
-        let last = self.log.last()?.map(|(k, _)| zxid_of(&k)).transpose()?;
-        self.ends().last = Some(last);
-        Ok(last)
+        Ok(self.log().last_zxid())
     }
 
     fn purged_through(&self) -> Result<Option<Zxid>> {
-        if let Some(purged) = self.ends().purged {
-            return Ok(purged);
-        }
-        let purged = self
-            .log_meta
-            .get(PURGED_THROUGH)?
-            .map(|v| zxid_of(&v))
-            .transpose()?;
-        self.ends().purged = Some(purged);
-        Ok(purged)
+        Ok(self.log().purged_through())
     }
 
     fn read_range(&self, after: Zxid, max_txns: usize) -> Result<Vec<(Zxid, Bytes)>> {
-        self.log
-            .range(key(after.next())..)
-            .take(max_txns)
-            .map(|item| {
-                let (k, v) = item?;
-                Ok((zxid_of(&k)?, Bytes::copy_from_slice(&v)))
-            })
-            .collect()
+        if max_txns == 0 {
+            return Ok(Vec::new());
+        }
+        self.log().read_range(after, max_txns)
     }
 
     fn last_zxid_at_or_before(&self, zxid: Zxid) -> Result<Option<Zxid>> {
-        self.log
-            .range(..=key(zxid))
-            .next_back()
-            .transpose()?
-            .map(|(k, _)| zxid_of(&k))
-            .transpose()
+        Ok(self.log().last_zxid_at_or_before(zxid))
     }
 
     fn truncate_after(&mut self, zxid: Zxid) -> Result<()> {
@@ -393,58 +348,16 @@ impl TxnLog for SledStorage {
         // The synced mark goes down first, durably: a crash after it leaves
         // the mark below the log, which is allowed.
         self.mark().lower(zxid)?;
-        // Newest first: a crash part-way (sled recovers a prefix of its
-        // writes) leaves a shorter log, never one with a hole.
-        self.cutting(|s| s.remove_all(s.log.range(key(zxid.next())..).rev()))?;
-        self.flush_log()
+        self.log().truncate_after(zxid)
     }
 
     fn reset(&mut self, through: Zxid) -> Result<()> {
-        // The synced mark, then the purge mark first: a log cut short by a
-        // crash still says what is gone.
         self.mark().lower(through)?;
-        self.cutting(|s| {
-            s.log_meta.insert(PURGED_THROUGH, &key(through))?;
-            s.remove_all(s.log.iter().rev())
-        })?;
-        self.flush_log()
+        self.log().reset(through)
     }
 
     fn purge_through(&mut self, zxid: Zxid) -> Result<()> {
-        let raise = self.purged_through()?.is_none_or(|p| p < zxid);
-        self.cutting(|s| {
-            if raise {
-                s.log_meta.insert(PURGED_THROUGH, &key(zxid))?;
-            }
-            s.remove_all(s.log.range(..=key(zxid)))
-        })
-    }
-}
-
-impl SledStorage {
-    fn ends(&self) -> std::sync::MutexGuard<'_, LogEnds> {
-        // Plain values: a panic elsewhere cannot leave them half-written.
-        self.ends.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Runs `cut`, which moves the log's ends other than by an append;
-    /// they are read anew afterwards, also if it failed part-way. Only the
-    /// storage thread writes.
-    fn cutting(&self, cut: impl FnOnce(&Self) -> Result<()>) -> Result<()> {
-        let done = cut(self);
-        *self.ends() = LogEnds::default();
-        done
-    }
-
-    /// Removes every record `items` names from the log.
-    fn remove_all(
-        &self,
-        items: impl Iterator<Item = ::sled::Result<(::sled::IVec, ::sled::IVec)>>,
-    ) -> Result<()> {
-        for item in items {
-            self.log.remove(item?.0)?;
-        }
-        Ok(())
+        self.log().purge_through(zxid)
     }
 }
 
@@ -538,23 +451,10 @@ mod tests {
         }
     }
 
-    /// Closes the store as a kill would leave it: sled's own snapshot files,
-    /// written on a clean close, are removed, so its recovery scans the log.
-    fn kill(s: SledStorage, dir: &Path) {
+    /// Closes the store as a kill would leave it: appends never written stay
+    /// unwritten (the segment log writes nothing on drop).
+    fn kill(s: SledStorage, _dir: &Path) {
         drop(s);
-        let log = dir.join("version-2").join("log");
-        for entry in std::fs::read_dir(&log).unwrap() {
-            let path = entry.unwrap().path();
-            if path
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with("snap.")
-            {
-                std::fs::remove_file(path).unwrap();
-            }
-        }
     }
 
     /// Opens the store again after [`kill`] or a drop. sled's background
@@ -575,8 +475,16 @@ mod tests {
         }
     }
 
+    /// The newest segment file of the txn log.
     fn log_file(dir: &Path) -> PathBuf {
-        dir.join("version-2").join("log").join("db")
+        let log = dir.join("version-2").join("txnlog");
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(log)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains("zkd-log."))
+            .collect();
+        segments.sort();
+        segments.pop().expect("a segment")
     }
 
     fn expect_refused(dir: &Path) {
@@ -590,7 +498,7 @@ mod tests {
         }
     }
 
-    /// A torn tail of synced (acknowledged) txns: sled drops them silently;
+    /// A torn tail of synced (acknowledged) txns: the log ends before them;
     /// the store must refuse to open.
     #[test]
     fn a_synced_tail_cut_by_damage_is_refused() {
@@ -608,7 +516,7 @@ mod tests {
         }
     }
 
-    /// A corrupted record in the middle of the log: sled ends its log there.
+    /// A corrupted record in the middle of the log: the log ends there.
     #[test]
     fn a_corrupted_record_mid_log_is_refused() {
         for zeroed in [1usize, 4096] {
@@ -632,7 +540,7 @@ mod tests {
         }
     }
 
-    /// A torn tail past the last sync was never acknowledged: sled's cut is
+    /// A torn tail past the last sync was never acknowledged: the cut is
     /// the truncation ZooKeeper makes too, and the store opens.
     #[test]
     fn an_unsynced_torn_tail_is_truncated() {
@@ -640,7 +548,9 @@ mod tests {
         let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
         fill(&mut s, 1, 500, true);
         fill(&mut s, 501, 600, false);
-        kill(s, dir.path()); // sled's close writes the unsynced txns too
+        // A read writes the unsynced appends to the file (not synced).
+        assert_eq!(s.read_range(Zxid(599), 5).unwrap().len(), 1);
+        kill(s, dir.path());
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(log_file(dir.path()))

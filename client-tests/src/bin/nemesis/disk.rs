@@ -263,19 +263,19 @@ impl MemberDisk {
     }
 
     /// The file the member's newest log data is in, for the log nemeses:
-    /// zkd's sled log database, or ZooKeeper's newest `log.*` file.
+    /// zkd's newest `txnlog/zkd-log.*` segment, or ZooKeeper's newest `log.*`
+    /// file.
     fn newest_log(&self) -> Option<PathBuf> {
         let v2 = self.backing.join("version-2");
-        let sled = v2.join("log").join("db");
-        if sled.exists() {
-            return Some(sled);
-        }
-        std::fs::read_dir(&v2)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with("log."))
-            .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
-            .map(|e| e.path())
+        let newest = |dir: PathBuf, prefix: &str| {
+            std::fs::read_dir(dir)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+                .map(|e| e.path())
+        };
+        newest(v2.join("txnlog"), "zkd-log.").or_else(|| newest(v2, "log."))
     }
 
     /// Cuts 1 B to 4 KiB off the end of the newest log (bytes that were
