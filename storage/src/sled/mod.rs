@@ -144,6 +144,7 @@ impl SledStorage {
         let data_dir = data_dir.join("version-2").join("data");
         let data_db = ::sled::Config::new()
             .path(&data_dir)
+            .mode(::sled::Mode::HighThroughput)
             .cache_capacity(CACHE_BYTES)
             .open()?;
         let io = |e: std::io::Error| StorageError::Db(e.to_string());

@@ -399,19 +399,23 @@ impl SegmentLog {
         sync_dir(&self.dir)
     }
 
-    /// Raises the purge mark to `zxid` (durably), then removes the segments
-    /// it covers whole.
+    /// Raises the purge mark to `zxid`, then removes the segments it covers
+    /// whole. The mark is made durable only before files go: replay skips
+    /// purged txns anyway, but a log must not lose its start unmarked.
     pub fn purge_through(&mut self, zxid: Zxid) -> Result<()> {
-        if self.purged.zxid().is_none_or(|p| p < zxid) {
-            self.set_purged(zxid)?;
-        }
         let covered = self
             .segments
             .iter()
             .take_while(|s| s.last().is_some_and(|l| l <= zxid))
             .count();
-        // The last segment stays, for appends, unless a later one exists.
+        // The last segment stays, for appends.
         let covered = covered.min(self.segments.len().saturating_sub(1));
+        if self.purged.zxid().is_none_or(|p| p < zxid) {
+            match covered {
+                0 => self.purged.record(zxid)?,
+                _ => self.purged.record_durably(zxid)?,
+            }
+        }
         if covered == 0 {
             return Ok(());
         }
