@@ -21,17 +21,15 @@ use zookeeper_client as zk;
 const SESSION: Duration = Duration::from_secs(10);
 /// Small creates per cycle.
 const CREATES: usize = 300;
-/// Large creates per quiet cycle: their values exceed sled's inline limit
-/// (a quarter of its 512 KiB segment), so sled keeps them in blob files.
+/// Large creates per quiet cycle: records of hundreds of KiB in the log.
 const LARGE_CREATES: usize = 4;
 const LARGE_BYTES: usize = 200 * 1024;
 /// Power cuts: after quiet batches, then (the last) with writes in flight.
 const CYCLES: usize = 3;
 /// Concurrent writers in the in-flight cycle.
 const WRITERS: usize = 4;
-/// How long writers run before the in-flight power cut: longer than sled's
-/// background flush period (500 ms), so part of what they wrote is durable
-/// even without zkd's fsyncs and only the tail tells.
+/// How long writers run before the in-flight power cut: long enough for
+/// many group commits, so the cut lands among writes in flight.
 const IN_FLIGHT_FOR: Duration = Duration::from_millis(1500);
 /// Bound on waiting for the in-flight writers to make progress.
 const PROGRESS_TIMEOUT: Duration = Duration::from_secs(20);
