@@ -351,6 +351,30 @@ fn stall_row(what: &str, ours: Option<Duration>, theirs: Option<Duration>) {
     );
 }
 
+/// Throughput, latency and CPU per op of one phase, zkd beside ZooKeeper.
+fn phase_ratio_rows(op: &str, ours: &PhaseResult, theirs: &PhaseResult) {
+    ratio_row(
+        &format!("{op} throughput (ops/s)"),
+        ours.throughput(),
+        theirs.throughput(),
+    );
+    ratio_row(
+        &format!("{op} p50 latency (ms)"),
+        ours.pct_ms(0.5),
+        theirs.pct_ms(0.5),
+    );
+    ratio_row(
+        &format!("{op} p99 latency (ms)"),
+        ours.pct_ms(0.99),
+        theirs.pct_ms(0.99),
+    );
+    ratio_row(
+        &format!("{op} server CPU per op (us, all members)"),
+        ours.cpu_us_per_op(),
+        theirs.cpu_us_per_op(),
+    );
+}
+
 fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
     header();
     row("zkd", "write", &ours.write);
@@ -367,61 +391,13 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
     println!(
         "|----------------------------------------------------|----------:|----------:|--------:|"
     );
-    ratio_row(
-        "write throughput (ops/s)",
-        ours.write.throughput(),
-        theirs.write.throughput(),
-    );
-    ratio_row(
-        "write p50 latency (ms)",
-        ours.write.pct_ms(0.5),
-        theirs.write.pct_ms(0.5),
-    );
-    ratio_row(
-        "write p99 latency (ms)",
-        ours.write.pct_ms(0.99),
-        theirs.write.pct_ms(0.99),
-    );
-    ratio_row(
-        "write server CPU per op (us, all members)",
-        ours.write.cpu_us_per_op(),
-        theirs.write.cpu_us_per_op(),
-    );
-    ratio_row(
-        "read throughput (ops/s)",
-        ours.read.throughput(),
-        theirs.read.throughput(),
-    );
-    ratio_row(
-        "read p50 latency (ms)",
-        ours.read.pct_ms(0.5),
-        theirs.read.pct_ms(0.5),
-    );
-    ratio_row(
-        "read p99 latency (ms)",
-        ours.read.pct_ms(0.99),
-        theirs.read.pct_ms(0.99),
-    );
-    ratio_row(
-        "read server CPU per op (us, all members)",
-        ours.read.cpu_us_per_op(),
-        theirs.read.cpu_us_per_op(),
-    );
-    ratio_row(
-        "create throughput (ops/s)",
-        ours.create.throughput(),
-        theirs.create.throughput(),
-    );
-    ratio_row(
-        "create p99 latency (ms)",
-        ours.create.pct_ms(0.99),
-        theirs.create.pct_ms(0.99),
-    );
-    ratio_row(
-        "create server CPU per op (us, all members)",
-        ours.create.cpu_us_per_op(),
-        theirs.create.cpu_us_per_op(),
-    );
+    for (op, o, t) in [
+        ("write", &ours.write, &theirs.write),
+        ("read", &ours.read, &theirs.read),
+        ("create", &ours.create, &theirs.create),
+    ] {
+        phase_ratio_rows(op, o, t);
+    }
     let (o, t) = (&ours.failover, &theirs.failover);
     ratio_row(
         "failover: writes/s before the kill",
