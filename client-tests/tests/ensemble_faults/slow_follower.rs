@@ -135,13 +135,20 @@ async fn a_follower_on_a_slow_disk_falls_behind_without_growing() {
     let client = connect(&ensemble.connect_string(&[1, 2]), SESSION).await;
     let (last, _) = within(client.get_data("/slow/w0")).await.unwrap();
     ensemble.wait_until_serving(&[0]);
-    let own = connect(&ensemble.connect_string(&[0]), SESSION).await;
+    // Its leader may have dropped it (over 256 MiB behind), so it may be
+    // syncing again and close clients: connect anew until it serves.
+    let own = ensemble.connect_string(&[0]);
     let caught_up = eventually(
         Duration::from_secs(60),
         "the slow member catches up",
         || {
-            let own = &own;
+            let own = own.clone();
             async move {
+                let own = zk::Client::connector()
+                    .with_session_timeout(SESSION)
+                    .with_fail_eagerly()
+                    .connect(&own)
+                    .await?;
                 own.sync("/slow/w0").await?;
                 own.get_data("/slow/w0").await
             }
