@@ -225,6 +225,7 @@ impl SegmentLog {
         self.purged.zxid().is_none_or(|p| zxid > p)
     }
 
+    /// The lowest zxid still in the log (above the purge mark).
     pub fn first_zxid(&self) -> Option<Zxid> {
         self.segments
             .iter()
@@ -233,6 +234,7 @@ impl SegmentLog {
             .find(|z| self.live(*z))
     }
 
+    /// The highest zxid appended, written or not.
     pub fn last_zxid(&self) -> Option<Zxid> {
         let last = self.segments.iter().rev().find_map(Segment::last)?;
         self.live(last).then_some(last)
