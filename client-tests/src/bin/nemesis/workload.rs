@@ -413,8 +413,24 @@ pub async fn execute(shared: &Shared, c: &zk::Client, call: &Call) -> Outcome {
                 Ok(Value::None)
             }
             Call::SetRead => {
-                finish(c.sync(&dir)).await.map_err(read_failed)?;
-                let children = finish(c.list_children(&dir)).await.map_err(read_failed)?;
+                // The set's node itself gone (every write lost, as after a
+                // power cut with no fsync) reads as the empty set, so the
+                // checker sees each acknowledged add lost.
+                let listed = tokio::time::timeout(OP_TIMEOUT, async {
+                    c.sync(&dir).await?;
+                    c.list_children(&dir).await
+                })
+                .await;
+                let children = match listed {
+                    Ok(Ok(children)) => children,
+                    Ok(Err(zk::Error::NoNode)) => Vec::new(),
+                    Ok(Err(e)) => return Err(read_failed(outcome_of(&e))),
+                    Err(_) => {
+                        return Err(Outcome::Fail {
+                            error: "timed out".into(),
+                        })
+                    }
+                };
                 let mut values: Vec<i64> = children
                     .iter()
                     .filter_map(|n| n.strip_prefix('v')?.parse().ok())
