@@ -337,6 +337,13 @@ impl Leader {
         match self.phase {
             Phase::Discovery => self.maybe_choose_epoch(),
             Phase::PersistingAcceptedEpoch => {}
+            // It promised a later epoch (to a leader that never got a
+            // quorum) and can never follow this one: another election picks
+            // an epoch above it. Else it would look and be refused forever.
+            _ if accepted_epoch > self.epoch => self.abandon(format!(
+                "follower {from} accepted epoch {accepted_epoch}, above ours {}",
+                self.epoch
+            )),
             _ => self.send(from, ZabMessage::LeaderInfo { epoch: self.epoch }),
         }
     }
