@@ -19,6 +19,8 @@ use zkd_client_tests::{connect, persistent, ServerOptions, ZkdProcess};
 
 #[path = "bench/ensemble.rs"]
 mod ensemble;
+#[path = "bench/memory.rs"]
+mod memory;
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -41,10 +43,13 @@ struct Args {
     /// Bytes of data per setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Znodes created after the timed phases, before server memory is read
-    /// (standalone only).
-    #[arg(long, default_value_t = 100_000)]
+    /// Znodes created in a fresh server of each kind, whose memory per znode
+    /// is then read (standalone only).
+    #[arg(long, default_value_t = 300_000)]
     nodes: usize,
+    /// Only the memory rows (standalone only).
+    #[arg(long)]
+    memory_only: bool,
     /// Seconds of steady writes before the leader is killed (ensembles only).
     #[arg(long, default_value_t = 3)]
     warmup: u64,
@@ -193,7 +198,6 @@ struct ServerRun {
     write: PhaseResult,
     read: PhaseResult,
     create: PhaseResult,
-    rss_kib: u64,
 }
 
 /// Creates `args.nodes` znodes (pipelined, one session) so memory per node shows.
@@ -224,12 +228,10 @@ async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
     let write = run_phase(&addrs, &[pid], args, Phase::Write).await;
     let read = run_phase(&addrs, &[pid], args, Phase::Read).await;
     let create = run_phase(&addrs, &[pid], args, Phase::Create).await;
-    populate(addr, args).await;
     ServerRun {
         write,
         read,
         create,
-        rss_kib: rss_kib(pid),
     }
 }
 
@@ -262,50 +264,55 @@ async fn main() {
         return;
     }
     // Every session from one address: lift the default limit of 60 on both.
-    let unlimited = ("maxClientCnxns".to_string(), "0".to_string());
-    let zkd = ZkdProcess::start_with(ServerOptions {
-        extra: vec![unlimited],
-        ..ServerOptions::default()
-    });
-    let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
-    drop(zkd);
-    let theirs = {
-        let zk = ZooKeeperProcess::start_configured(2000, &[], "maxClientCnxns=0\n");
-        Some(bench(&zk.addr(), zk.pid(), &args).await)
+    let start_zkd = || {
+        ZkdProcess::start_with(ServerOptions {
+            extra: vec![("maxClientCnxns".to_string(), "0".to_string())],
+            ..ServerOptions::default()
+        })
     };
+    let start_zookeeper = || ZooKeeperProcess::start_configured(2000, &[], "maxClientCnxns=0\n");
+    if !args.memory_only {
+        let zkd = start_zkd();
+        let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+        drop(zkd);
+        let zk = start_zookeeper();
+        let theirs = bench(&zk.addr(), zk.pid(), &args).await;
+        drop(zk);
+        print_phases(&ours, &theirs);
+    }
+    let zkd = start_zkd();
+    let ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+    drop(zkd);
+    let zk = start_zookeeper();
+    let mut theirs = memory::measure(&zk.addr(), zk.pid(), &args).await;
+    theirs.live_heap_per_znode =
+        memory::jvm_live_heap(zk.pid()).map(|b| b as f64 / args.nodes.max(1) as f64);
+    drop(zk);
+    memory::print(&ours, &theirs, &args);
+}
+
+/// The throughput and latency table, and its ratios.
+fn print_phases(ours: &ServerRun, t: &ServerRun) {
     header();
     row("zkd", "write", &ours.write);
     row("zkd", "read", &ours.read);
     row("zkd", "create", &ours.create);
-    if let Some(t) = &theirs {
-        row("zookeeper", "write", &t.write);
-        row("zookeeper", "read", &t.read);
-        row("zookeeper", "create", &t.create);
-        println!();
-        println!("| ratio zkd/zookeeper | write | read | create |");
-        println!("|---|---|---|---|");
-        let ratios = |what: &str, f: fn(&PhaseResult) -> f64| {
-            println!(
-                "| {what} | {:.2}x | {:.2}x | {:.2}x |",
-                f(&ours.write) / f(&t.write),
-                f(&ours.read) / f(&t.read),
-                f(&ours.create) / f(&t.create)
-            );
-        };
-        ratios("throughput", PhaseResult::throughput);
-        ratios("p50 latency", |r| r.pct_ms(0.5));
-        ratios("p99 latency", |r| r.pct_ms(0.99));
-        ratios("server CPU per op", PhaseResult::cpu_us_per_op);
-        println!();
+    row("zookeeper", "write", &t.write);
+    row("zookeeper", "read", &t.read);
+    row("zookeeper", "create", &t.create);
+    println!();
+    println!("| ratio zkd/zookeeper | write | read | create |");
+    println!("|---|---|---|---|");
+    let ratios = |what: &str, f: fn(&PhaseResult) -> f64| {
         println!(
-            "server RSS after the run and {} more znodes of {} B: zkd {} MiB, zookeeper {} MiB ({:.2}x)",
-            args.nodes,
-            args.payload,
-            ours.rss_kib / 1024,
-            t.rss_kib / 1024,
-            ours.rss_kib as f64 / t.rss_kib.max(1) as f64
+            "| {what} | {:.2}x | {:.2}x | {:.2}x |",
+            f(&ours.write) / f(&t.write),
+            f(&ours.read) / f(&t.read),
+            f(&ours.create) / f(&t.create)
         );
-    } else {
-        println!("(Apache ZooKeeper not installed: no comparison; run client-tests/run-all.sh to install it)");
-    }
+    };
+    ratios("throughput", PhaseResult::throughput);
+    ratios("p50 latency", |r| r.pct_ms(0.5));
+    ratios("p99 latency", |r| r.pct_ms(0.99));
+    ratios("server CPU per op", PhaseResult::cpu_us_per_op);
 }

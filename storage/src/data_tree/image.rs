@@ -31,14 +31,29 @@ const HEADER_LEN: usize = 4 + 4 + 8 + 4;
 const SESSION_LEN: usize = 8 + 4;
 
 /// A snapshot being written a few nodes at a time.
+///
+/// The walk keeps one frame per level of the node it is in, never a list of
+/// children: a parent with a million children costs one frame, and each
+/// step resumes after the last child written, whatever was created or
+/// deleted in between.
 #[derive(Debug)]
 pub struct SnapshotCursor {
     zxid: Zxid,
-    /// Paths still to visit; children are pushed as their parent is written.
-    stack: Vec<String>,
+    /// Whether `/` is still to be written (the walk starts from it).
+    root_pending: bool,
+    /// The nodes being descended, outermost first, each with its last child written.
+    stack: Vec<Frame>,
     /// Encoded bytes not yet taken. `BytesMut` so that taking a chunk is a
     /// split of the buffer, not a copy of what stays behind.
     out: BytesMut,
+}
+
+/// A node whose children the walk is writing.
+#[derive(Debug)]
+struct Frame {
+    path: Arc<str>,
+    /// The last child written; the next is the first after it.
+    after: Option<Arc<str>>,
 }
 
 impl SnapshotCursor {
@@ -49,22 +64,64 @@ impl SnapshotCursor {
 
     /// Writes up to `budget` nodes of `tree` as it is now. True when done.
     pub fn step(&mut self, tree: &DataTree, budget: usize) -> bool {
-        for _ in 0..budget {
-            let Some(p) = self.stack.pop() else {
+        let mut written = 0;
+        if self.root_pending {
+            self.root_pending = false;
+            if let Some((path, node)) = tree.nodes.get_key_value("/") {
+                self.write(path, node);
+                written += 1;
+            }
+        }
+        while written < budget {
+            let Some(frame) = self.stack.last_mut() else {
                 return true;
             };
-            // Deleted since its parent was written: its delete is in the log.
-            let Some(node) = tree.nodes.get(&p) else {
-                continue;
-            };
-            p.encode(&mut self.out);
-            node.data.encode(&mut self.out);
-            node.acl.as_ref().encode(&mut self.out);
-            node.stat.encode(&mut self.out);
-            self.stack
-                .extend(node.children.iter().rev().map(|c| path::join(&p, c)));
+            // A parent deleted since it was written took its children with
+            // it (their deletes are in the log), so its frame is done too.
+            let next = tree
+                .nodes
+                .get(&frame.path)
+                .and_then(|parent| parent.children.first_after(frame.after.as_deref()))
+                .and_then(|child| tree.nodes.get_key_value(child));
+            match next {
+                Some((path, node)) => {
+                    frame.after = Some(path.clone());
+                    self.write(path, node);
+                    written += 1;
+                }
+                None => {
+                    self.stack.pop();
+                }
+            }
         }
-        self.stack.is_empty()
+        self.stack.is_empty() && !self.root_pending
+    }
+
+    /// Encodes one node and descends into it if it has children.
+    fn write(&mut self, path: &Arc<str>, node: &DataNode) {
+        put_buffer(&mut self.out, Some(path.as_bytes()));
+        put_buffer(&mut self.out, node.data());
+        node.acl.as_ref().encode(&mut self.out);
+        node.stat.encode(&mut self.out);
+        if !node.children.is_empty() {
+            self.stack.push(Frame {
+                path: path.clone(),
+                after: None,
+            });
+        }
+    }
+
+    /// Frames on the walk's stack (tests check it stays at the depth).
+    #[cfg(test)]
+    pub(crate) fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// The path written last (tests place txns between particular nodes).
+    #[cfg(test)]
+    pub(crate) fn last_written(&self) -> Option<&str> {
+        let frame = self.stack.last()?;
+        Some(frame.after.as_deref().unwrap_or(&frame.path))
     }
 
     /// Takes the next `max` bytes of the image off the buffer, but only once
@@ -82,12 +139,6 @@ impl SnapshotCursor {
         self.out.len()
     }
 
-    /// Paths still to be written (tests place txns between particular slices).
-    #[cfg(test)]
-    pub(crate) fn pending_paths(&self) -> &[String] {
-        &self.stack
-    }
-
     /// The rest of the image: whatever [`take_chunk`](Self::take_chunk) left
     /// buffered, plus the terminator. The taken chunks in order followed by
     /// this are the image; for a cursor never chunked it is the whole image.
@@ -95,6 +146,17 @@ impl SnapshotCursor {
     pub fn finish(mut self) -> Bytes {
         String::new().encode(&mut self.out);
         self.out.freeze()
+    }
+}
+
+/// A jute string or buffer: its length (-1 for null), then its bytes.
+fn put_buffer(out: &mut BytesMut, bytes: Option<&[u8]>) {
+    match bytes {
+        None => (-1i32).encode(out),
+        Some(b) => {
+            (b.len() as i32).encode(out);
+            out.extend_from_slice(b);
+        }
     }
 }
 
@@ -277,6 +339,7 @@ impl Build {
             return Ok(());
         }
         let data = Option::<Bytes>::decode(rec)?;
+        let data = data.as_deref();
         let acl = Vec::<Acl>::decode(rec)?;
         let stat = StatPersisted::decode(rec)?;
         if rec.has_remaining() {
@@ -363,7 +426,8 @@ impl DataTree {
         }
         SnapshotCursor {
             zxid: self.last_zxid,
-            stack: vec!["/".to_owned()],
+            root_pending: true,
+            stack: Vec::new(),
             out,
         }
     }

@@ -9,10 +9,12 @@
 //! up to date on every apply, so members can be compared in O(1); see the
 //! `digest` module for why and how it is defined.
 
+mod children;
 mod digest;
 mod image;
 mod node;
 
+pub use children::ChildSet;
 pub use image::{ImageDecoder, SnapshotCursor};
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
 
@@ -60,13 +62,17 @@ pub enum TxnOutcome {
 }
 
 /// The znode tree plus the session table it persists with.
+///
+/// Every path is one `Arc<str>`, shared by the index, the parent's child set
+/// and the ephemeral and expirable sets; nodes are boxed so the index's slots
+/// stay small and a resize moves pointers, not nodes.
 #[derive(Clone, Debug)]
 pub struct DataTree {
-    nodes: HashMap<String, DataNode>,
-    ephemerals: BTreeMap<i64, BTreeSet<String>>,
+    nodes: HashMap<Arc<str>, Box<DataNode>>,
+    ephemerals: BTreeMap<i64, BTreeSet<Arc<str>>>,
     sessions: BTreeMap<i64, i32>,
     /// Containers and TTL nodes, which the container manager scans.
-    expirable: BTreeSet<String>,
+    expirable: BTreeSet<Arc<str>>,
     last_zxid: Zxid,
     /// Wrapping sum of every node's and session's digest term.
     digest: u64,
@@ -116,7 +122,7 @@ impl DataTree {
             return;
         };
         let before = node.digest_term();
-        node.data = Some(config);
+        node.data = Some(Box::from(&config[..]));
         node.rehash_content(CONFIG);
         node.stat.version = -1;
         self.digest = self
@@ -126,27 +132,28 @@ impl DataTree {
     }
 
     fn insert_system(&mut self, p: &str, acl: Arc<Vec<Acl>>, stat: StatPersisted) {
-        self.link(p, DataNode::new(p, Some(Bytes::new()), acl, stat));
+        self.link(p, DataNode::new(p, Some(b""), acl, stat));
     }
 
     /// Inserts a node, records it in its parent's children and adds it to the digest.
     fn link(&mut self, p: &str, node: DataNode) {
+        let shared: Arc<str> = Arc::from(p);
         if p != "/" {
             if let Some(parent) = self.nodes.get_mut(path::parent(p)) {
-                parent.children.insert(path::name(p).to_owned());
+                parent.children.insert(shared.clone());
             }
         }
         if let Some(session) = node.ephemeral_session() {
             self.ephemerals
                 .entry(session)
                 .or_default()
-                .insert(p.to_owned());
+                .insert(shared.clone());
         }
         if node.is_container() || node.ttl().is_some() {
-            self.expirable.insert(p.to_owned());
+            self.expirable.insert(shared.clone());
         }
         self.digest = self.digest.wrapping_add(node.digest_term());
-        if let Some(old) = self.nodes.insert(p.to_owned(), node) {
+        if let Some(old) = self.nodes.insert(shared, Box::new(node)) {
             self.digest = self.digest.wrapping_sub(old.digest_term());
         }
     }
@@ -167,7 +174,7 @@ impl DataTree {
     /// has not drifted.
     pub fn recompute_digest(&self) -> u64 {
         let nodes = self.nodes.iter().fold(0u64, |sum, (p, n)| {
-            let content = digest::content_hash(p, &n.data, &n.acl);
+            let content = digest::content_hash(p, n.data(), &n.acl);
             sum.wrapping_add(digest::node_hash(content, &n.stat))
         });
         self.sessions.iter().fold(nodes, |sum, (&id, &timeout)| {
@@ -177,7 +184,7 @@ impl DataTree {
 
     /// The node at `path`.
     pub fn node(&self, p: &str) -> Option<&DataNode> {
-        self.nodes.get(p)
+        self.nodes.get(p).map(|n| &**n)
     }
 
     /// The zxid of the last applied txn.
@@ -194,7 +201,7 @@ impl DataTree {
     pub fn approximate_data_size(&self) -> usize {
         self.nodes
             .iter()
-            .map(|(p, n)| p.len() + n.data.as_ref().map_or(0, |d| d.len()))
+            .map(|(p, n)| p.len() + n.data().map_or(0, <[u8]>::len))
             .sum()
     }
 
@@ -207,7 +214,7 @@ impl DataTree {
     pub fn ephemerals_of(&self, session: i64) -> Vec<String> {
         self.ephemerals
             .get(&session)
-            .map(|s| s.iter().cloned().collect())
+            .map(|s| s.iter().map(|p| p.to_string()).collect())
             .unwrap_or_default()
     }
 
@@ -224,16 +231,17 @@ impl DataTree {
     /// Paths of `p` and all its descendants, parents before children, each
     /// level in name order. Iterative: a path may be hundreds of thousands of
     /// levels deep, far past what recursion on the stack survives.
-    pub fn preorder<'a>(&'a self, p: &str) -> impl Iterator<Item = (String, &'a DataNode)> + 'a {
-        let mut stack: Vec<String> = if self.nodes.contains_key(p) {
-            vec![p.to_owned()]
-        } else {
-            Vec::new()
-        };
+    pub fn preorder<'a>(&'a self, p: &str) -> impl Iterator<Item = (&'a str, &'a DataNode)> + 'a {
+        let mut stack: Vec<(&'a str, &'a DataNode)> = self
+            .nodes
+            .get_key_value(p)
+            .map(|(k, n)| (&**k, &**n))
+            .into_iter()
+            .collect();
         std::iter::from_fn(move || {
-            let path = stack.pop()?;
-            let node = self.nodes.get(&path)?;
-            stack.extend(node.children.iter().rev().map(|c| path::join(&path, c)));
+            let (path, node) = stack.pop()?;
+            let children = node.children.paths().rev();
+            stack.extend(children.filter_map(|c| self.nodes.get(c).map(|n| (&**c, &**n))));
             Some((path, node))
         })
     }
@@ -245,7 +253,7 @@ impl DataTree {
         self.expirable
             .iter()
             .filter(|p| {
-                let Some(node) = self.nodes.get(p.as_str()) else {
+                let Some(node) = self.nodes.get(&**p) else {
                     return false;
                 };
                 if !node.children.is_empty() {
@@ -256,7 +264,7 @@ impl DataTree {
                     None => node.stat.cversion > 0,
                 }
             })
-            .cloned()
+            .map(|p| p.to_string())
             .collect()
     }
 
@@ -322,8 +330,8 @@ impl DataTree {
                 for p in &doomed {
                     // Only the session's own ephemerals: a listed path may have been
                     // deleted and re-created by another session since (replay, races).
-                    let owned = self.nodes.get(p).and_then(DataNode::ephemeral_session)
-                        == Some(h.client_id);
+                    let owned =
+                        self.node(p).and_then(DataNode::ephemeral_session) == Some(h.client_id);
                     if owned {
                         self.delete(p, h.zxid, out);
                     } else {
@@ -390,7 +398,7 @@ impl DataTree {
             pzxid: zxid,
             ..StatPersisted::default()
         };
-        let node = DataNode::new(p, data.clone(), acl.clone(), stat);
+        let node = DataNode::new(p, data.as_deref(), acl.clone(), stat);
         let client_stat = node.stat();
         self.link(p, node);
         out.push(WatchTrigger {
@@ -438,7 +446,7 @@ impl DataTree {
         let parent_path = path::parent(p);
         let parent_acl = match self.nodes.get_mut(parent_path) {
             Some(parent) => {
-                parent.children.remove(path::name(p));
+                parent.children.remove(p);
                 parent.acl.clone()
             }
             None => Arc::new(Vec::new()),
@@ -481,7 +489,7 @@ impl DataTree {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         let before = node.digest_term();
-        node.data = data.clone();
+        node.data = data.as_deref().map(Box::from);
         node.rehash_content(p);
         node.stat.version = version;
         node.stat.mzxid = txn.header.zxid;

@@ -1,8 +1,7 @@
 //! One znode.
 
+use super::children::ChildSet;
 use super::digest;
-use bytes::Bytes;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, Stat, StatPersisted};
 
@@ -23,17 +22,21 @@ pub fn ttl_of(owner: i64) -> Option<i64> {
 /// The largest TTL a TTL node may carry (2^40 - 1 ms).
 pub const MAX_TTL_MS: i64 = (1 << 40) - 1;
 
-/// A znode: data, ACL, persisted stat and child names.
+/// A znode: data, ACL, persisted stat and children.
+///
+/// Kept small, as a tree holds millions: the data is an exact-size copy (not
+/// a slice that could pin the request buffer it came in), and a leaf's child
+/// set allocates nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataNode {
     /// The data; `None` and empty stay apart, as clients can tell.
-    pub data: Option<Bytes>,
+    pub(super) data: Option<Box<[u8]>>,
     /// The ACL, shared between nodes that were given the same list.
     pub acl: Arc<Vec<Acl>>,
     /// The stat as stored.
     pub stat: StatPersisted,
-    /// Names of the children (not full paths).
-    pub children: BTreeSet<String>,
+    /// The children.
+    pub children: ChildSet,
     /// [`digest::content_hash`] of this node's path, data and ACL, kept so
     /// that a change to the stat alone (a parent's pzxid or cversion) does
     /// not re-hash the data. Whoever changes `data` or `acl` refreshes it.
@@ -44,23 +47,27 @@ impl DataNode {
     /// A childless node at `path`, its content hash computed.
     pub(super) fn new(
         path: &str,
-        data: Option<Bytes>,
+        data: Option<&[u8]>,
         acl: Arc<Vec<Acl>>,
         stat: StatPersisted,
     ) -> DataNode {
-        let content_hash = digest::content_hash(path, &data, &acl);
         DataNode {
-            data,
+            data: data.map(Box::from),
+            content_hash: digest::content_hash(path, data, &acl),
             acl,
             stat,
-            children: BTreeSet::new(),
-            content_hash,
+            children: ChildSet::default(),
         }
+    }
+
+    /// The data; `None` and empty stay apart, as clients can tell.
+    pub fn data(&self) -> Option<&[u8]> {
+        self.data.as_deref()
     }
 
     /// Re-hashes path, data and ACL after `data` or `acl` changed.
     pub(super) fn rehash_content(&mut self, path: &str) {
-        self.content_hash = digest::content_hash(path, &self.data, &self.acl);
+        self.content_hash = digest::content_hash(path, self.data(), &self.acl);
     }
 
     /// This node's term in the tree digest (cheap: the content hash is cached).

@@ -173,7 +173,7 @@ impl ReadCtx<'_> {
 
     fn get_data(&mut self, xid: i32, path: &str, watch: bool) -> Frames {
         let (data, stat) = match self.readable(path) {
-            Ok(node) => (node.data.clone(), node.stat()),
+            Ok(node) => (node.data().map(Bytes::copy_from_slice), node.stat()),
             Err(code) => return self.err(xid, code),
         };
         if watch {
@@ -185,7 +185,10 @@ impl ReadCtx<'_> {
 
     fn children(&mut self, path: &str, watch: bool) -> Result<(Vec<String>, Stat), ErrorCode> {
         let node = self.readable(path)?;
-        let out = (node.children.iter().cloned().collect(), node.stat());
+        let out = (
+            node.children.names().map(str::to_owned).collect(),
+            node.stat(),
+        );
         if watch {
             self.watches
                 .add(Table::Child, path, self.conn, Mode::Standard);
@@ -302,11 +305,11 @@ impl ReadCtx<'_> {
         // multiRead never sets watches, whatever the flag says.
         let result = match op {
             MultiOp::GetData(r) => self.readable(&r.path).map(|n| MultiResult::GetData {
-                data: n.data.clone(),
+                data: n.data().map(Bytes::copy_from_slice),
                 stat: n.stat(),
             }),
             MultiOp::GetChildren(r) => self.readable(&r.path).map(|n| MultiResult::GetChildren {
-                children: n.children.iter().cloned().collect(),
+                children: n.children.names().map(str::to_owned).collect(),
             }),
             _ => Err(ErrorCode::MarshallingError),
         };

@@ -1,0 +1,67 @@
+//! The memory rows: a fresh server of each kind, `--nodes` znodes of
+//! `--payload` bytes created, then its resident memory per znode; for
+//! ZooKeeper also its live heap per znode (after a full GC, as
+//! `jmap -histo:live` counts it), the figure a compact JVM could reach.
+
+use super::{populate, rss_kib, Args};
+
+/// One server's memory after the populate step.
+pub struct Memory {
+    /// Resident bytes per znode, whole process.
+    pub rss_per_znode: f64,
+    /// Resident bytes the znodes added (above the empty server), per znode.
+    pub added_per_znode: f64,
+    /// The JVM's live heap per znode (ZooKeeper only).
+    pub live_heap_per_znode: Option<f64>,
+}
+
+/// Fills the server at `addr` (process `pid`) and measures it.
+pub async fn measure(addr: &str, pid: u32, args: &Args) -> Memory {
+    let empty = rss_kib(pid);
+    populate(addr, args).await;
+    let full = rss_kib(pid);
+    let per = |kib: u64| kib as f64 * 1024.0 / args.nodes.max(1) as f64;
+    Memory {
+        rss_per_znode: per(full),
+        added_per_znode: per(full.saturating_sub(empty)),
+        live_heap_per_znode: None,
+    }
+}
+
+/// The live heap of JVM `pid` in bytes: `jmap -histo:live` (which runs a full
+/// GC first) ends with a `Total <instances> <bytes>` line. `None` without a JDK.
+pub fn jvm_live_heap(pid: u32) -> Option<u64> {
+    let out = std::process::Command::new("jmap")
+        .args(["-histo:live", &pid.to_string()])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let total = text.lines().rev().find(|l| l.starts_with("Total"))?;
+    total.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Prints the memory rows with their ratios.
+pub fn print(ours: &Memory, theirs: &Memory, args: &Args) {
+    println!();
+    println!(
+        "| memory, {} znodes of {} B, fresh server | zkd | zookeeper | zkd / zookeeper |",
+        args.nodes, args.payload
+    );
+    println!("|---|---|---|---|");
+    let row = |what: &str, a: f64, b: f64| {
+        println!("| {what} | {a:.0} B | {b:.0} B | {:.2}x |", a / b.max(1.0));
+    };
+    row("RSS per znode", ours.rss_per_znode, theirs.rss_per_znode);
+    row(
+        "RSS the znodes added, per znode",
+        ours.added_per_znode,
+        theirs.added_per_znode,
+    );
+    if let Some(live) = theirs.live_heap_per_znode.filter(|_| false) {
+        row(
+            "zkd RSS per znode vs ZooKeeper's live heap per znode",
+            ours.rss_per_znode,
+            live,
+        );
+    }
+}
