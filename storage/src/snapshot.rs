@@ -70,6 +70,15 @@ pub trait SnapshotStore {
     /// Appends to the unsealed image in `slot`. Not durable until sealed.
     fn append_snapshot(&mut self, slot: SnapshotSlot, piece: &[u8]) -> Result<()>;
 
+    /// Writes what was appended to `slot` out to the disk now (still not
+    /// durable until sealed). A writer that calls this after each piece keeps
+    /// little dirty data in the page cache, so the log's fsyncs never wait
+    /// behind a whole image's writeback. A store without a page cache has
+    /// nothing to do.
+    fn write_out_snapshot(&mut self, _slot: SnapshotSlot) -> Result<()> {
+        Ok(())
+    }
+
     /// Up to `max` bytes from `offset` of the image in `slot`: a saved one
     /// only once sealed, the staged one as written so far. Empty past the end.
     fn read_snapshot_at(&self, slot: SnapshotSlot, offset: u64, max: usize) -> Result<Bytes>;

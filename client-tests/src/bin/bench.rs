@@ -21,6 +21,8 @@ use zkd_client_tests::{connect, persistent, ServerOptions, ZkdProcess};
 mod ensemble;
 #[path = "bench/memory.rs"]
 mod memory;
+#[path = "bench/stall.rs"]
+mod stall;
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -47,12 +49,27 @@ struct Args {
     /// is then read (standalone only).
     #[arg(long, default_value_t = 300_000)]
     nodes: usize,
-    /// Only the memory rows (standalone only).
-    #[arg(long)]
-    memory_only: bool,
+    /// Run only these parts (standalone only): phases (write, read,
+    /// create), stall (writes while snapshots are taken), memory. All by default.
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["phases", "stall", "memory"])]
+    only: Vec<Part>,
+    /// Znodes in the tree the snapshot-stall phase writes over (0 skips it).
+    #[arg(long, default_value_t = 500_000)]
+    stall_nodes: usize,
+    /// Seconds of the snapshot-stall phase.
+    #[arg(long, default_value_t = 10)]
+    stall_seconds: u64,
     /// Seconds of steady writes before the leader is killed (ensembles only).
     #[arg(long, default_value_t = 3)]
     warmup: u64,
+}
+
+/// The parts of a standalone run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Phases,
+    Stall,
+    Memory,
 }
 
 fn parse_members(s: &str) -> Result<usize, String> {
@@ -200,14 +217,16 @@ struct ServerRun {
     create: PhaseResult,
 }
 
-/// Creates `args.nodes` znodes (pipelined, one session) so memory per node shows.
-async fn populate(addr: &str, args: &Args) {
+/// Creates `count` znodes of `payload` bytes under `/mem`, 64 in flight on
+/// one session, however few the timed phases keep in flight.
+async fn populate(addr: &str, count: usize, payload: usize) {
+    const IN_FLIGHT: usize = 64;
     let c = connect(addr, Duration::from_secs(30)).await;
     let _ = c.create("/mem", b"", &persistent()).await;
-    let data = vec![5u8; args.payload];
-    let per_task = args.nodes.div_ceil(args.window.max(1));
+    let data = vec![5u8; payload];
+    let per_task = count.div_ceil(IN_FLIGHT);
     let mut tasks = Vec::new();
-    for w in 0..args.window.max(1) {
+    for w in 0..IN_FLIGHT {
         let c = c.clone();
         let data = data.clone();
         tasks.push(tokio::spawn(async move {
@@ -271,7 +290,7 @@ async fn main() {
         })
     };
     let start_zookeeper = || ZooKeeperProcess::start_configured(2000, &[], "maxClientCnxns=0\n");
-    if !args.memory_only {
+    if args.only.contains(&Part::Phases) {
         let zkd = start_zkd();
         let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
         drop(zkd);
@@ -279,6 +298,34 @@ async fn main() {
         let theirs = bench(&zk.addr(), zk.pid(), &args).await;
         drop(zk);
         print_phases(&ours, &theirs);
+    }
+    if args.only.contains(&Part::Stall) && args.stall_nodes > 0 {
+        let zkd = ZkdProcess::start_with(ServerOptions {
+            extra: vec![
+                ("maxClientCnxns".to_string(), "0".to_string()),
+                ("snapCount".to_string(), stall::SNAP_COUNT.to_string()),
+            ],
+            ..ServerOptions::default()
+        });
+        let zkd_log = || zkd.log();
+        let ours = stall::measure(
+            &zkd.addr(),
+            zkd.pid().unwrap_or(0),
+            &args,
+            zkd_log,
+            "taking snapshot",
+        )
+        .await;
+        drop(zkd);
+        let more = format!("maxClientCnxns=0\nsnapCount={}\n", stall::SNAP_COUNT);
+        let zk = ZooKeeperProcess::start_configured(2000, &[], &more);
+        let zk_log = || zk.log();
+        let theirs = stall::measure(&zk.addr(), zk.pid(), &args, zk_log, "Snapshotting: 0x").await;
+        drop(zk);
+        stall::print(&ours, &theirs, &args);
+    }
+    if !args.only.contains(&Part::Memory) {
+        return;
     }
     let zkd = start_zkd();
     let ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;

@@ -15,6 +15,7 @@ pub mod acl;
 pub mod connection;
 pub mod election;
 pub mod java_order;
+mod local_snapshot;
 mod node;
 mod node_apply;
 mod node_member;

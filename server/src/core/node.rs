@@ -1,6 +1,7 @@
 //! `Node`: the state machine's state, its event entry points, handshakes and timeouts.
 
 use super::connection::{Conn, ConnState};
+use super::local_snapshot::LocalSnapshot;
 use super::node_mode::ModeState;
 use super::pipeline::pending::PendingChanges;
 use super::session::{session_password, SessionId, SessionTable};
@@ -12,19 +13,7 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::records::{ConnectRequest, ConnectResponse};
 use zkd_protocol::{Record, Zxid};
-use zkd_storage::data_tree::SnapshotCursor;
 use zkd_storage::{DataTree, Txn};
-
-/// Nodes written per snapshot slice, and the pause between slices: about a
-/// millisecond of work every few milliseconds.
-pub(super) const SNAPSHOT_SLICE_NODES: usize = 2000;
-const SNAPSHOT_STEP_INTERVAL_MS: u64 = 4;
-/// A slice also ends after this many bytes of image: with large nodes a
-/// count of nodes alone would copy hundreds of MiB in one slice and stall
-/// the loop past a peer's timeout.
-const SNAPSHOT_STEP_BYTES: usize = 1 << 20;
-/// Nodes written between looks at the slice's bytes.
-const SNAPSHOT_NODES_PER_LOOK: usize = 16;
 
 /// Why a txn was started, so its outcome reaches the right place.
 #[derive(Clone, Debug)]
@@ -66,8 +55,8 @@ pub struct Node {
     pub(super) rng: u64,
     pub(super) next_container_check_ms: u64,
     pub(super) stats: ServerStats,
-    /// A fuzzy snapshot being written, and when its next slice is due.
-    pub(super) snapshot: Option<(SnapshotCursor, u64)>,
+    /// A fuzzy snapshot being written.
+    pub(super) snapshot: Option<LocalSnapshot>,
     /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
     pub(super) reattaching: std::collections::BTreeSet<ConnId>,
     /// What the member does with requests (its Zab role), with the state
@@ -136,41 +125,22 @@ impl Node {
         if due && serving && self.snapshot.is_none() {
             self.txns_since_snapshot = 0;
             self.snapshot_after = self.next_snapshot_threshold();
-            let cursor = self.tree.start_snapshot();
-            tracing::info!(zxid = %cursor.zxid(), "taking snapshot");
-            self.snapshot = Some((cursor, now.mono_ms));
+            let snapshot = LocalSnapshot::start(&self.tree, now.mono_ms);
+            tracing::info!(zxid = %snapshot.zxid(), "taking snapshot");
+            self.snapshot = Some(snapshot);
         }
     }
 
     /// Writes the next slice of a snapshot in progress. Slices are small and
     /// spaced out, so even a huge tree never stalls clients for long.
     fn step_snapshot(&mut self, now: Now) {
-        let Some((cursor, due_ms)) = self.snapshot.as_mut() else {
+        let Some(snapshot) = self.snapshot.as_mut() else {
             return;
         };
-        if now.mono_ms < *due_ms {
-            return;
-        }
-        *due_ms = now.mono_ms + SNAPSHOT_STEP_INTERVAL_MS;
-        let start = cursor.buffered();
-        let mut nodes = 0;
-        let done = loop {
-            if cursor.step(&self.tree, SNAPSHOT_NODES_PER_LOOK) {
-                break true;
-            }
-            nodes += SNAPSHOT_NODES_PER_LOOK;
-            let bytes = cursor.buffered().saturating_sub(start);
-            if nodes >= self.config.snapshot_slice_nodes || bytes >= SNAPSHOT_STEP_BYTES {
-                break false;
-            }
-        };
-        if done {
-            if let Some((cursor, _)) = self.snapshot.take() {
-                let zxid = cursor.zxid();
-                self.commands.push_back(Command::Snapshot {
-                    zxid,
-                    image: cursor.finish(),
-                });
+        let slice = self.config.snapshot_slice_nodes;
+        if snapshot.step(&self.tree, now.mono_ms, slice, &mut self.commands) {
+            if let Some(done) = self.snapshot.take() {
+                done.finish(&mut self.commands);
             }
         }
     }
@@ -222,8 +192,8 @@ impl Node {
                 due = due.min(expiry);
             }
         }
-        if let Some((_, step)) = &self.snapshot {
-            due = due.min(*step);
+        if let Some(snapshot) = &self.snapshot {
+            due = due.min(snapshot.due_ms);
         }
         (due != u64::MAX).then_some(due)
     }

@@ -49,14 +49,23 @@ fn tree_of(txns: &[Txn]) -> DataTree {
     tree
 }
 
-/// Steps the node's timers for a while; the snapshots it asked to store.
+/// Steps the node's timers for a while; the snapshots it asked to store,
+/// each the concatenation of its pieces.
 fn snapshots(node: &mut Node, from_ms: u64) -> Vec<(Zxid, Bytes)> {
     let mut found = Vec::new();
+    let mut image = Vec::new();
     for ms in (from_ms..from_ms + 5_000).step_by(10) {
         node.handle_timeout(at(ms));
         for command in node.drain_commands() {
-            if let Command::Snapshot { zxid, image } = command {
-                found.push((zxid, image));
+            let Command::SnapshotPiece(piece) = command else {
+                continue;
+            };
+            if piece.first {
+                image.clear();
+            }
+            image.extend_from_slice(&piece.data);
+            if piece.last {
+                found.push((piece.zxid, Bytes::from(std::mem::take(&mut image))));
             }
         }
     }

@@ -76,8 +76,36 @@ pub enum Command {
     Revalidate { session: i64, timeout_ms: i32 },
     /// Leader: answer a follower's revalidation.
     Revalidated { to: u64, session: i64, valid: bool },
-    /// Store a snapshot of the tree as of `zxid`, then purge old snapshots and logs.
-    Snapshot { zxid: Zxid, image: Bytes },
+    /// Store the next piece of a local snapshot; after its last piece,
+    /// purge old snapshots and logs. A stream that stops before its last
+    /// piece is abandoned by the storage.
+    SnapshotPiece(SnapshotPiece),
+}
+
+/// One piece of a local snapshot's image, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotPiece {
+    /// The zxid the image starts at (its name).
+    pub zxid: Zxid,
+    /// The next bytes of the image.
+    pub data: Bytes,
+    /// The image's first piece: a new stream begins.
+    pub first: bool,
+    /// The image's last piece: seal it, then purge what it makes redundant.
+    pub last: bool,
+}
+
+#[cfg(test)]
+impl SnapshotPiece {
+    /// A whole image as one piece.
+    pub fn whole(zxid: Zxid, image: Bytes) -> SnapshotPiece {
+        SnapshotPiece {
+            zxid,
+            data: image,
+            first: true,
+            last: true,
+        }
+    }
 }
 
 /// What the member does with client requests, set by its Zab role.
@@ -145,7 +173,7 @@ impl Default for CoreConfig {
             extended_types: false,
             super_digest: None,
             snap_count: 100_000,
-            snapshot_slice_nodes: super::node::SNAPSHOT_SLICE_NODES,
+            snapshot_slice_nodes: super::local_snapshot::SNAPSHOT_SLICE_NODES,
             container_check_interval_ms: 60_000,
             seed: 1,
             max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,

@@ -479,9 +479,7 @@ impl NodeLoop {
                 Command::Persist { txn } => {
                     self.submit(StorageJob::Persist { txn, permit: None })?
                 }
-                Command::Snapshot { zxid, image } => {
-                    self.submit(StorageJob::Snapshot { zxid, image })?
-                }
+                Command::SnapshotPiece(piece) => self.submit(StorageJob::SnapshotPiece(piece))?,
                 // A standalone node asks nothing of an ensemble.
                 Command::Forward(_) | Command::Revalidate { .. } | Command::Revalidated { .. } => {}
             }

@@ -6,6 +6,7 @@
 use super::trap::{Action, Moment};
 use super::{SyncKind, WholeSim, Wire};
 use crate::core::election::ServerId;
+use crate::core::types::SnapshotPiece;
 use crate::core::Mode;
 use crate::runtime::storage_worker::StorageJob;
 use crate::sim::Schedule;
@@ -297,7 +298,8 @@ impl Script {
         };
         let tree = p.node.tree();
         let (zxid, image) = (tree.last_zxid(), tree.to_image());
-        p.submitted.push_back(StorageJob::Snapshot { zxid, image });
+        p.submitted
+            .push_back(StorageJob::SnapshotPiece(SnapshotPiece::whole(zxid, image)));
         self.sim.flush(id);
         self.run_until("the snapshot saved", 1_000, |s| {
             s.snapshots(id).contains(&zxid)

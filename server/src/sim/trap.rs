@@ -35,7 +35,7 @@ impl JobKind {
                 ..
             } => JobKind::Install(*zxid, *fuzzy_through),
             StorageJob::Truncate(zxid) => JobKind::Truncate(*zxid),
-            StorageJob::Snapshot { zxid, .. } => JobKind::Snapshot(*zxid),
+            StorageJob::SnapshotPiece(piece) if piece.last => JobKind::Snapshot(piece.zxid),
             StorageJob::SetAcceptedEpoch(e) => JobKind::AcceptedEpoch(*e),
             StorageJob::SetCurrentEpoch(e) => JobKind::CurrentEpoch(*e),
             _ => JobKind::Other,

@@ -50,15 +50,16 @@ impl ChildSet {
         self.paths().map(|p| crate::path::name(p))
     }
 
-    /// The first child whose path sorts after `after` (all of them for `None`),
-    /// so a walk can resume where it stopped however the set changed since.
-    pub(super) fn first_after(&self, after: Option<&str>) -> Option<&Arc<str>> {
-        let set = self.0.as_ref()?;
-        match after {
-            None => set.first(),
-            Some(after) => set
-                .range::<str, _>((Bound::Excluded(after), Bound::Unbounded))
-                .next(),
-        }
+    /// The children whose paths sort after `after` (all of them for
+    /// `None`), in order, so a walk can resume where it stopped however the
+    /// set changed since.
+    pub(super) fn after<'a>(
+        &'a self,
+        after: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Arc<str>> + 'a {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.0
+            .iter()
+            .flat_map(move |set| set.range::<str, _>((from, Bound::Unbounded)))
     }
 }

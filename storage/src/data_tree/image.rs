@@ -46,6 +46,31 @@ pub struct SnapshotCursor {
     /// Encoded bytes not yet taken. `BytesMut` so that taking a chunk is a
     /// split of the buffer, not a copy of what stays behind.
     out: BytesMut,
+    encoder: NodeEncoder,
+}
+
+/// Encodes node records, keeping the last ACL's encoding: most nodes share
+/// their parent's ACL allocation, so most are a copy of bytes, not a walk.
+#[derive(Debug, Default)]
+struct NodeEncoder {
+    acl: Option<(Arc<Vec<Acl>>, Vec<u8>)>,
+}
+
+impl NodeEncoder {
+    fn node(&mut self, out: &mut BytesMut, path: &str, node: &DataNode) {
+        put_buffer(out, Some(path.as_bytes()));
+        put_buffer(out, node.data());
+        match &self.acl {
+            Some((acl, encoded)) if Arc::ptr_eq(acl, &node.acl) => out.extend_from_slice(encoded),
+            _ => {
+                let mut encoded = Vec::new();
+                node.acl.as_ref().encode(&mut encoded);
+                out.extend_from_slice(&encoded);
+                self.acl = Some((node.acl.clone(), encoded));
+            }
+        }
+        node.stat.encode(out);
+    }
 }
 
 /// A node whose children the walk is writing.
@@ -68,8 +93,9 @@ impl SnapshotCursor {
         if self.root_pending {
             self.root_pending = false;
             if let Some((path, node)) = tree.nodes.get_key_value("/") {
-                self.write(path, node);
+                self.encoder.node(&mut self.out, path, node);
                 written += 1;
+                self.descend(path, node);
             }
         }
         while written < budget {
@@ -78,31 +104,46 @@ impl SnapshotCursor {
             };
             // A parent deleted since it was written took its children with
             // it (their deletes are in the log), so its frame is done too.
-            let next = tree
-                .nodes
-                .get(&frame.path)
-                .and_then(|parent| parent.children.first_after(frame.after.as_deref()))
-                .and_then(|child| tree.nodes.get_key_value(child));
-            match next {
-                Some((path, node)) => {
-                    frame.after = Some(path.clone());
-                    self.write(path, node);
-                    written += 1;
+            let Some(parent) = tree.nodes.get(&frame.path) else {
+                self.stack.pop();
+                continue;
+            };
+            // Siblings in a row from one range walk: one search per slice,
+            // not one per child.
+            let mut last = None;
+            let mut deeper = None;
+            for (path, node) in parent
+                .children
+                .after(frame.after.as_deref())
+                .filter_map(|c| tree.nodes.get_key_value(c))
+            {
+                if written == budget {
+                    break;
                 }
+                self.encoder.node(&mut self.out, path, node);
+                written += 1;
+                last = Some(path);
+                if !node.children.is_empty() {
+                    deeper = Some((path, node));
+                    break;
+                }
+            }
+            match last {
+                Some(path) => frame.after = Some(path.clone()),
                 None => {
                     self.stack.pop();
+                    continue;
                 }
+            }
+            if let Some((path, node)) = deeper {
+                self.descend(path, node);
             }
         }
         self.stack.is_empty() && !self.root_pending
     }
 
-    /// Encodes one node and descends into it if it has children.
-    fn write(&mut self, path: &Arc<str>, node: &DataNode) {
-        put_buffer(&mut self.out, Some(path.as_bytes()));
-        put_buffer(&mut self.out, node.data());
-        node.acl.as_ref().encode(&mut self.out);
-        node.stat.encode(&mut self.out);
+    /// Walks into a node just written, if it has children.
+    fn descend(&mut self, path: &Arc<str>, node: &DataNode) {
         if !node.children.is_empty() {
             self.stack.push(Frame {
                 path: path.clone(),
@@ -429,6 +470,7 @@ impl DataTree {
             root_pending: true,
             stack: Vec::new(),
             out,
+            encoder: NodeEncoder::default(),
         }
     }
 

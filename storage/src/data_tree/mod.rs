@@ -68,7 +68,9 @@ pub enum TxnOutcome {
 /// stay small and a resize moves pointers, not nodes.
 #[derive(Clone, Debug)]
 pub struct DataTree {
-    nodes: HashMap<Arc<str>, Box<DataNode>>,
+    /// Hashed with aHash: several times SipHash's speed on paths, and keyed
+    /// at random per process, so clients cannot pick colliding paths.
+    nodes: HashMap<Arc<str>, Box<DataNode>, ahash::RandomState>,
     ephemerals: BTreeMap<i64, BTreeSet<Arc<str>>>,
     sessions: BTreeMap<i64, i32>,
     /// Containers and TTL nodes, which the container manager scans.
@@ -88,7 +90,7 @@ impl DataTree {
     /// A fresh tree: `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config`.
     pub fn new() -> DataTree {
         let mut tree = DataTree {
-            nodes: HashMap::new(),
+            nodes: HashMap::default(),
             ephemerals: BTreeMap::new(),
             sessions: BTreeMap::new(),
             expirable: BTreeSet::new(),

@@ -374,6 +374,10 @@ impl SnapshotStore for SledStorage {
         self.snapshots.append(slot, piece)
     }
 
+    fn write_out_snapshot(&mut self, slot: SnapshotSlot) -> Result<()> {
+        self.snapshots.write_out(slot)
+    }
+
     fn read_snapshot_at(&self, slot: SnapshotSlot, offset: u64, max: usize) -> Result<Bytes> {
         self.snapshots.read_at(slot, offset, max)
     }

@@ -66,6 +66,15 @@ impl SnapshotFiles {
             .map_err(|e| io_error(&path, e))
     }
 
+    /// fdatasync of the unsealed file: its dirty pages go to the disk now,
+    /// a piece at a time, not all at the seal.
+    pub fn write_out(&self, slot: SnapshotSlot) -> Result<()> {
+        let path = self.part_path(slot);
+        File::open(&path)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| io_error(&path, e))
+    }
+
     pub fn read_at(&self, slot: SnapshotSlot, offset: u64, max: usize) -> Result<Bytes> {
         let (path, trailer) = match slot {
             SnapshotSlot::Saved(zxid) => (self.sealed_path(zxid), TRAILER_LEN),

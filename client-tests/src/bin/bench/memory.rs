@@ -18,7 +18,7 @@ pub struct Memory {
 /// Fills the server at `addr` (process `pid`) and measures it.
 pub async fn measure(addr: &str, pid: u32, args: &Args) -> Memory {
     let empty = rss_kib(pid);
-    populate(addr, args).await;
+    populate(addr, args.nodes, args.payload).await;
     let full = rss_kib(pid);
     let per = |kib: u64| kib as f64 * 1024.0 / args.nodes.max(1) as f64;
     Memory {

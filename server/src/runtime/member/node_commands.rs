@@ -41,8 +41,8 @@ impl Member {
                         let reply = ZabMessage::RevalidateReply { session, valid };
                         self.send_to_follower(ctx.links, ServerId(to), reply)
                     }
-                    Command::Snapshot { zxid, image } => {
-                        ctx.jobs.submit(StorageJob::Snapshot { zxid, image })?
+                    Command::SnapshotPiece(piece) => {
+                        ctx.jobs.submit(StorageJob::SnapshotPiece(piece))?
                     }
                 }
             }

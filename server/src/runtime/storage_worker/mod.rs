@@ -11,22 +11,24 @@
 //! synced history and before the follower's ACK of NEWLEADER. Consecutive
 //! appends still share one fsync.
 //!
-//! Local snapshots (`StorageJob::Snapshot`, taken every snapCount txns) are
-//! saved by a helper thread, so writing a large image never delays the log's
-//! fsyncs (and a follower's ACKs). At most one waits behind the one being
-//! saved; more are skipped, as ZooKeeper skips a snapshot while one is in
-//! progress. A truncation or snapshot install first waits for the helper to
-//! finish, so no local snapshot can land after (and past) a TRUNC. Barriers do
-//! not wait for local snapshots: the log already holds what they contain.
-//! (On sled the epochs share the snapshots' database, so an epoch write may
-//! wait for a background snapshot's flush; the log's fsyncs never do.)
+//! Local snapshots (taken every snapCount txns) stream in as pieces
+//! (`StorageJob::SnapshotPiece`) and are written by a helper thread
+//! (`local_snapshots`), so a large image never delays the log's fsyncs (and a
+//! follower's ACKs). A truncation or snapshot install first abandons a stream
+//! in progress and waits for the helper to finish sealing, so no local
+//! snapshot can land after (and past) a TRUNC. Barriers do not wait for local
+//! snapshots: the log already holds what they contain.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use crate::core::types::SnapshotPiece;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotSlot;
 use zkd_storage::{StorageError, Store, Txn};
+
+mod local_snapshots;
+use local_snapshots::LocalSnapshots;
 
 /// Work for the storage thread, carried out in submission order.
 #[derive(Debug)]
@@ -37,9 +39,10 @@ pub enum StorageJob {
         txn: Txn,
         permit: Option<super::peer::ReadPermit>,
     },
-    /// Store a local snapshot (in the background), then purge old snapshots
-    /// and the log they cover. Every txn it includes was submitted before it.
-    Snapshot { zxid: Zxid, image: bytes::Bytes },
+    /// A piece of a local snapshot, stored in the background; after the
+    /// last, old snapshots and the log they cover are purged. Every txn the
+    /// image includes was submitted before its last piece.
+    SnapshotPiece(SnapshotPiece),
     /// TRUNC: delete snapshots past `zxid`, then cut the log after it
     /// (`zkd_storage::store::truncate_history`). Durable before any later
     /// job runs. A cut the store cannot rebuild from fails the node.
@@ -160,7 +163,7 @@ pub fn run<S: Store>(
     jobs: Receiver<StorageJob>,
     reports: UnboundedSender<StorageReport>,
 ) {
-    let snapshots = match Snapshotter::start(storage.clone(), retain) {
+    let snapshots = match LocalSnapshots::start(storage.clone(), retain) {
         Ok(s) => s,
         Err(e) => {
             let _ = reports.send(StorageReport::Failed(format!(
@@ -183,7 +186,7 @@ pub fn run<S: Store>(
         // I/O error sled's destructor flushes again and panics. The snapshot
         // thread ends after its current image; its clone is not the last.
         let _ = worker.reports.send(StorageReport::Failed(e.to_string()));
-        worker.snapshots.jobs = None;
+        worker.snapshots.detach();
         std::mem::forget(worker);
     }
 }
@@ -200,7 +203,7 @@ impl<S: Store> InlineWorker<S> {
     /// A worker on `storage` that keeps `retain` snapshots and reports to `reports`.
     pub fn new(storage: S, retain: usize, reports: UnboundedSender<StorageReport>) -> Self {
         InlineWorker(Worker {
-            snapshots: Snapshotter::inline(storage.clone(), retain),
+            snapshots: LocalSnapshots::inline(storage.clone(), retain),
             storage,
             purge: None,
             unsynced: None,
@@ -241,7 +244,7 @@ struct Worker<S> {
     unsynced: Option<Zxid>,
     /// The permits of the appends not yet synced (see `StorageJob::Persist`).
     unsynced_permits: Vec<super::peer::ReadPermit>,
-    snapshots: Snapshotter,
+    snapshots: LocalSnapshots,
     reports: UnboundedSender<StorageReport>,
 }
 
@@ -297,7 +300,7 @@ impl<S: Store> Worker<S> {
         self.sync_appends()?;
         match job {
             StorageJob::Persist { .. } => unreachable!("handled above"),
-            StorageJob::Snapshot { zxid, image } => self.snapshots.submit(zxid, image),
+            StorageJob::SnapshotPiece(piece) => self.snapshots.submit(piece),
             StorageJob::Truncate(zxid) => {
                 self.settle_snapshots()?;
                 zkd_storage::store::truncate_history(&mut self.storage, zxid)?;
@@ -379,6 +382,7 @@ impl<S: Store> Worker<S> {
     /// Waits for background snapshots, and drops the log purge: the history
     /// is about to change under both.
     fn settle_snapshots(&mut self) -> Result<(), StorageError> {
+        self.snapshots.abandon();
         self.snapshots.collect(true)?;
         self.purge = None;
         Ok(())
@@ -408,136 +412,6 @@ impl<S: Store> Worker<S> {
 /// Outcome of one background snapshot: the oldest snapshot kept (the log
 /// may be purged through it).
 type Saved = Result<Option<Zxid>, StorageError>;
-
-/// Saves one snapshot where it is called, reporting on the given sender.
-#[cfg(test)]
-type InlineSaver = (
-    Box<dyn FnMut(Zxid, bytes::Bytes) -> Saved + Send>,
-    mpsc::Sender<Saved>,
-);
-
-/// The background thread that saves local snapshots.
-struct Snapshotter {
-    jobs: Option<SyncSender<(Zxid, bytes::Bytes)>>,
-    /// The simulator's: no thread, each snapshot saved when submitted.
-    #[cfg(test)]
-    inline: Option<InlineSaver>,
-    done: Receiver<Saved>,
-    /// Snapshots handed over and not yet reported done.
-    in_flight: usize,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Snapshotter {
-    fn start<S: Store>(storage: S, retain: usize) -> std::io::Result<Snapshotter> {
-        // One image waits while another is saved; beyond that they are skipped.
-        let (jobs, todo) = mpsc::sync_channel(1);
-        let (report, done) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("zkd-snapshot".into())
-            .spawn(move || save_snapshots(storage, retain, todo, report))?;
-        Ok(Snapshotter {
-            jobs: Some(jobs),
-            #[cfg(test)]
-            inline: None,
-            done,
-            in_flight: 0,
-            thread: Some(thread),
-        })
-    }
-
-    /// A snapshotter without a thread: `submit` saves at once.
-    #[cfg(test)]
-    fn inline<S: Store>(mut storage: S, retain: usize) -> Snapshotter {
-        let (report, done) = mpsc::channel();
-        let save = move |zxid, image| {
-            storage
-                .save_snapshot(zxid, image)
-                .and_then(|()| storage.purge_snapshots(retain))
-        };
-        Snapshotter {
-            jobs: None,
-            inline: Some((Box::new(save), report)),
-            done,
-            in_flight: 0,
-            thread: None,
-        }
-    }
-
-    fn submit(&mut self, zxid: Zxid, image: bytes::Bytes) {
-        #[cfg(test)]
-        if let Some((save, report)) = &mut self.inline {
-            let _ = report.send(save(zxid, image));
-            self.in_flight += 1;
-            return;
-        }
-        let Some(jobs) = &self.jobs else { return };
-        match jobs.try_send((zxid, image)) {
-            Ok(()) => self.in_flight += 1,
-            Err(mpsc::TrySendError::Full(_)) => {
-                tracing::warn!(%zxid, "too busy to snapshot, skipping");
-            }
-            // The thread stopped after a failure, which `collect` reports.
-            Err(mpsc::TrySendError::Disconnected(_)) => {}
-        }
-    }
-
-    /// Results of finished snapshots (all of them, waiting, if `wait`): the
-    /// highest log purge goal they set. Fails if a save failed.
-    fn collect(&mut self, wait: bool) -> Result<Option<Zxid>, StorageError> {
-        let mut goal = None;
-        while self.in_flight > 0 {
-            let saved = if wait {
-                self.done.recv().ok()
-            } else {
-                match self.done.try_recv() {
-                    Ok(saved) => Some(saved),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => None,
-                }
-            };
-            let Some(saved) = saved else {
-                return Err(StorageError::Db("the snapshot thread stopped".into()));
-            };
-            self.in_flight -= 1;
-            goal = goal.max(saved?);
-        }
-        Ok(goal)
-    }
-
-    /// Ends the thread once it is idle.
-    fn stop(&mut self) {
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The snapshot thread: saves each image, applies retention, reports.
-fn save_snapshots<S: Store>(
-    mut storage: S,
-    retain: usize,
-    todo: Receiver<(Zxid, bytes::Bytes)>,
-    done: mpsc::Sender<Saved>,
-) {
-    for (zxid, image) in todo {
-        let saved = storage
-            .save_snapshot(zxid, image)
-            .and_then(|()| storage.purge_snapshots(retain));
-        let failed = saved.is_err();
-        if !failed {
-            tracing::info!(%zxid, "snapshot saved");
-        }
-        if done.send(saved).is_err() || failed {
-            if failed {
-                // As the worker: never drop a store after an I/O error.
-                std::mem::forget(storage);
-            }
-            return;
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 
 use super::*;
 use bytes::Bytes;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use zkd_protocol::records::{ErrorTxn, TxnHeader};
@@ -77,6 +77,10 @@ impl SnapshotStore for Recorder {
         self.inner.read_snapshot_at(slot, offset, max)
     }
     fn seal_snapshot(&mut self, slot: SnapshotSlot, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
+        if slot == SnapshotSlot::Saved(zxid) {
+            std::thread::sleep(self.snapshot_delay);
+            self.record(format!("snapshot {}", zxid.0));
+        }
         self.inner.seal_snapshot(slot, zxid, seal)
     }
     fn snapshot_seals(&self) -> Result<Vec<(Zxid, SnapshotSeal)>> {
@@ -91,12 +95,8 @@ impl SnapshotStore for Recorder {
     fn sync_snapshots(&mut self) -> Result<()> {
         self.inner.sync_snapshots()
     }
-    // The whole operations are recorded, as the worker calls them.
-    fn save_snapshot(&mut self, zxid: Zxid, image: Bytes) -> Result<()> {
-        std::thread::sleep(self.snapshot_delay);
-        self.record(format!("snapshot {}", zxid.0));
-        self.inner.save_snapshot(zxid, image)
-    }
+    // Whole operations are recorded, as the worker calls them; a local
+    // snapshot as its seal.
     fn delete_snapshots_after(&mut self, zxid: Zxid) -> Result<()> {
         self.record(format!("delete snapshots after {}", zxid.0));
         self.inner.delete_snapshots_after(zxid)
@@ -360,10 +360,10 @@ fn a_slow_local_snapshot_does_not_delay_fsyncs() {
     };
     let mut w = Running::start(storage.clone(), vec![persist(1)]);
     w.expect(&[StorageReport::Persisted(Zxid(1))]);
-    w.send(StorageJob::Snapshot {
-        zxid: Zxid(1),
-        image: DataTree::new().to_image(),
-    });
+    w.send(StorageJob::SnapshotPiece(SnapshotPiece::whole(
+        Zxid(1),
+        DataTree::new().to_image(),
+    )));
     std::thread::sleep(Duration::from_millis(100));
     for z in 2..=4 {
         let sent = Instant::now();
@@ -403,10 +403,7 @@ fn a_truncation_waits_for_a_local_snapshot_in_progress() {
         (1..=5)
             .map(persist)
             .chain([
-                StorageJob::Snapshot {
-                    zxid: Zxid(5),
-                    image: image.to_image(),
-                },
+                StorageJob::SnapshotPiece(SnapshotPiece::whole(Zxid(5), image.to_image())),
                 StorageJob::Truncate(Zxid(3)),
                 StorageJob::Barrier(1),
             ])
@@ -421,10 +418,10 @@ fn a_truncation_waits_for_a_local_snapshot_in_progress() {
     assert_eq!(storage.inner.last_zxid().unwrap(), Some(Zxid(3)));
 }
 
-/// Snapshots arriving while one is saved: at most one waits, the rest are skipped;
-/// the log is purged through the oldest snapshot kept.
+/// Snapshots arriving while one is saved are skipped, as ZooKeeper skips
+/// them; the log is purged through the oldest snapshot kept.
 #[test]
-fn local_snapshots_queue_one_deep_and_purge_the_log() {
+fn local_snapshots_arriving_while_one_is_saved_are_skipped() {
     let storage = Recorder {
         snapshot_delay: Duration::from_millis(200),
         ..Recorder::default()
@@ -436,10 +433,10 @@ fn local_snapshots_queue_one_deep_and_purge_the_log() {
         for t in 1..=z {
             tree.apply(&txn(t));
         }
-        jobs.push(StorageJob::Snapshot {
-            zxid: Zxid(z),
-            image: tree.to_image(),
-        });
+        jobs.push(StorageJob::SnapshotPiece(SnapshotPiece::whole(
+            Zxid(z),
+            tree.to_image(),
+        )));
     }
     let mut w = Running::start(storage.clone(), jobs);
     for z in 1..=6 {
@@ -455,12 +452,9 @@ fn local_snapshots_queue_one_deep_and_purge_the_log() {
         .into_iter()
         .filter(|o| o.starts_with("snapshot"))
         .collect();
-    // The first is saved; while it takes 200 ms the rest arrive at once:
-    // at most one of them waits its turn (depending on whether the thread
-    // had taken the first off the queue yet), the others are skipped.
-    assert_eq!(saved[0], "snapshot 1");
-    assert!(saved.len() <= 2, "{saved:?}");
-    // Retention 3 keeps both, and the log is purged through the oldest.
+    // The first is saved; while it takes 200 ms the rest arrive, and are skipped.
+    assert_eq!(saved, vec!["snapshot 1".to_string()]);
+    // The log is purged through it.
     let mut disk = storage.inner.clone();
     assert_eq!(disk.purged_through().unwrap(), Some(Zxid(1)));
     assert_eq!(
@@ -469,6 +463,132 @@ fn local_snapshots_queue_one_deep_and_purge_the_log() {
             .last_zxid(),
         Zxid(6)
     );
+}
+
+/// The pieces of `tree`'s image as the node hands them over: `pieces` of
+/// them, the first starting the stream and the last ending it.
+fn pieces_of(tree: &DataTree, pieces: usize) -> Vec<SnapshotPiece> {
+    let image = tree.to_image();
+    let size = image.len().div_ceil(pieces);
+    let count = image.len().div_ceil(size);
+    (0..count)
+        .map(|i| SnapshotPiece {
+            zxid: tree.last_zxid(),
+            data: image.slice(i * size..((i + 1) * size).min(image.len())),
+            first: i == 0,
+            last: i + 1 == count,
+        })
+        .collect()
+}
+
+/// A snapshot streamed in pieces is saved as the image they make.
+#[test]
+fn a_streamed_snapshot_is_saved_whole() {
+    let storage = Recorder::default();
+    let mut tree = DataTree::new();
+    for z in 1..=50 {
+        tree.apply(&txn(z));
+    }
+    let jobs: Vec<_> = (1..=50)
+        .map(persist)
+        .chain(
+            pieces_of(&tree, 7)
+                .into_iter()
+                .map(StorageJob::SnapshotPiece),
+        )
+        .chain([StorageJob::Barrier(1)])
+        .collect();
+    let mut w = Running::start(storage.clone(), jobs);
+    w.expect(&[
+        StorageReport::Persisted(Zxid(50)),
+        StorageReport::Reached(1),
+    ]);
+    w.stop();
+    let latest = storage
+        .inner
+        .latest_snapshot()
+        .unwrap()
+        .expect("a snapshot");
+    assert_eq!(latest.zxid, Zxid(50));
+    let slot = SnapshotSlot::Saved(latest.zxid);
+    let image = zkd_storage::snapshot::read_whole(&storage.inner, slot, latest.seal).unwrap();
+    assert_eq!(image, tree.to_image());
+}
+
+/// A truncation in the middle of a stream abandons it: the pieces after
+/// the cut are ignored, and no snapshot is sealed from part of an image.
+#[test]
+fn a_truncation_abandons_a_stream_in_progress() {
+    let storage = Recorder::default();
+    let mut tree = DataTree::new();
+    for z in 1..=50 {
+        tree.apply(&txn(z));
+    }
+    let mut pieces: Vec<_> = pieces_of(&tree, 4)
+        .into_iter()
+        .map(StorageJob::SnapshotPiece)
+        .collect();
+    let after_cut = pieces.split_off(2);
+    let jobs: Vec<_> = (1..=50)
+        .map(persist)
+        .chain(pieces)
+        .chain([StorageJob::Truncate(Zxid(40))])
+        .chain(after_cut)
+        .chain([StorageJob::Barrier(1)])
+        .collect();
+    let mut w = Running::start(storage.clone(), jobs);
+    w.expect(&[
+        StorageReport::Persisted(Zxid(50)),
+        StorageReport::Reached(1),
+    ]);
+    w.stop();
+    assert!(!storage.ops().iter().any(|o| o.starts_with("snapshot")));
+    assert_eq!(storage.inner.latest_snapshot().unwrap(), None);
+    assert_eq!(storage.inner.last_zxid().unwrap(), Some(Zxid(40)));
+}
+
+/// A stream the node dropped (its member stopped serving) is abandoned
+/// when the next one starts: the next is saved, and the dropped one's late
+/// pieces change nothing.
+#[test]
+fn a_dropped_stream_gives_way_to_the_next() {
+    let storage = Recorder::default();
+    let tree_at = |z: i64| {
+        let mut tree = DataTree::new();
+        (1..=z).for_each(|t| {
+            tree.apply(&txn(t));
+        });
+        tree
+    };
+    let mut dropped: Vec<_> = pieces_of(&tree_at(30), 3)
+        .into_iter()
+        .map(StorageJob::SnapshotPiece)
+        .collect();
+    let late = dropped.split_off(1);
+    let jobs: Vec<_> = (1..=50)
+        .map(persist)
+        .chain(dropped)
+        .chain(
+            pieces_of(&tree_at(50), 3)
+                .into_iter()
+                .map(StorageJob::SnapshotPiece),
+        )
+        .chain(late)
+        .chain([StorageJob::Barrier(1)])
+        .collect();
+    let mut w = Running::start(storage.clone(), jobs);
+    w.expect(&[
+        StorageReport::Persisted(Zxid(50)),
+        StorageReport::Reached(1),
+    ]);
+    w.stop();
+    let saved: Vec<_> = storage
+        .ops()
+        .into_iter()
+        .filter(|o| o.starts_with("snapshot"))
+        .collect();
+    assert_eq!(saved, vec!["snapshot 50".to_string()]);
+    assert_eq!(storage.inner.snapshot_zxids().unwrap(), vec![Zxid(50)]);
 }
 
 /// A follower's proposal holds its share of the bytes in flight until it is
