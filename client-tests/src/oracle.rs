@@ -60,10 +60,19 @@ pub fn launch(
     main_class: &str,
     config: &Path,
     properties: &[(String, String)],
+    heap: &str,
     log: &Path,
 ) -> Child {
-    launch_wrapped(&[], main_class, config, properties, log)
+    launch_wrapped(&[], main_class, config, properties, heap, log)
 }
+
+/// The JVM heap (`-Xmx`) of a ZooKeeper started for a test: small, as
+/// tests hold few znodes and may run several servers at once.
+pub const TEST_HEAP: &str = "256m";
+
+/// The heap of a ZooKeeper started for a benchmark: 1 GiB, as operators
+/// size it, so that neither a large tree nor its GC holds it back.
+pub const BENCH_HEAP: &str = "1g";
 
 /// [`launch`] under `wrapper`, a command prefix such as
 /// `ip netns exec NS` (which execs, so the child is the JVM itself).
@@ -72,6 +81,7 @@ pub fn launch_wrapped(
     main_class: &str,
     config: &Path,
     properties: &[(String, String)],
+    heap: &str,
     log: &Path,
 ) -> Child {
     require_tool(ZOOKEEPER_JAR);
@@ -94,8 +104,8 @@ pub fn launch_wrapped(
         None => Command::new("java"),
     };
     command
+        .arg(format!("-Xmx{heap}"))
         .args([
-            "-Xmx256m",
             "-Dzookeeper.extendedTypesEnabled=true",
             "-Dzookeeper.admin.enableServer=false",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -139,6 +149,17 @@ impl ZooKeeperProcess {
         properties: &[(&str, &str)],
         more: &str,
     ) -> ZooKeeperProcess {
+        ZooKeeperProcess::start_sized(tick_time_ms, properties, more, TEST_HEAP)
+    }
+
+    /// Like [`ZooKeeperProcess::start_configured`], with a heap of `heap`
+    /// (as `-Xmx` takes it, e.g. [`BENCH_HEAP`]).
+    pub fn start_sized(
+        tick_time_ms: u64,
+        properties: &[(&str, &str)],
+        more: &str,
+        heap: &str,
+    ) -> ZooKeeperProcess {
         require_tool(ZOOKEEPER_JAR);
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
@@ -150,7 +171,7 @@ impl ZooKeeperProcess {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let log = dir.path().join("zookeeper.log");
-        let child = launch(STANDALONE_MAIN, &config, &properties, &log);
+        let child = launch(STANDALONE_MAIN, &config, &properties, heap, &log);
         let mut zk = ZooKeeperProcess {
             child,
             port,

@@ -14,6 +14,7 @@
 
 use crate::netns::Topology;
 use crate::oracle::{
+    TEST_HEAP,
     base_config, base_config_at, launch_wrapped, require_tool, QUORUM_PEER_MAIN, ZOOKEEPER_JAR,
     ZOOKEEPER_START_TIMEOUT,
 };
@@ -39,6 +40,8 @@ pub struct ZooKeeperMember {
     dir: tempfile::TempDir,
     config: PathBuf,
     properties: Vec<(String, String)>,
+    /// The JVM heap, as `-Xmx` takes it.
+    heap: &'static str,
     /// A command prefix the JVM runs under (`ip netns exec NS`), or none.
     wrapper: Vec<String>,
 }
@@ -54,6 +57,7 @@ impl ZooKeeperMember {
             QUORUM_PEER_MAIN,
             &self.config,
             &self.properties,
+            self.heap,
             &self.log_path(),
         );
         self.child = Some(child);
@@ -160,6 +164,17 @@ impl ZooKeeperEnsemble {
         tick_time_ms: u64,
         properties: &[(&str, &str)],
     ) -> ZooKeeperEnsemble {
+        ZooKeeperEnsemble::start_sized(n, tick_time_ms, properties, TEST_HEAP)
+    }
+
+    /// Like [`ZooKeeperEnsemble::start_with`], each member with a heap of
+    /// `heap` (as `-Xmx` takes it, e.g. [`crate::oracle::BENCH_HEAP`]).
+    pub fn start_sized(
+        n: usize,
+        tick_time_ms: u64,
+        properties: &[(&str, &str)],
+        heap: &'static str,
+    ) -> ZooKeeperEnsemble {
         require_tool(ZOOKEEPER_JAR);
         assert!(n >= 2, "an ensemble needs two or more members, not {n}");
         let properties: Vec<(String, String)> = properties
@@ -167,7 +182,7 @@ impl ZooKeeperEnsemble {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         for attempt in 1..=START_ATTEMPTS {
-            let mut ensemble = ZooKeeperEnsemble::spawn_all(n, tick_time_ms, &properties);
+            let mut ensemble = ZooKeeperEnsemble::spawn_all(n, tick_time_ms, &properties, heap);
             match ensemble.wait_serving(&(0..n).collect::<Vec<_>>()) {
                 Ok(_) => return ensemble,
                 // Another process bound one of the ports first: new ports.
@@ -188,6 +203,7 @@ impl ZooKeeperEnsemble {
         n: usize,
         tick_time_ms: u64,
         properties: &[(String, String)],
+        heap: &'static str,
     ) -> ZooKeeperEnsemble {
         let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
         for id in 1..=n {
@@ -214,6 +230,7 @@ impl ZooKeeperEnsemble {
                     dir,
                     config,
                     properties: properties.to_vec(),
+                    heap,
                     wrapper: Vec::new(),
                 };
                 member.spawn();
@@ -263,6 +280,7 @@ impl ZooKeeperEnsemble {
                     dir,
                     config,
                     properties: Vec::new(),
+                    heap: TEST_HEAP,
                     wrapper: net
                         .wrapper(i)
                         .into_iter()

@@ -14,7 +14,7 @@ use clap::Parser;
 use hdrhistogram::Histogram;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zkd_client_tests::oracle::ZooKeeperProcess;
+use zkd_client_tests::oracle::{ZooKeeperProcess, BENCH_HEAP};
 use zkd_client_tests::{connect, persistent, ServerOptions, ZkdProcess};
 
 #[path = "bench/ensemble.rs"]
@@ -289,7 +289,8 @@ async fn main() {
             ..ServerOptions::default()
         })
     };
-    let start_zookeeper = || ZooKeeperProcess::start_configured(2000, &[], "maxClientCnxns=0\n");
+    let start_zookeeper =
+        || ZooKeeperProcess::start_sized(2000, &[], "maxClientCnxns=0\n", BENCH_HEAP);
     if args.only.contains(&Part::Phases) {
         let zkd = start_zkd();
         let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
@@ -318,7 +319,7 @@ async fn main() {
         .await;
         drop(zkd);
         let more = format!("maxClientCnxns=0\nsnapCount={}\n", stall::SNAP_COUNT);
-        let zk = ZooKeeperProcess::start_configured(2000, &[], &more);
+        let zk = ZooKeeperProcess::start_sized(2000, &[], &more, BENCH_HEAP);
         let zk_log = || zk.log();
         let theirs = stall::measure(&zk.addr(), zk.pid(), &args, zk_log, "Snapshotting: 0x").await;
         drop(zk);

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zkd_client_tests::ensemble::Ensemble;
+use zkd_client_tests::oracle::BENCH_HEAP;
 use zkd_client_tests::oracle_ensemble::ZooKeeperEnsemble;
 use zkd_client_tests::persistent;
 use zkd_client_tests::process::four_letter_word;
@@ -106,7 +107,7 @@ pub async fn run(args: &Args) {
         measure(&mut zkd, args).await
     };
     let theirs = {
-        let mut zk = tokio::task::block_in_place(|| ZooKeeperEnsemble::start(args.members));
+        let mut zk = tokio::task::block_in_place(|| ZooKeeperEnsemble::start_sized(args.members, 500, &[], BENCH_HEAP));
         measure(&mut zk, args).await
     };
     print(&ours, &theirs, args);

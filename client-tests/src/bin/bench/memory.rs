@@ -31,13 +31,16 @@ pub async fn measure(addr: &str, pid: u32, args: &Args) -> Memory {
 /// The live heap of JVM `pid` in bytes: `jmap -histo:live` (which runs a full
 /// GC first) ends with a `Total <instances> <bytes>` line. `None` without a JDK.
 pub fn jvm_live_heap(pid: u32) -> Option<u64> {
-    let out = std::process::Command::new("jmap")
-        .args(["-histo:live", &pid.to_string()])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let total = text.lines().rev().find(|l| l.starts_with("Total"))?;
-    total.split_whitespace().nth(2)?.parse().ok()
+    // The attach can fail while the JVM is busy (a GC, say): a few tries.
+    (0..3).find_map(|_| {
+        let out = std::process::Command::new("jmap")
+            .args(["-histo:live", &pid.to_string()])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let total = text.lines().rev().find(|l| l.starts_with("Total"))?;
+        total.split_whitespace().nth(2)?.parse().ok()
+    })
 }
 
 /// Prints the memory rows with their ratios.
@@ -57,11 +60,12 @@ pub fn print(ours: &Memory, theirs: &Memory, args: &Args) {
         ours.added_per_znode,
         theirs.added_per_znode,
     );
-    if let Some(live) = theirs.live_heap_per_znode.filter(|_| false) {
-        row(
+    match theirs.live_heap_per_znode {
+        Some(live) => row(
             "zkd RSS per znode vs ZooKeeper's live heap per znode",
             ours.rss_per_znode,
             live,
-        );
+        ),
+        None => println!("(ZooKeeper's live heap unknown: jmap failed or is not installed)"),
     }
 }
