@@ -14,9 +14,8 @@
 
 use crate::netns::Topology;
 use crate::oracle::{
-    TEST_HEAP,
-    base_config, base_config_at, launch_wrapped, require_tool, QUORUM_PEER_MAIN, ZOOKEEPER_JAR,
-    ZOOKEEPER_START_TIMEOUT,
+    base_config, base_config_at, launch_wrapped, require_tool, QUORUM_PEER_MAIN, TEST_HEAP,
+    ZOOKEEPER_JAR, ZOOKEEPER_START_TIMEOUT,
 };
 use crate::process::{four_letter_word_at, free_port, ServerOptions};
 use std::path::PathBuf;

@@ -19,6 +19,8 @@ use zkd_client_tests::{connect, persistent, ServerOptions, ZkdProcess};
 
 #[path = "bench/ensemble.rs"]
 mod ensemble;
+#[path = "bench/fanout.rs"]
+mod fanout;
 #[path = "bench/memory.rs"]
 mod memory;
 #[path = "bench/stall.rs"]
@@ -50,8 +52,9 @@ struct Args {
     #[arg(long, default_value_t = 300_000)]
     nodes: usize,
     /// Run only these parts (standalone only): phases (write, read,
-    /// create), stall (writes while snapshots are taken), memory. All by default.
-    #[arg(long, value_enum, value_delimiter = ',', default_values = ["phases", "stall", "memory"])]
+    /// create), stall (writes while snapshots are taken), memory (per
+    /// znode), fanout (watch notification and memory per session). All by default.
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["phases", "stall", "memory", "fanout"])]
     only: Vec<Part>,
     /// Znodes in the tree the snapshot-stall phase writes over (0 skips it).
     #[arg(long, default_value_t = 500_000)]
@@ -59,6 +62,10 @@ struct Args {
     /// Seconds of the snapshot-stall phase.
     #[arg(long, default_value_t = 10)]
     stall_seconds: u64,
+    /// Sessions that each watch one znode in the fan-out part (and whose
+    /// idle memory is measured).
+    #[arg(long, default_value_t = 5_000)]
+    watchers: usize,
     /// Seconds of steady writes before the leader is killed (ensembles only).
     #[arg(long, default_value_t = 3)]
     warmup: u64,
@@ -70,6 +77,7 @@ enum Part {
     Phases,
     Stall,
     Memory,
+    Fanout,
 }
 
 fn parse_members(s: &str) -> Result<usize, String> {
@@ -324,6 +332,15 @@ async fn main() {
         let theirs = stall::measure(&zk.addr(), zk.pid(), &args, zk_log, "Snapshotting: 0x").await;
         drop(zk);
         stall::print(&ours, &theirs, &args);
+    }
+    if args.only.contains(&Part::Fanout) {
+        let zkd = start_zkd();
+        let ours = fanout::measure(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+        drop(zkd);
+        let zk = start_zookeeper();
+        let theirs = fanout::measure(&zk.addr(), zk.pid(), &args).await;
+        drop(zk);
+        fanout::print(&ours, &theirs, &args);
     }
     if !args.only.contains(&Part::Memory) {
         return;

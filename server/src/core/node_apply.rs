@@ -87,6 +87,8 @@ impl Node {
     fn fire(&mut self, zxid: Zxid, triggers: &[WatchTrigger]) {
         for trigger in triggers {
             let conns = self.watches.trigger(&trigger.path, trigger.event);
+            // Every watcher gets the same bytes: encoded once, shared.
+            let mut frame = None;
             for conn in conns {
                 let allowed = self
                     .conns
@@ -94,10 +96,10 @@ impl Node {
                     .is_some_and(|c| c.auth.allows(&trigger.acl, Perms::READ));
                 if allowed {
                     // 3.9 sends the txn's zxid (ZOOKEEPER-4655); 3.8 sent -1.
-                    self.send(
-                        conn,
-                        reply::notification(zxid.0, trigger.event, &trigger.path),
-                    );
+                    let frame = frame.get_or_insert_with(|| {
+                        reply::notification(zxid.0, trigger.event, &trigger.path)
+                    });
+                    self.send(conn, frame.clone());
                 }
             }
         }

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -115,7 +115,7 @@ pub async fn serve(
     };
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let mut buf = BytesMut::with_capacity(4096);
+    let mut buf = BytesMut::with_capacity(READ_MIN);
     let mut codec = FrameCodec::new(settings.max_frame);
 
     // Phase one: the first four bytes decide between a 4lw and a session.
@@ -187,6 +187,21 @@ pub async fn serve(
     let _ = inbound.send(Inbound::Disconnected { conn }).await;
 }
 
+/// The read buffer starts small, so an idle session holds little, and
+/// doubles (to a bound) while reads keep filling it, so pipelined requests
+/// still arrive many to a read. A frame's own length reserves room for it.
+const READ_MIN: usize = 512;
+const READ_MAX: usize = 64 * 1024;
+
+/// Makes sure the buffer has room for a read of about `want` bytes; the
+/// room there is.
+fn read_room(buf: &mut BytesMut, want: &mut usize) -> usize {
+    if buf.capacity() - buf.len() < *want / 2 {
+        buf.reserve(*want);
+    }
+    buf.capacity() - buf.len()
+}
+
 async fn read_loop(
     reader: &mut tokio::net::tcp::OwnedReadHalf,
     buf: &mut BytesMut,
@@ -195,6 +210,7 @@ async fn read_loop(
     inbound: &mpsc::Sender<Inbound>,
     flow: &Flow,
 ) {
+    let mut want = READ_MIN;
     loop {
         loop {
             // A client that does not read its replies gets no more requests served.
@@ -214,21 +230,26 @@ async fn read_loop(
                 }
             }
         }
+        let room = read_room(buf, &mut want);
         match reader.read_buf(buf).await {
             Ok(0) | Err(_) => return,
+            // It filled all the room there was: more is likely queued.
+            Ok(n) if n == room => want = (want * 2).min(READ_MAX),
             Ok(_) => {}
         }
     }
 }
 
-/// Writes frames until told to close; flushes whenever the queue runs dry so
-/// pipelined replies share syscalls.
+/// Writes frames until told to close. Pipelined replies share a write: frames
+/// are gathered while the queue has more, and written when it runs dry (or
+/// the batch is large). The batch buffer grows to what a connection sends at
+/// once and no further, so an idle session holds almost nothing.
 async fn write_loop(
-    writer: OwnedWriteHalf,
+    mut writer: OwnedWriteHalf,
     mut out: mpsc::UnboundedReceiver<Outgoing>,
     flow: Arc<Flow>,
 ) {
-    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    let mut batch = Vec::new();
     while let Some(msg) = out.recv().await {
         let mut next = Some(msg);
         while let Some(msg) = next.take() {
@@ -237,30 +258,52 @@ async fn write_loop(
                     frame,
                     answers_request,
                 } => {
-                    if write_frame(&mut writer, &frame).await.is_err() {
+                    if add_frame(&mut writer, &mut batch, &frame).await.is_err() {
                         return;
                     }
                     flow.written(frame.len(), answers_request);
                 }
                 Outgoing::Close => {
-                    let _ = writer.flush().await;
+                    let _ = writer.write_all(&batch).await;
                     let _ = writer.shutdown().await;
                     return;
                 }
             }
             next = out.try_recv().ok();
         }
-        if writer.flush().await.is_err() {
+        if write_batch(&mut writer, &mut batch).await.is_err() {
             return;
         }
     }
 }
 
-async fn write_frame(writer: &mut BufWriter<OwnedWriteHalf>, frame: &Bytes) -> std::io::Result<()> {
-    writer
-        .write_all(&(frame.len() as i32).to_be_bytes())
-        .await?;
-    writer.write_all(frame).await
+/// A batch this large is written at once; a frame this large is written
+/// from its own buffer, not copied into the batch.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Adds a length-prefixed frame to the batch, writing the batch out when it
+/// is full; a large frame goes out after it directly.
+async fn add_frame(
+    writer: &mut OwnedWriteHalf,
+    batch: &mut Vec<u8>,
+    frame: &Bytes,
+) -> std::io::Result<()> {
+    batch.extend_from_slice(&(frame.len() as i32).to_be_bytes());
+    if frame.len() >= WRITE_BATCH {
+        write_batch(writer, batch).await?;
+        return writer.write_all(frame).await;
+    }
+    batch.extend_from_slice(frame);
+    if batch.len() >= WRITE_BATCH {
+        write_batch(writer, batch).await?;
+    }
+    Ok(())
+}
+
+async fn write_batch(writer: &mut OwnedWriteHalf, batch: &mut Vec<u8>) -> std::io::Result<()> {
+    writer.write_all(batch).await?;
+    batch.clear();
+    Ok(())
 }
 
 async fn answer_four_letter_word(

@@ -107,7 +107,9 @@ pub async fn run(args: &Args) {
         measure(&mut zkd, args).await
     };
     let theirs = {
-        let mut zk = tokio::task::block_in_place(|| ZooKeeperEnsemble::start_sized(args.members, 500, &[], BENCH_HEAP));
+        let mut zk = tokio::task::block_in_place(|| {
+            ZooKeeperEnsemble::start_sized(args.members, 500, &[], BENCH_HEAP)
+        });
         measure(&mut zk, args).await
     };
     print(&ours, &theirs, args);

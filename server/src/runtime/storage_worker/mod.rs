@@ -153,6 +153,9 @@ const MAX_BATCH: usize = 1000;
 /// the fsync that waiting clients need.
 const PURGE_STEP: i64 = 256;
 
+/// A log fsync this slow is logged (ZooKeeper's fsync.warningthresholdms).
+const SLOW_SYNC: Duration = Duration::from_secs(1);
+
 /// How often the worker looks at a purge or a background snapshot in progress.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -357,7 +360,16 @@ impl<S: Store> Worker<S> {
         if let Some(zxid) = self.unsynced.take() {
             // Planted (skip-fsync): persisted in name only.
             if !crate::failpoints::active(crate::failpoints::Failpoint::SkipFsync) {
+                let started = std::time::Instant::now();
                 self.storage.sync()?;
+                let took = started.elapsed();
+                // As ZooKeeper's fsync.warningthresholdms: an operator sees a slow disk.
+                if took >= SLOW_SYNC {
+                    tracing::warn!(
+                        ms = took.as_millis() as u64,
+                        "fsync of the txn log was slow"
+                    );
+                }
             }
             self.report(StorageReport::Persisted(zxid));
             self.unsynced_permits.clear();

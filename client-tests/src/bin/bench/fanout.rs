@@ -1,0 +1,102 @@
+//! Watch fan-out and idle sessions, on a fresh server of each kind:
+//! `--watchers` sessions each hold a data watch on one znode and one setData
+//! fires them all; the time until the last session hears of it is the row
+//! (median of three rounds). The same sessions, idle, give the server's
+//! resident memory per session.
+
+use super::{rss_kib, Args};
+use std::time::{Duration, Instant};
+use zkd_client_tests::{connect, persistent};
+
+/// Rounds of watch, setData, notify.
+const ROUNDS: usize = 3;
+/// Sessions connecting at once.
+const CONNECT_BATCH: usize = 250;
+
+/// One server's fan-out and session memory.
+pub struct Fanout {
+    /// setData sent -> every watcher notified, per round, ms.
+    pub notified_ms: Vec<f64>,
+    /// Resident bytes the idle sessions added, per session.
+    pub rss_per_session: f64,
+}
+
+impl Fanout {
+    fn median_ms(&self) -> f64 {
+        let mut sorted = self.notified_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+    }
+}
+
+/// Connects `args.watchers` sessions to the server at `addr` (process
+/// `pid`), reads its memory, then times the rounds.
+pub async fn measure(addr: &str, pid: u32, args: &Args) -> Fanout {
+    let writer = connect(addr, Duration::from_secs(30)).await;
+    let _ = writer.create("/fan", b"", &persistent()).await;
+    let empty = rss_kib(pid);
+    let mut sessions = Vec::with_capacity(args.watchers);
+    while sessions.len() < args.watchers {
+        let batch = CONNECT_BATCH.min(args.watchers - sessions.len());
+        let connecting = (0..batch).map(|_| {
+            let addr = addr.to_owned();
+            tokio::spawn(async move { connect(&addr, Duration::from_secs(30)).await })
+        });
+        for c in connecting.collect::<Vec<_>>() {
+            sessions.push(c.await.expect("connect task"));
+        }
+    }
+    // Idle a moment, so the server's per-connection buffers settle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_per_session =
+        rss_kib(pid).saturating_sub(empty) as f64 * 1024.0 / args.watchers.max(1) as f64;
+    let mut notified_ms = Vec::new();
+    for round in 0..ROUNDS {
+        let mut heard = Vec::with_capacity(sessions.len());
+        for s in &sessions {
+            let (_, _, watcher) = s.get_and_watch_data("/fan").await.expect("watch");
+            heard.push(tokio::spawn(async move {
+                watcher.changed().await;
+                Instant::now()
+            }));
+        }
+        let sent = Instant::now();
+        writer
+            .set_data("/fan", format!("{round}").as_bytes(), None)
+            .await
+            .expect("setData");
+        let mut last = sent;
+        for h in heard {
+            let at = tokio::time::timeout(Duration::from_secs(60), h)
+                .await
+                .expect("every watcher notified within 60 s")
+                .expect("watch task");
+            last = last.max(at);
+        }
+        notified_ms.push(last.duration_since(sent).as_secs_f64() * 1000.0);
+    }
+    Fanout {
+        notified_ms,
+        rss_per_session,
+    }
+}
+
+/// Prints both servers' rows with their ratios.
+pub fn print(ours: &Fanout, theirs: &Fanout, args: &Args) {
+    println!();
+    println!(
+        "| {} sessions, fresh server | zkd | zookeeper | zkd / zookeeper |",
+        args.watchers
+    );
+    println!("|---|---|---|---|");
+    let (a, b) = (ours.median_ms(), theirs.median_ms());
+    println!(
+        "| one setData -> every session's watch notified (median of {ROUNDS}) | {a:.1} ms | {b:.1} ms | {:.2}x |",
+        a / b
+    );
+    let (a, b) = (ours.rss_per_session, theirs.rss_per_session);
+    println!(
+        "| RSS per idle session | {a:.0} B | {b:.0} B | {:.2}x |",
+        a / b.max(1.0)
+    );
+}
