@@ -336,3 +336,63 @@ fn a_leader_steps_down_before_the_zxid_counter_rolls_over() {
     );
     assert!(!l.is_established());
 }
+
+/// A member that accepted an epoch above the one this leader established
+/// (promised to a leader that never got a quorum) can never follow it: the
+/// leader steps down so the next election picks an epoch above it, instead
+/// of refusing it forever (simulator seed 461). One at or below the
+/// established epoch is simply told the epoch.
+#[test]
+fn a_leader_steps_down_for_a_follower_that_accepted_a_later_epoch() {
+    let z = |c| Zxid::new(1, c);
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(1, 1, &[z(1)]),
+        z(1),
+        0,
+    );
+    l.handle_message(
+        0,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 1 },
+    );
+    l.handle_reached(1);
+    let ack_epoch = ZabMessage::AckEpoch {
+        current_epoch: Some(1),
+        last_zxid: z(1),
+        log_base: Zxid::ZERO,
+        wants_snapshot: false,
+    };
+    l.handle_message(0, ServerId(2), ack_epoch);
+    l.handle_reached(2);
+    let ack = ZabMessage::Ack {
+        zxid: epoch_zxid(2),
+    };
+    l.handle_message(0, ServerId(2), ack);
+    drain_leader(&mut l);
+    assert!(l.is_established());
+
+    l.handle_message(
+        1,
+        ServerId(3),
+        ZabMessage::FollowerInfo { accepted_epoch: 2 },
+    );
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![send(3, ZabMessage::LeaderInfo { epoch: 2 })],
+        "an epoch it accepted already: it may follow"
+    );
+    l.handle_message(
+        2,
+        ServerId(3),
+        ZabMessage::FollowerInfo { accepted_epoch: 3 },
+    );
+    let out = drain_leader(&mut l);
+    assert!(
+        matches!(out.last(), Some(ZabCommand::Abandon { reason }) if reason.contains("accepted epoch 3")),
+        "{out:?}"
+    );
+    assert!(!l.is_established());
+}
