@@ -126,6 +126,10 @@ pub struct ZooKeeperProcess {
     child: Child,
     pub port: u16,
     log: PathBuf,
+    /// What it was started with, to start it again.
+    config: PathBuf,
+    properties: Vec<(String, String)>,
+    heap: String,
     _dir: tempfile::TempDir,
 }
 
@@ -176,10 +180,28 @@ impl ZooKeeperProcess {
             child,
             port,
             log,
+            config,
+            properties,
+            heap: heap.to_owned(),
             _dir: dir,
         };
         zk.wait_ready();
         zk
+    }
+
+    /// kill -9, then starts it again on the same port and data directory
+    /// and waits until it answers `srvr` with its mode.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = launch(
+            STANDALONE_MAIN,
+            &self.config,
+            &self.properties,
+            &self.heap,
+            &self.log,
+        );
+        self.wait_ready();
     }
 
     fn wait_ready(&mut self) {
@@ -191,7 +213,7 @@ impl ZooKeeperProcess {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("ZooKeeper exited early with {status}; log:\n{}", self.log());
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(20));
         }
         panic!(
             "ZooKeeper did not start within {ZOOKEEPER_START_TIMEOUT:?}; log:\n{}",

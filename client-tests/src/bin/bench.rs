@@ -345,13 +345,16 @@ async fn main() {
     if !args.only.contains(&Part::Memory) {
         return;
     }
-    let zkd = start_zkd();
-    let ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+    let mut zkd = start_zkd();
+    let mut ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+    ours.restart_ms = memory::restart(&zkd.addr(), || zkd.restart()).await;
     drop(zkd);
-    let zk = start_zookeeper();
+    let mut zk = start_zookeeper();
     let mut theirs = memory::measure(&zk.addr(), zk.pid(), &args).await;
     theirs.live_heap_per_znode =
         memory::jvm_live_heap(zk.pid()).map(|b| b as f64 / args.nodes.max(1) as f64);
+    let addr = zk.addr();
+    theirs.restart_ms = memory::restart(&addr, || zk.restart()).await;
     drop(zk);
     memory::print(&ours, &theirs, &args);
 }

@@ -39,9 +39,8 @@ pub fn fuzzy_through(storage: &impl SnapshotStore, tree: &DataTree) -> Result<Zx
 /// that never held anything (no txn, no purge mark) puts no bound on it.
 pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
     let purged = storage.purged_through()?;
-    let mut tree = match base_snapshot(storage)? {
-        Some(found) => {
-            let tree = zkd_storage::store::load_snapshot(storage, found)?;
+    let mut tree = match load_base_snapshot(storage)? {
+        Some((found, tree)) => {
             tracing::info!(zxid = %found.zxid, bytes = found.seal.len, "loaded snapshot");
             tree
         }
@@ -81,17 +80,29 @@ pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
     Ok(tree)
 }
 
-/// The snapshot recovery starts from: the newest valid one at or below the
-/// log's end (its last txn, or its purge mark if it is empty), never one
-/// past a truncation. A log that never held anything puts no bound on it.
-pub fn base_snapshot(
+/// The snapshot recovery starts from, loaded: the newest valid one at or
+/// below the log's end (its last txn, or its purge mark if it is empty),
+/// never one past a truncation. A log that never held anything puts no
+/// bound on it. Each candidate is verified as it is decoded, in one read; a
+/// damaged one is skipped for the next older.
+pub fn load_base_snapshot(
     storage: &(impl TxnLog + SnapshotStore),
-) -> Result<Option<SnapshotRef>, StorageError> {
+) -> Result<Option<(SnapshotRef, DataTree)>, StorageError> {
     let end = storage.last_zxid()?.max(storage.purged_through()?);
-    match end {
-        Some(end) => storage.latest_snapshot_at_or_before(end),
-        None => storage.latest_snapshot(),
+    for (zxid, seal) in storage.snapshot_seals()?.into_iter().rev() {
+        if end.is_some_and(|end| zxid > end) {
+            continue;
+        }
+        let found = SnapshotRef { zxid, seal };
+        match zkd_storage::store::load_snapshot(storage, found) {
+            Ok(tree) => return Ok(Some((found, tree))),
+            Err(StorageError::Corrupt(e)) => {
+                tracing::warn!(%zxid, "skipping damaged snapshot: {e}")
+            }
+            Err(e) => return Err(e),
+        }
     }
+    Ok(None)
 }
 
 /// What a member has durably, read back from storage: its epochs, and its
@@ -267,6 +278,24 @@ mod tests {
         refuses_a_purge_mark_no_snapshot_reaches(MemStorage::new());
         let (_dir, s) = sled();
         refuses_a_purge_mark_no_snapshot_reaches(s);
+    }
+
+    /// The newest snapshot damaged on disk: recovery skips it (it is
+    /// verified as it is decoded) and starts from the one before.
+    #[test]
+    fn a_damaged_newest_snapshot_is_skipped() {
+        let (dir, mut s) = sled();
+        history(&mut s);
+        s.save_snapshot(Zxid(10), tree_through(10).to_image())
+            .unwrap();
+        let file = dir.path().join("version-2/snapshots/snapshot.a");
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes[40] ^= 0xff;
+        std::fs::write(&file, bytes).unwrap();
+        let (found, tree) = load_base_snapshot(&s).unwrap().expect("a snapshot");
+        assert_eq!(found.zxid, Zxid(8));
+        assert_same_tree(&tree, &tree_through(8));
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(10));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! `jmap -histo:live` counts it), the figure a compact JVM could reach.
 
 use super::{populate, rss_kib, Args};
+use std::time::{Duration, Instant};
+use zookeeper_client as zk;
 
 /// One server's memory after the populate step.
 pub struct Memory {
@@ -13,6 +15,8 @@ pub struct Memory {
     pub added_per_znode: f64,
     /// The JVM's live heap per znode (ZooKeeper only).
     pub live_heap_per_znode: Option<f64>,
+    /// kill -9 -> restarted and answering a read, ms (see [`restart`]).
+    pub restart_ms: f64,
 }
 
 /// Fills the server at `addr` (process `pid`) and measures it.
@@ -25,7 +29,38 @@ pub async fn measure(addr: &str, pid: u32, args: &Args) -> Memory {
         rss_per_znode: per(full),
         added_per_znode: per(full.saturating_sub(empty)),
         live_heap_per_znode: None,
+        restart_ms: f64::NAN,
     }
+}
+
+/// Times a restart of the populated server at `addr`: `restart` kills it
+/// (-9) and starts it again; the clock stops at the first read that
+/// finds every znode (the tree recovered from snapshot and log).
+pub async fn restart(addr: &str, restart: impl FnOnce()) -> f64 {
+    let before = zkd_client_tests::connect(addr, Duration::from_secs(30)).await;
+    let expected = before
+        .get_data("/mem")
+        .await
+        .map_or(0, |(_, s)| s.num_children);
+    drop(before);
+    let started = Instant::now();
+    tokio::task::block_in_place(restart);
+    let deadline = started + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let connecting = zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(30))
+            .with_fail_eagerly()
+            .connect(addr);
+        if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(2), connecting).await {
+            if let Ok((_, stat)) = c.get_data("/mem").await {
+                if stat.num_children >= expected {
+                    return started.elapsed().as_secs_f64() * 1000.0;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f64::NAN
 }
 
 /// The live heap of JVM `pid` in bytes: `jmap -histo:live` (which runs a full
@@ -59,6 +94,13 @@ pub fn print(ours: &Memory, theirs: &Memory, args: &Args) {
         "RSS the znodes added, per znode",
         ours.added_per_znode,
         theirs.added_per_znode,
+    );
+    println!(
+        "| kill -9 with {} txns logged -> restarted, every znode readable | {:.0} ms | {:.0} ms | {:.2}x |",
+        args.nodes,
+        ours.restart_ms,
+        theirs.restart_ms,
+        ours.restart_ms / theirs.restart_ms
     );
     match theirs.live_heap_per_znode {
         Some(live) => row(
