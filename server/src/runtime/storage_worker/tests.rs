@@ -465,37 +465,38 @@ fn local_snapshots_arriving_while_one_is_saved_are_skipped() {
     );
 }
 
-/// The pieces of `tree`'s image as the node hands them over: `pieces` of
-/// them, the first starting the stream and the last ending it.
-fn pieces_of(tree: &DataTree, pieces: usize) -> Vec<SnapshotPiece> {
+/// The tree of txns `1..=z`.
+fn tree_at(z: i64) -> DataTree {
+    let mut tree = DataTree::new();
+    for t in 1..=z {
+        tree.apply(&txn(t));
+    }
+    tree
+}
+
+/// The jobs handing over `tree`'s image as the node does: in `pieces`
+/// pieces, the first starting the stream and the last ending it.
+fn piece_jobs(tree: &DataTree, pieces: usize) -> Vec<StorageJob> {
     let image = tree.to_image();
     let size = image.len().div_ceil(pieces);
     let count = image.len().div_ceil(size);
     (0..count)
-        .map(|i| SnapshotPiece {
-            zxid: tree.last_zxid(),
-            data: image.slice(i * size..((i + 1) * size).min(image.len())),
-            first: i == 0,
-            last: i + 1 == count,
+        .map(|i| {
+            StorageJob::SnapshotPiece(SnapshotPiece {
+                zxid: tree.last_zxid(),
+                data: image.slice(i * size..((i + 1) * size).min(image.len())),
+                first: i == 0,
+                last: i + 1 == count,
+            })
         })
         .collect()
 }
 
-/// A snapshot streamed in pieces is saved as the image they make.
-#[test]
-fn a_streamed_snapshot_is_saved_whole() {
-    let storage = Recorder::default();
-    let mut tree = DataTree::new();
-    for z in 1..=50 {
-        tree.apply(&txn(z));
-    }
-    let jobs: Vec<_> = (1..=50)
+/// Appends txns 1..=50, then runs `jobs` and a barrier to the end.
+fn run_after_fifty_txns(storage: &Recorder, jobs: Vec<StorageJob>) {
+    let jobs = (1..=50)
         .map(persist)
-        .chain(
-            pieces_of(&tree, 7)
-                .into_iter()
-                .map(StorageJob::SnapshotPiece),
-        )
+        .chain(jobs)
         .chain([StorageJob::Barrier(1)])
         .collect();
     let mut w = Running::start(storage.clone(), jobs);
@@ -504,15 +505,25 @@ fn a_streamed_snapshot_is_saved_whole() {
         StorageReport::Reached(1),
     ]);
     w.stop();
-    let latest = storage
-        .inner
-        .latest_snapshot()
-        .unwrap()
-        .expect("a snapshot");
+}
+
+/// The local snapshots the store sealed, in order.
+fn sealed(storage: &Recorder) -> Vec<String> {
+    let ops = storage.ops().into_iter();
+    ops.filter(|o| o.starts_with("snapshot")).collect()
+}
+
+/// A snapshot streamed in pieces is saved as the image they make.
+#[test]
+fn a_streamed_snapshot_is_saved_whole() {
+    let storage = Recorder::default();
+    run_after_fifty_txns(&storage, piece_jobs(&tree_at(50), 7));
+    let latest = storage.inner.latest_snapshot().unwrap();
+    let latest = latest.expect("a snapshot");
     assert_eq!(latest.zxid, Zxid(50));
     let slot = SnapshotSlot::Saved(latest.zxid);
     let image = zkd_storage::snapshot::read_whole(&storage.inner, slot, latest.seal).unwrap();
-    assert_eq!(image, tree.to_image());
+    assert_eq!(image, tree_at(50).to_image());
 }
 
 /// A truncation in the middle of a stream abandons it: the pieces after
@@ -520,29 +531,10 @@ fn a_streamed_snapshot_is_saved_whole() {
 #[test]
 fn a_truncation_abandons_a_stream_in_progress() {
     let storage = Recorder::default();
-    let mut tree = DataTree::new();
-    for z in 1..=50 {
-        tree.apply(&txn(z));
-    }
-    let mut pieces: Vec<_> = pieces_of(&tree, 4)
-        .into_iter()
-        .map(StorageJob::SnapshotPiece)
-        .collect();
-    let after_cut = pieces.split_off(2);
-    let jobs: Vec<_> = (1..=50)
-        .map(persist)
-        .chain(pieces)
-        .chain([StorageJob::Truncate(Zxid(40))])
-        .chain(after_cut)
-        .chain([StorageJob::Barrier(1)])
-        .collect();
-    let mut w = Running::start(storage.clone(), jobs);
-    w.expect(&[
-        StorageReport::Persisted(Zxid(50)),
-        StorageReport::Reached(1),
-    ]);
-    w.stop();
-    assert!(!storage.ops().iter().any(|o| o.starts_with("snapshot")));
+    let mut jobs = piece_jobs(&tree_at(50), 4);
+    jobs.insert(2, StorageJob::Truncate(Zxid(40)));
+    run_after_fifty_txns(&storage, jobs);
+    assert_eq!(sealed(&storage), Vec::<String>::new());
     assert_eq!(storage.inner.latest_snapshot().unwrap(), None);
     assert_eq!(storage.inner.last_zxid().unwrap(), Some(Zxid(40)));
 }
@@ -553,41 +545,15 @@ fn a_truncation_abandons_a_stream_in_progress() {
 #[test]
 fn a_dropped_stream_gives_way_to_the_next() {
     let storage = Recorder::default();
-    let tree_at = |z: i64| {
-        let mut tree = DataTree::new();
-        (1..=z).for_each(|t| {
-            tree.apply(&txn(t));
-        });
-        tree
-    };
-    let mut dropped: Vec<_> = pieces_of(&tree_at(30), 3)
-        .into_iter()
-        .map(StorageJob::SnapshotPiece)
-        .collect();
+    let mut dropped = piece_jobs(&tree_at(30), 3);
     let late = dropped.split_off(1);
-    let jobs: Vec<_> = (1..=50)
-        .map(persist)
-        .chain(dropped)
-        .chain(
-            pieces_of(&tree_at(50), 3)
-                .into_iter()
-                .map(StorageJob::SnapshotPiece),
-        )
-        .chain(late)
-        .chain([StorageJob::Barrier(1)])
-        .collect();
-    let mut w = Running::start(storage.clone(), jobs);
-    w.expect(&[
-        StorageReport::Persisted(Zxid(50)),
-        StorageReport::Reached(1),
-    ]);
-    w.stop();
-    let saved: Vec<_> = storage
-        .ops()
+    let jobs = dropped
         .into_iter()
-        .filter(|o| o.starts_with("snapshot"))
+        .chain(piece_jobs(&tree_at(50), 3))
+        .chain(late)
         .collect();
-    assert_eq!(saved, vec!["snapshot 50".to_string()]);
+    run_after_fifty_txns(&storage, jobs);
+    assert_eq!(sealed(&storage), vec!["snapshot 50".to_string()]);
     assert_eq!(storage.inner.snapshot_zxids().unwrap(), vec![Zxid(50)]);
 }
 
