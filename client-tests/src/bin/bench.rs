@@ -47,8 +47,8 @@ struct Args {
     /// Bytes of data per setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Znodes created in a fresh server of each kind, whose memory per znode
-    /// is then read (standalone only).
+    /// Znodes created in a fresh server of each kind (standalone), or after
+    /// the failover (ensembles), whose memory per znode is then read.
     #[arg(long, default_value_t = 300_000)]
     nodes: usize,
     /// Run only these parts (standalone only): phases (write, read,

@@ -219,8 +219,10 @@ pub struct ImageDecoder {
 struct Build {
     stage: Stage,
     tree: DataTree,
-    /// The last node's ACL: consecutive nodes usually share one allocation.
+    /// The last node's ACL, and its encoding: consecutive nodes usually
+    /// share one allocation.
     last_acl: Arc<Vec<Acl>>,
+    last_acl_bytes: Vec<u8>,
     /// Encoded size of a `StatPersisted`, whose fields are all fixed-width.
     stat_len: usize,
 }
@@ -261,6 +263,7 @@ impl ImageDecoder {
                 stage: Stage::Header,
                 tree,
                 last_acl: Arc::new(Vec::new()),
+                last_acl_bytes: Vec::new(),
                 stat_len: StatPersisted::default().to_bytes().len(),
             },
         }
@@ -328,11 +331,13 @@ impl Build {
             if rest.len() < len {
                 return Ok(used);
             }
-            // Copy out exactly one record for the jute codec (which reads
-            // `Bytes`): node data then shares an allocation of its own
-            // record's size, never pinning the caller's chunk or our buffer.
-            let mut rec = Bytes::copy_from_slice(&rest[..len]);
-            self.record(&mut rec).map_err(|e| match e {
+            let record = &rest[..len];
+            let read = match self.stage {
+                // Nodes are read in place: the tree copies what it keeps.
+                Stage::Nodes => self.node(record),
+                _ => self.record(&mut Bytes::copy_from_slice(record)),
+            };
+            read.map_err(|e| match e {
                 // `node_len` and the codec disagree; the input is not at fault
                 // for being short, so do not let the caller wait for more.
                 DecodeError::Incomplete => DecodeError::Invalid("snapshot record misframed"),
@@ -366,34 +371,45 @@ impl Build {
                     n => Stage::Sessions(n),
                 };
             }
-            Stage::Nodes => self.node(rec)?,
-            Stage::Done | Stage::Failed(_) => unreachable!("no record is read after the end"),
+            Stage::Nodes | Stage::Done | Stage::Failed(_) => {
+                unreachable!("nodes are read in place, and nothing after the end")
+            }
         }
         Ok(())
     }
 
-    /// One node record, or the terminator.
-    fn node(&mut self, rec: &mut Bytes) -> Result<(), DecodeError> {
-        let p = String::decode(rec)?;
-        if p.is_empty() {
+    /// One node record, or the terminator, read where it lies: the path
+    /// and data as slices, the ACL decoded only when its bytes differ from
+    /// the last node's (most nodes share one).
+    fn node(&mut self, rec: &[u8]) -> Result<(), DecodeError> {
+        let mut at = 0;
+        let path_len = read_len(rec, &mut at)?;
+        if path_len == 0 {
             self.stage = Stage::Done;
             return Ok(());
         }
-        let data = Option::<Bytes>::decode(rec)?;
-        let data = data.as_deref();
-        let acl = Vec::<Acl>::decode(rec)?;
-        let stat = StatPersisted::decode(rec)?;
-        if rec.has_remaining() {
+        let p = String::from_utf8_lossy(take(rec, &mut at, path_len)?);
+        let data = read_buffer(rec, &mut at)?;
+        let acl_start = at;
+        for _ in 0..read_len(rec, &mut at)? {
+            skip(rec, &mut at, 4)?;
+            skip_var(rec, &mut at)?;
+            skip_var(rec, &mut at)?;
+        }
+        let acl = &rec[acl_start..at];
+        if rec.len() - at != self.stat_len {
             return Err(DecodeError::Invalid("snapshot record misframed"));
+        }
+        let stat = StatPersisted::decode(&mut Bytes::copy_from_slice(&rec[at..]))?;
+        if acl != self.last_acl_bytes.as_slice() {
+            let decoded = Vec::<Acl>::decode(&mut Bytes::copy_from_slice(acl))?;
+            self.last_acl = Arc::new(decoded);
+            self.last_acl_bytes = acl.to_vec();
         }
         // A fuzzy image may hold a node whose parent was re-created after the
         // parent was visited; the log re-creates both, so skip the orphan.
         if p != "/" && !self.tree.nodes.contains_key(path::parent(&p)) {
             return Ok(());
-        }
-        // Consecutive nodes usually share an ACL; keep one allocation for them.
-        if *self.last_acl != acl {
-            self.last_acl = Arc::new(acl);
         }
         let node = DataNode::new(&p, data, self.last_acl.clone(), stat);
         self.tree.link(&p, node);
@@ -422,6 +438,25 @@ fn node_len(buf: &[u8], stat_len: usize) -> Result<usize, DecodeError> {
     }
     skip(buf, &mut at, stat_len)?;
     Ok(at)
+}
+
+/// The next `n` bytes, if they are present.
+fn take<'a>(buf: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], DecodeError> {
+    let start = *at;
+    skip(buf, at, n)?;
+    Ok(&buf[start..*at])
+}
+
+/// A jute buffer where null and empty stay apart: -1 is `None`.
+fn read_buffer<'a>(buf: &'a [u8], at: &mut usize) -> Result<Option<&'a [u8]>, DecodeError> {
+    let start = *at;
+    skip(buf, at, 4)?;
+    if buf[start..*at] == (-1i32).to_be_bytes() {
+        return Ok(None);
+    }
+    *at = start;
+    let len = read_len(buf, at)?;
+    take(buf, at, len).map(Some)
 }
 
 /// Moves past `n` bytes if they are present.

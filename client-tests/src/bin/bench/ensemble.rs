@@ -12,7 +12,7 @@
 //! have been committed already and says nothing about the new leader). Every
 //! wait is bounded; a stall longer than [`RECOVERY_LIMIT`] is reported as such.
 
-use crate::{header, row, run_phase, Args, Phase, PhaseResult};
+use crate::{header, memory, populate, row, rss_kib, run_phase, Args, Phase, PhaseResult};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,6 +42,10 @@ trait Cluster {
     fn pids(&self) -> Vec<u32>;
     fn leader(&self) -> Option<usize>;
     fn kill9(&mut self, i: usize);
+    /// Starts member `i` again on its ports and data (killing it first).
+    fn restart(&mut self, i: usize);
+    /// Waits until every member serves.
+    fn wait_serving(&mut self);
 }
 
 impl Cluster for Ensemble {
@@ -57,6 +61,12 @@ impl Cluster for Ensemble {
     fn kill9(&mut self, i: usize) {
         self.members[i].kill9();
     }
+    fn restart(&mut self, i: usize) {
+        self.members[i].restart();
+    }
+    fn wait_serving(&mut self) {
+        self.wait_until_serving(&(0..self.members.len()).collect::<Vec<_>>());
+    }
 }
 
 impl Cluster for ZooKeeperEnsemble {
@@ -71,6 +81,12 @@ impl Cluster for ZooKeeperEnsemble {
     }
     fn kill9(&mut self, i: usize) {
         ZooKeeperEnsemble::kill9(self, i);
+    }
+    fn restart(&mut self, i: usize) {
+        ZooKeeperEnsemble::restart(self, i);
+    }
+    fn wait_serving(&mut self) {
+        self.wait_until_serving(&(0..self.members.len()).collect::<Vec<_>>());
     }
 }
 
@@ -89,6 +105,16 @@ struct Failover {
     expired: usize,
     /// Writer sessions per member at the start (the leader's included).
     placement: Vec<usize>,
+    /// The member killed.
+    killed: usize,
+}
+
+/// Memory and a follower's restart over a large tree.
+struct Rejoin {
+    /// Resident bytes `--nodes` new znodes added per znode, mean of the members.
+    rss_per_znode: f64,
+    /// A follower's kill -9 -> restarted and reading every znode, ms.
+    restart_ms: f64,
 }
 
 /// One ensemble's results.
@@ -97,6 +123,7 @@ struct EnsembleRun {
     read: PhaseResult,
     create: PhaseResult,
     failover: Failover,
+    rejoin: Rejoin,
 }
 
 /// Runs every phase on a zkd ensemble, then on a ZooKeeper ensemble, and
@@ -126,11 +153,43 @@ async fn measure(cluster: &mut impl Cluster, args: &Args) -> EnsembleRun {
     let read = run_phase(&addrs, &pids, args, Phase::Read).await;
     let create = run_phase(&addrs, &pids, args, Phase::Create).await;
     let failover = failover(cluster, args).await;
+    let rejoin = rejoin(cluster, args, failover.killed).await;
     EnsembleRun {
         write,
         read,
         create,
         failover,
+        rejoin,
+    }
+}
+
+/// After the failover: the killed member restarted and every member
+/// serving, `--nodes` znodes are created; then each member's memory is
+/// read, and a follower is killed -9 and restarted, timed until a read
+/// through it finds every znode.
+async fn rejoin(cluster: &mut impl Cluster, args: &Args, killed: usize) -> Rejoin {
+    tokio::task::block_in_place(|| {
+        cluster.restart(killed);
+        cluster.wait_serving();
+    });
+    let ports = cluster.ports();
+    let pids = cluster.pids();
+    let rss = |pids: &[u32]| pids.iter().map(|p| rss_kib(*p)).collect::<Vec<_>>();
+    let before = rss(&pids);
+    populate(&format!("127.0.0.1:{}", ports[0]), args.nodes, args.payload).await;
+    let added: u64 = rss(&pids)
+        .iter()
+        .zip(&before)
+        .map(|(after, before)| after.saturating_sub(*before))
+        .sum();
+    let rss_per_znode = added as f64 * 1024.0 / pids.len().max(1) as f64 / args.nodes.max(1) as f64;
+    let leader = tokio::task::block_in_place(|| cluster.leader()).expect("a leader");
+    let follower = (0..ports.len()).find(|i| *i != leader).expect("a follower");
+    let addr = format!("127.0.0.1:{}", ports[follower]);
+    let restart_ms = memory::restart(&addr, || cluster.restart(follower)).await;
+    Rejoin {
+        rss_per_znode,
+        restart_ms,
     }
 }
 
@@ -253,10 +312,13 @@ async fn start_writers(ports: &[u16], args: &Args) -> Writers {
     w
 }
 
-/// Kills the leader; returns when it was killed and how long until another
+/// Kills the leader; returns which member and when it was killed, and how long until another
 /// member led, once that happened and a write sent after the kill succeeded
 /// (or [`RECOVERY_LIMIT`] passed).
-async fn kill_leader(cluster: &mut impl Cluster, acks: &Acks) -> (Instant, Option<Duration>) {
+async fn kill_leader(
+    cluster: &mut impl Cluster,
+    acks: &Acks,
+) -> (usize, Instant, Option<Duration>) {
     let leader =
         tokio::task::block_in_place(|| cluster.leader()).expect("a leader before the kill");
     let killed_at = Instant::now();
@@ -270,13 +332,13 @@ async fn kill_leader(cluster: &mut impl Cluster, acks: &Acks) -> (Instant, Optio
         written = first_after(&acks.lock().expect("acks lock"), killed_at).is_some();
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    (killed_at, new_leader)
+    (leader, killed_at, new_leader)
 }
 
 async fn failover(cluster: &mut impl Cluster, args: &Args) -> Failover {
     let writers = start_writers(&cluster.ports(), args).await;
     tokio::time::sleep(Duration::from_secs(args.warmup)).await;
-    let (killed_at, new_leader) = kill_leader(cluster, &writers.acks).await;
+    let (killed, killed_at, new_leader) = kill_leader(cluster, &writers.acks).await;
     tokio::time::sleep(AFTER_RECOVERY).await;
     let end = Instant::now();
     writers.stop.store(true, Ordering::Relaxed);
@@ -296,6 +358,7 @@ async fn failover(cluster: &mut impl Cluster, args: &Args) -> Failover {
         new_leader,
         expired: writers.expired.load(Ordering::Relaxed),
         placement: writers.placement,
+        killed,
     }
 }
 
@@ -422,7 +485,22 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
         o.new_leader,
         t.new_leader,
     );
+    let (r, q) = (&ours.rejoin, &theirs.rejoin);
+    ratio_row(
+        "RSS per znode added, per member (B)",
+        r.rss_per_znode,
+        q.rss_per_znode,
+    );
+    ratio_row(
+        "follower kill -9 -> every znode readable (ms)",
+        r.restart_ms,
+        q.restart_ms,
+    );
     println!();
+    println!(
+        "rejoin: {} znodes of {} B created after the failover (the killed leader restarted first), then a follower killed -9",
+        args.nodes, args.payload
+    );
     println!(
         "failover: {} sessions, 1 write in flight each, every member in each connect string; sessions per member (leader's included) zkd {:?}, zookeeper {:?}; sessions expired: zkd {}, zookeeper {}",
         args.sessions, o.placement, t.placement, o.expired, t.expired
