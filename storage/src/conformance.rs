@@ -1,7 +1,9 @@
 //! One conformance suite for every storage implementation: what a restart
 //! after a crash must still hold, and what each trait method promises.
 
-use crate::snapshot::{read_snapshot, read_whole, SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK};
+use crate::snapshot::{
+    read_snapshot, read_whole, Checksum, SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK,
+};
 use crate::store::SnapshotSource;
 use crate::{EpochStore, SnapshotStore, TxnLog};
 use bytes::Bytes;
@@ -458,7 +460,10 @@ fn staged_snapshot_installs_piece_by_piece<H: Harness>(h: &mut H) {
     let seal = writer.seal_so_far();
     // A seal that does not match what was staged changes nothing.
     let mut wrong = seal;
-    wrong.checksum ^= 1;
+    wrong.checksum = match seal.checksum {
+        Checksum::Crc32(crc) => Checksum::Crc32(crc ^ 1),
+        Checksum::Fnv1a(hash) => Checksum::Fnv1a(hash ^ 1),
+    };
     let refused = crate::store::install_snapshot(&mut s, Zxid(6), SnapshotSource::Staged(wrong));
     assert!(
         matches!(refused, Err(crate::StorageError::Corrupt(_))),

@@ -30,6 +30,16 @@ impl ChildSet {
         self.0.get_or_insert_with(Default::default).insert(path);
     }
 
+    /// Adds many children at once: a set built from paths in order is
+    /// filled in one pass, not a descent per path.
+    pub(super) fn extend(&mut self, paths: Vec<Arc<str>>) {
+        match &mut self.0 {
+            Some(set) => set.extend(paths),
+            None if paths.is_empty() => {}
+            None => self.0 = Some(Box::new(paths.into_iter().collect())),
+        }
+    }
+
     /// Removes the child at `path`; frees the set once it is empty.
     pub(super) fn remove(&mut self, path: &str) {
         if let Some(set) = &mut self.0 {

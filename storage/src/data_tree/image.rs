@@ -16,6 +16,7 @@
 //! record it is in the middle of plus the latest chunk. Neither side ever needs
 //! the whole image in memory.
 
+use super::open_parents::OpenParents;
 use super::{DataNode, DataTree};
 use crate::path;
 use bytes::{Buf, Bytes, BytesMut};
@@ -26,7 +27,7 @@ use zkd_protocol::{DecodeError, Record, Zxid};
 const MAGIC: i32 = 0x5a4b_4453; // "ZKDS"
 const VERSION: i32 = 2;
 /// Magic, version, zxid and session count: the decoder's first record.
-const HEADER_LEN: usize = 4 + 4 + 8 + 4;
+pub(super) const HEADER_LEN: usize = 4 + 4 + 8 + 4;
 /// One session: id and timeout.
 const SESSION_LEN: usize = 8 + 4;
 
@@ -225,6 +226,8 @@ struct Build {
     last_acl_bytes: Vec<u8>,
     /// Encoded size of a `StatPersisted`, whose fields are all fixed-width.
     stat_len: usize,
+    /// The nodes whose children may still arrive.
+    open: OpenParents,
 }
 
 /// Which record comes next.
@@ -265,6 +268,7 @@ impl ImageDecoder {
                 last_acl: Arc::new(Vec::new()),
                 last_acl_bytes: Vec::new(),
                 stat_len: StatPersisted::default().to_bytes().len(),
+                open: OpenParents::default(),
             },
         }
     }
@@ -385,6 +389,7 @@ impl Build {
         let mut at = 0;
         let path_len = read_len(rec, &mut at)?;
         if path_len == 0 {
+            self.open.close_all(&mut self.tree);
             self.stage = Stage::Done;
             return Ok(());
         }
@@ -400,19 +405,25 @@ impl Build {
         if rec.len() - at != self.stat_len {
             return Err(DecodeError::Invalid("snapshot record misframed"));
         }
-        let stat = StatPersisted::decode(&mut Bytes::copy_from_slice(&rec[at..]))?;
+        let stat = stat_at(&rec[at..]);
         if acl != self.last_acl_bytes.as_slice() {
             let decoded = Vec::<Acl>::decode(&mut Bytes::copy_from_slice(acl))?;
             self.last_acl = Arc::new(decoded);
             self.last_acl_bytes = acl.to_vec();
         }
+        let shared: Arc<str> = Arc::from(&*p);
         // A fuzzy image may hold a node whose parent was re-created after the
         // parent was visited; the log re-creates both, so skip the orphan.
-        if p != "/" && !self.tree.nodes.contains_key(path::parent(&p)) {
+        if p != "/"
+            && !self
+                .open
+                .add_child(&mut self.tree, path::parent(&p), &shared)
+        {
             return Ok(());
         }
         let node = DataNode::new(&p, data, self.last_acl.clone(), stat);
-        self.tree.link(&p, node);
+        self.tree.index(shared.clone(), node);
+        self.open.open(shared);
         Ok(())
     }
 }
@@ -422,7 +433,7 @@ impl Build {
 /// untrusted length never causes an allocation: the bytes must be present
 /// before anything is copied. [`Build::node`] then checks the codec read
 /// exactly this much.
-fn node_len(buf: &[u8], stat_len: usize) -> Result<usize, DecodeError> {
+pub(super) fn node_len(buf: &[u8], stat_len: usize) -> Result<usize, DecodeError> {
     let mut at = 0;
     // The terminator is an empty (or null) path and nothing else.
     if skip_var(buf, &mut at)? == 0 {
@@ -438,6 +449,22 @@ fn node_len(buf: &[u8], stat_len: usize) -> Result<usize, DecodeError> {
     }
     skip(buf, &mut at, stat_len)?;
     Ok(at)
+}
+
+/// The stat at the end of a node record, whose length the caller checked:
+/// read in place, as `StatPersisted::decode` would need a copy into `Bytes`.
+fn stat_at(mut raw: &[u8]) -> StatPersisted {
+    StatPersisted {
+        czxid: raw.get_i64(),
+        mzxid: raw.get_i64(),
+        ctime: raw.get_i64(),
+        mtime: raw.get_i64(),
+        version: raw.get_i32(),
+        cversion: raw.get_i32(),
+        aversion: raw.get_i32(),
+        ephemeral_owner: raw.get_i64(),
+        pzxid: raw.get_i64(),
+    }
 }
 
 /// The next `n` bytes, if they are present.
@@ -522,5 +549,26 @@ impl DataTree {
         let mut decoder = ImageDecoder::new();
         decoder.feed(&buf)?;
         decoder.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_read_in_place_is_the_codecs() {
+        let stat = StatPersisted {
+            czxid: 1,
+            mzxid: 2,
+            ctime: 3,
+            mtime: 4,
+            version: 5,
+            cversion: 6,
+            aversion: 7,
+            ephemeral_owner: 8,
+            pzxid: 9,
+        };
+        assert_eq!(stat_at(&stat.to_bytes()), stat);
     }
 }

@@ -13,6 +13,7 @@ mod children;
 mod digest;
 mod image;
 mod node;
+mod open_parents;
 
 pub use children::ChildSet;
 pub use image::{ImageDecoder, SnapshotCursor};
@@ -145,6 +146,12 @@ impl DataTree {
                 parent.children.insert(shared.clone());
             }
         }
+        self.index(shared, node);
+    }
+
+    /// Puts a node in the index, the ephemeral and expirable sets and the
+    /// digest, but not in its parent's children.
+    fn index(&mut self, shared: Arc<str>, node: DataNode) {
         if let Some(session) = node.ephemeral_session() {
             self.ephemerals
                 .entry(session)

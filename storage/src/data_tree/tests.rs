@@ -852,3 +852,61 @@ fn malformed_images_are_rejected() {
         Err(DecodeError::Invalid(_))
     ));
 }
+
+/// Splits an image (no sessions) into its header, node records and terminator.
+fn image_records(image: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>, Vec<u8>) {
+    let stat_len = StatPersisted::default().to_bytes().len();
+    let (header, mut rest) = image.split_at(image::HEADER_LEN);
+    let mut records = Vec::new();
+    loop {
+        let len = image::node_len(rest, stat_len).unwrap();
+        let (record, after) = rest.split_at(len);
+        if after.is_empty() {
+            return (header.to_vec(), records, record.to_vec());
+        }
+        records.push(record.to_vec());
+        rest = after;
+    }
+}
+
+/// Children are gathered per parent while an image loads in preorder; a node
+/// whose parent's turn has passed (an image out of preorder) still joins it,
+/// and a node whose parent is missing is dropped.
+#[test]
+fn an_image_out_of_preorder_loads_the_same_tree() {
+    let mut tree = DataTree::new();
+    for (z, p) in ["/a", "/a/x", "/a/y", "/b", "/b/z"].iter().enumerate() {
+        let cversion = tree.node(path::parent(p)).unwrap().stat.cversion + 1;
+        tree.apply(&txn(z as i64 + 1, 7, create(p, false, cversion)));
+    }
+    let (header, records, end) = image_records(&tree.to_image());
+    let position = |records: &[Vec<u8>], p: &str| {
+        let mut record = (p.len() as i32).to_be_bytes().to_vec();
+        record.extend_from_slice(p.as_bytes());
+        records.iter().position(|r| r.starts_with(&record)).unwrap()
+    };
+    let mut reordered = records.clone();
+    // "/a/y" after "/b/z", when "/a" is no longer an ancestor of the walk.
+    let moved = reordered.remove(position(&reordered, "/a/y"));
+    reordered.insert(position(&reordered, "/b/z") + 1, moved);
+    let image: Vec<u8> = [header.clone(), reordered.concat(), end.clone()].concat();
+    let loaded = DataTree::from_image(Bytes::from(image)).unwrap();
+    assert_eq!(loaded.digest(), tree.digest());
+    let names = |t: &DataTree, p: &str| {
+        t.node(p)
+            .unwrap()
+            .children
+            .names()
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    assert_eq!(names(&loaded, "/a"), "x,y");
+    assert_eq!(names(&loaded, "/b"), "z");
+    // Without "/b", its child is an orphan and is skipped.
+    let mut orphaned = records;
+    orphaned.remove(position(&orphaned, "/b"));
+    let image: Vec<u8> = [header, orphaned.concat(), end].concat();
+    let loaded = DataTree::from_image(Bytes::from(image)).unwrap();
+    assert!(loaded.node("/b/z").is_none());
+    assert_eq!(names(&loaded, "/"), "a,zookeeper");
+}

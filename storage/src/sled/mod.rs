@@ -644,4 +644,43 @@ mod tests {
         let s = reopen(dir.path()).unwrap();
         assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(4), Zxid(7)]);
     }
+
+    /// Snapshot files sealed with FNV-1a by earlier versions still load, and
+    /// still fail their check when damaged; new seals are CRC-32.
+    #[test]
+    fn fnv_sealed_snapshot_files_still_load() {
+        use crate::snapshot::{Checksum, SnapshotSeal};
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        for (zxid, image) in [(4i64, &b"old image4"[..]), (7, b"old image7")] {
+            s.append_snapshot(SnapshotSlot::Saved(Zxid(zxid)), image)
+                .unwrap();
+            let seal = SnapshotSeal {
+                len: image.len() as u64,
+                checksum: Checksum::Fnv1a(fnv1a_of(image)),
+            };
+            s.seal_snapshot(SnapshotSlot::Saved(Zxid(zxid)), Zxid(zxid), seal)
+                .unwrap();
+        }
+        s.save_snapshot(Zxid(9), Bytes::from_static(b"new image9"))
+            .unwrap();
+        kill(s, dir.path());
+        let s = reopen(dir.path()).unwrap();
+        let seals = s.snapshot_seals().unwrap();
+        assert!(
+            matches!(seals[2].1.checksum, Checksum::Crc32(_)),
+            "{seals:?}"
+        );
+        let seal = s.latest_snapshot_at_or_before(Zxid(8)).unwrap().unwrap();
+        assert_eq!(seal.zxid, Zxid(7));
+        let image = crate::snapshot::read_whole(&s, SnapshotSlot::Saved(Zxid(7)), seal.seal);
+        assert_eq!(&image.unwrap()[..], b"old image7");
+        s.snapshots.damage(Zxid(7), 2);
+        let seal = s.latest_snapshot_at_or_before(Zxid(8)).unwrap().unwrap();
+        assert_eq!(
+            seal.zxid,
+            Zxid(4),
+            "the damaged FNV-sealed image is skipped"
+        );
+    }
 }

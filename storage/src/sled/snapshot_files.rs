@@ -10,7 +10,7 @@
 //! same way, so installing it is a rename, not a copy.
 
 use crate::error::{Result, StorageError};
-use crate::snapshot::{SnapshotSeal, SnapshotSlot};
+use crate::snapshot::{Checksum, SnapshotSeal, SnapshotSlot};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -21,7 +21,10 @@ use zkd_protocol::Zxid;
 const PREFIX: &str = "snapshot.";
 const PART: &str = ".part";
 const STAGING: &str = "snapshot.staging.part";
-const TRAILER_MAGIC: &[u8; 8] = b"ZKDSEAL1";
+/// A trailer whose checksum is CRC-32 (zero-extended to 8 bytes).
+const TRAILER_MAGIC: &[u8; 8] = b"ZKDSEAL2";
+/// A trailer of earlier versions, whose checksum is FNV-1a: still read.
+const TRAILER_MAGIC_FNV: &[u8; 8] = b"ZKDSEAL1";
 const TRAILER_LEN: u64 = 24;
 
 /// The snapshot directory of one member.
@@ -105,9 +108,13 @@ impl SnapshotFiles {
     pub fn seal(&self, slot: SnapshotSlot, zxid: Zxid, seal: SnapshotSeal) -> Result<()> {
         let part = self.part_path(slot);
         let mut trailer = Vec::with_capacity(TRAILER_LEN as usize);
-        trailer.extend_from_slice(TRAILER_MAGIC);
+        let (magic, checksum) = match seal.checksum {
+            Checksum::Crc32(crc) => (TRAILER_MAGIC, u64::from(crc)),
+            Checksum::Fnv1a(hash) => (TRAILER_MAGIC_FNV, hash),
+        };
+        trailer.extend_from_slice(magic);
         trailer.extend_from_slice(&seal.len.to_be_bytes());
-        trailer.extend_from_slice(&seal.checksum.to_be_bytes());
+        trailer.extend_from_slice(&checksum.to_be_bytes());
         OpenOptions::new()
             .create(true)
             .append(true)
@@ -133,15 +140,17 @@ impl SnapshotFiles {
             size >= TRAILER_LEN && file.read_exact_at(&mut raw, size - TRAILER_LEN).is_ok();
         let field =
             |r: std::ops::Range<usize>| u64::from_be_bytes(raw[r].try_into().unwrap_or_default());
-        let seal = SnapshotSeal {
-            len: field(8..16),
-            checksum: field(16..24),
+        let checksum = match (&raw[..8], field(16..24)) {
+            (magic, sum) if magic == TRAILER_MAGIC => u32::try_from(sum).ok().map(Checksum::Crc32),
+            (magic, sum) if magic == TRAILER_MAGIC_FNV => Some(Checksum::Fnv1a(sum)),
+            _ => None,
         };
-        if !readable || &raw[..8] != TRAILER_MAGIC || seal.len != size - TRAILER_LEN {
+        let len = field(8..16);
+        let Some(checksum) = checksum.filter(|_| readable && len == size - TRAILER_LEN) else {
             tracing::warn!(%zxid, path = %path.display(), "snapshot file without a valid trailer");
             return Ok(None);
-        }
-        Ok(Some(seal))
+        };
+        Ok(Some(SnapshotSeal { len, checksum }))
     }
 
     /// Sealed snapshots, oldest first.
