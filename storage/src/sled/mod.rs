@@ -142,13 +142,20 @@ impl SledStorage {
         log_migration::migrate(&data_log_dir.join("version-2").join("log"), &log_dir)?;
         let snapshot_dir = data_dir.join("version-2").join("snapshots");
         let data_dir = data_dir.join("version-2").join("data");
-        let data_db = ::sled::Config::new()
-            .path(&data_dir)
-            .mode(::sled::Mode::HighThroughput)
-            .cache_capacity(CACHE_BYTES)
-            .open()?;
+        // The log's scan (every record's CRC) and sled's open each take tens
+        // of ms on a large data dir, and a restart waits for both: side by side.
+        let (data_db, log) = std::thread::scope(|s| {
+            let log = s.spawn(|| SegmentLog::open(&log_dir));
+            let data_db = ::sled::Config::new()
+                .path(&data_dir)
+                .mode(::sled::Mode::HighThroughput)
+                .cache_capacity(CACHE_BYTES)
+                .open();
+            let log = log.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (data_db, log)
+        });
+        let (data_db, log) = (data_db?, log?);
         let io = |e: std::io::Error| StorageError::Db(e.to_string());
-        let log = SegmentLog::open(&log_dir)?;
         let log_mark = LogMark::open(&log_dir)?;
         let epochs_mark = LogMark::open_file(&data_dir, log_mark::EPOCHS_FILE)?;
         let mut storage = SledStorage {

@@ -163,7 +163,11 @@ impl SegmentLog {
     fn scan(path: PathBuf, last: bool) -> Result<Segment> {
         let mut buf = Vec::new();
         File::open(&path)
-            .and_then(|mut f| f.read_to_end(&mut buf))
+            .and_then(|mut f| {
+                // Sized up front: growing by doubling copied a 64 MiB segment twice.
+                buf.reserve_exact(f.metadata()?.len() as usize);
+                f.read_to_end(&mut buf)
+            })
             .map_err(|e| io_error(&path, e))?;
         let mut index = Vec::new();
         let mut at = 0usize;
