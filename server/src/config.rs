@@ -86,6 +86,9 @@ pub struct Config {
     pub super_digest: Option<String>,
     pub container_check_interval_ms: u64,
     pub jute_max_buffer: usize,
+    /// `zkd.faults.enable`: the member takes fault commands on a control
+    /// socket in its dataDir (test ensembles only; off by default).
+    pub faults_enabled: bool,
 }
 
 impl Config {
@@ -150,6 +153,7 @@ impl Config {
             jute_max_buffer: p
                 .num("jute.maxbuffer")?
                 .unwrap_or(zkd_protocol::DEFAULT_MAX_BUFFER),
+            faults_enabled: p.num("zkd.faults.enable")?.unwrap_or(false),
         };
         p.warn_unknown();
         config.validate()?;

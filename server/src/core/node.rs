@@ -217,6 +217,18 @@ impl Node {
         self.step_snapshot(now);
     }
 
+    /// Expires `session` now, as its timeout would (a test's fault command).
+    /// False unless this node starts writes (leads or stands alone) and the
+    /// session is live.
+    pub fn expire_session(&mut self, now: Now, session: SessionId) -> bool {
+        if !self.proposes() || !self.sessions.is_live(session) {
+            return false;
+        }
+        tracing::info!(%session, "session expired on request");
+        self.start_close_session(now, session, Origin::Expiry);
+        true
+    }
+
     /// Sends a frame that answers no request (notification, ConnectResponse).
     pub(super) fn send(&mut self, conn: ConnId, frame: Bytes) {
         if self.count_sent(conn) {

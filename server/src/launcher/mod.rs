@@ -205,7 +205,9 @@ pub fn zoo_cfg(members: &[Member], me: &Member, data_dir: &str, tick_time_ms: u6
          dataDir={data_dir}\n\
          clientPort={port}\n\
          clientPortAddress={host}\n\
-         4lw.commands.whitelist=*\n",
+         4lw.commands.whitelist=*\n\
+         # A test ensemble: the member takes `zkd fault` commands (never set this in production).\n\
+         zkd.faults.enable=true\n",
         id = me.id,
         n = members.len(),
         port = me.client_port,

@@ -13,6 +13,7 @@
 
 pub mod clock;
 pub mod connection;
+pub mod faults;
 pub mod four_letter;
 pub(crate) mod member;
 pub mod peer;
@@ -163,13 +164,20 @@ pub async fn serve<S: Store>(
         Node::new(core_config(&config), tree, clock.now())
     };
 
+    let (faults, fault_requests) = match config.faults_enabled {
+        true => faults::Faults::start(&config.data_dir)
+            .map(|(f, rx)| (Some(f), Some(rx)))
+            .map_err(ServeError::Io)?,
+        false => (None, None),
+    };
+    let disk_faults = faults.as_ref().map(faults::Faults::disk);
     let (job_tx, job_rx) = std::sync::mpsc::channel();
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let worker_storage = storage.clone();
     let retain = config.autopurge_snap_retain_count;
     let worker = std::thread::Builder::new()
         .name("zkd-storage".into())
-        .spawn(move || storage_worker::run(worker_storage, retain, job_rx, report_tx))
+        .spawn(move || storage_worker::run(worker_storage, retain, job_rx, report_tx, disk_faults))
         .map_err(ServeError::Io)?;
 
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
@@ -188,7 +196,8 @@ pub async fn serve<S: Store>(
     ));
     let (member, peer_rx) = if ensemble {
         let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
-        let member = start_member(&config, peer_tx).await?;
+        let cuts = faults.as_ref().map(faults::Faults::peer_cuts);
+        let member = start_member(&config, peer_tx, cuts).await?;
         (Some(member), Some(peer_rx))
     } else {
         (None, None)
@@ -202,9 +211,17 @@ pub async fn serve<S: Store>(
         conns: BTreeMap::new(),
         info,
         member,
+        faults,
     };
     let result = node_loop
-        .run(inbound_rx, words_rx, report_rx, peer_rx, shutdown)
+        .run(
+            inbound_rx,
+            words_rx,
+            report_rx,
+            peer_rx,
+            fault_requests,
+            shutdown,
+        )
         .await;
     acceptor.abort();
     if let Err(ServeError::Storage(e)) = result {
@@ -226,6 +243,7 @@ const PEER_EVENT_CAPACITY: usize = 4096;
 async fn start_member(
     config: &Config,
     events: mpsc::Sender<peer::PeerEvent>,
+    cuts: Option<tokio::sync::watch::Receiver<faults::PeerCuts>>,
 ) -> Result<Membership, ServeError> {
     use crate::core::zab::{Timing, Voters};
     let me = ServerId(config.my_id.unwrap_or(1));
@@ -247,6 +265,7 @@ async fn start_member(
         stall_timeout: std::time::Duration::from_millis(timing.sync_ms().max(1000)),
         max_frame: zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME,
         max_queued_bytes: 256 << 20,
+        cuts,
     };
     let peers = peer::PeerNetwork::start(me, &config.servers, events, settings)
         .await
@@ -284,6 +303,8 @@ struct NodeLoop {
     info: four_letter::ServerInfo,
     /// The election and Zab side, in an ensemble.
     member: Option<Membership>,
+    /// A test's fault switches (`zkd.faults.enable` only).
+    faults: Option<faults::Faults>,
 }
 
 /// An ensemble member's election and Zab side, and its links to the others.
@@ -302,6 +323,7 @@ impl NodeLoop {
         mut words: mpsc::Receiver<FourLetterWord>,
         mut reports: mpsc::UnboundedReceiver<StorageReport>,
         mut peer_events: Option<mpsc::Receiver<peer::PeerEvent>>,
+        mut fault_requests: Option<mpsc::Receiver<faults::Request>>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         tokio::pin!(shutdown);
@@ -354,6 +376,17 @@ impl NodeLoop {
                     None => std::future::pending().await,
                 }
             };
+            let fault_request = async {
+                match fault_requests.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            // A test's cut-clients leaves client traffic (4lw too) unread.
+            let clients = !self
+                .faults
+                .as_ref()
+                .is_some_and(faults::Faults::clients_cut);
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -374,11 +407,14 @@ impl NodeLoop {
                     None => return Err(ServeError::Storage("storage worker stopped".into())),
                 },
                 Some(event) = peer_event => self.with_member(|m, ctx| m.handle_peer(ctx, event))?,
-                Some(FourLetterWord { word, reply }) = words.recv() => {
+                Some((command, reply)) = fault_request => {
+                    let _ = reply.send(self.fault(command));
+                }
+                Some(FourLetterWord { word, reply }) = words.recv(), if clients => {
                     let followers = self.member.as_ref().and_then(|m| m.member.followers());
                     let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
                 }
-                msg = inbound.recv(), if self.node.outstanding() < MAX_OUTSTANDING => match msg {
+                msg = inbound.recv(), if clients && self.node.outstanding() < MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
                     None => return Ok(()),
                 },
@@ -498,16 +534,22 @@ impl NodeLoop {
                 conn = conn.0,
                 "closing a connection whose client does not read what it is sent"
             );
-            c.writer.abort();
-            self.conns.remove(&conn);
-            self.node
-                .handle_event(self.clock.now(), Event::Disconnected { conn });
+            self.drop_connection(conn);
             return;
         }
         let _ = c.outgoing.send(Outgoing::Frame {
             frame,
             answers_request,
         });
+    }
+
+    /// Drops a connection at once, its session left to live or expire.
+    fn drop_connection(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            c.writer.abort();
+            self.node
+                .handle_event(self.clock.now(), Event::Disconnected { conn });
+        }
     }
 
     fn submit(&self, job: StorageJob) -> Result<(), ServeError> {

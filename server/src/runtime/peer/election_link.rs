@@ -19,6 +19,7 @@ use super::convert::{notification_from_wire, notification_to_wire};
 use super::link::{encode_frames, log_end, write_loop, FrameReader, LinkEnd, Outbox};
 use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State};
 use crate::core::election::{Notification, ServerId};
+use crate::runtime::faults::Direction;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -225,6 +226,7 @@ async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(OwnedReadHalf, 
     });
     let mut codec = PeerCodec::with_max_frame(shared.election_max_frame());
     let frame = encode_frames(&mut codec, [&hello]).map_err(io::Error::other)?;
+    shared.refuse_if_cut_off(peer).await?;
     let connect_and_greet = async {
         let stream = TcpStream::connect((spec.host.as_str(), spec.election_port)).await?;
         stream.set_nodelay(true)?;
@@ -250,8 +252,8 @@ async fn run_link(
     // Both loops run to the link's end; the one left is dropped with the socket.
     let end = tokio::select! {
         biased;
-        end = read_loop(&shared, peer, reader) => end,
-        end = write_loop(write, &outbox) => end,
+        end = read_loop(&shared, peer, reader.gated(shared.gate(peer, Direction::Recv))) => end,
+        end = write_loop(write, &outbox, shared.gate(peer, Direction::Send)) => end,
     };
     log_end(&format!("election link with {peer}"), &end);
     let mut state = shared.lock();

@@ -7,6 +7,7 @@
 //! socket ──read_buf──▶ FrameReader (two phases: whole frame? then decode) ──▶ link's read loop
 //! ```
 
+use super::gate::{self, Gate};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::fmt;
@@ -93,6 +94,8 @@ pub(super) struct FrameReader<M> {
     buf: BytesMut,
     codec: PeerCodec<M>,
     stall_timeout: Duration,
+    /// A test's partition holding what the peer sends.
+    gate: Option<Gate>,
 }
 
 impl<M: PeerMessage> FrameReader<M> {
@@ -102,7 +105,14 @@ impl<M: PeerMessage> FrameReader<M> {
             buf: BytesMut::with_capacity(IO_BUFFER_BYTES),
             codec: PeerCodec::with_max_frame(max_frame),
             stall_timeout,
+            gate: None,
         }
+    }
+
+    /// Holds reads while `gate` is shut.
+    pub(super) fn gated(mut self, gate: Option<Gate>) -> Self {
+        self.gate = gate;
+        self
     }
 
     /// The next frame, or `None` when the peer closed the connection between frames.
@@ -118,14 +128,13 @@ impl<M: PeerMessage> FrameReader<M> {
             if self.buf.capacity() - self.buf.len() < 1024 {
                 self.buf.reserve(IO_BUFFER_BYTES);
             }
-            let n = if self.buf.is_empty() {
-                self.read.read_buf(&mut self.buf).await
-            } else {
-                tokio::time::timeout(self.stall_timeout, self.read.read_buf(&mut self.buf))
-                    .await
-                    .map_err(|_| LinkEnd::Stalled(self.stall_timeout))?
-            }
-            .map_err(LinkEnd::Io)?;
+            gate::open(&mut self.gate).await;
+            let read = read_more(&mut self.read, &mut self.buf, self.stall_timeout);
+            // A read still waiting when the gate shuts is dropped (cancel-safe).
+            let n = tokio::select! {
+                n = read => n?,
+                _ = gate::shut(&mut self.gate) => continue,
+            };
             if n == 0 {
                 return match self.buf.is_empty() {
                     true => Ok(None),
@@ -134,6 +143,22 @@ impl<M: PeerMessage> FrameReader<M> {
             }
         }
     }
+}
+
+/// Reads what has arrived into `buf`; once part of a frame is buffered the
+/// rest must keep coming within `stall_timeout`.
+async fn read_more(
+    read: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    stall_timeout: Duration,
+) -> Result<usize, LinkEnd> {
+    if buf.is_empty() {
+        return read.read_buf(buf).await.map_err(LinkEnd::Io);
+    }
+    tokio::time::timeout(stall_timeout, read.read_buf(buf))
+        .await
+        .map_err(|_| LinkEnd::Stalled(stall_timeout))?
+        .map_err(LinkEnd::Io)
 }
 
 /// Encodes `messages` as consecutive frames in one buffer.
@@ -321,7 +346,12 @@ impl From<Closed> for LinkEnd {
 
 /// Writes what `outbox` receives to the socket, until the outbox is closed or the
 /// socket fails. Each batch: every queued frame, then a single flush.
-pub(super) async fn write_loop(write: OwnedWriteHalf, outbox: &Outbox) -> LinkEnd {
+/// While `gate` is shut nothing is written.
+pub(super) async fn write_loop(
+    write: OwnedWriteHalf,
+    outbox: &Outbox,
+    mut gate: Option<Gate>,
+) -> LinkEnd {
     let mut write = BufWriter::with_capacity(IO_BUFFER_BYTES, write);
     loop {
         let batch = match outbox.take().await {
@@ -329,6 +359,7 @@ pub(super) async fn write_loop(write: OwnedWriteHalf, outbox: &Outbox) -> LinkEn
             Err(why) => return why.into(),
         };
         for frame in &batch {
+            gate::open(&mut gate).await;
             if let Err(e) = write.write_all(frame).await {
                 return LinkEnd::Io(e);
             }

@@ -26,6 +26,7 @@
 
 pub mod convert;
 mod election_link;
+mod gate;
 mod link;
 mod quorum_link;
 #[cfg(test)]
@@ -164,6 +165,8 @@ pub struct PeerSettings {
     pub max_frame: usize,
     /// Bytes queued for one quorum link beyond which it is closed.
     pub max_queued_bytes: usize,
+    /// Peers a test cut this member off from (`zkd.faults.enable` only).
+    pub cuts: Option<tokio::sync::watch::Receiver<crate::runtime::faults::PeerCuts>>,
 }
 
 impl Default for PeerSettings {
@@ -173,6 +176,7 @@ impl Default for PeerSettings {
             stall_timeout: Duration::from_secs(10),
             max_frame: DEFAULT_MAX_PEER_FRAME,
             max_queued_bytes: 64 << 20,
+            cuts: None,
         }
     }
 }
@@ -478,6 +482,25 @@ impl Shared {
 
     fn election_max_frame(&self) -> usize {
         self.settings.max_frame.min(MAX_ELECTION_PAYLOAD)
+    }
+
+    /// The gate of one direction of the link with `peer`, if faults are on.
+    fn gate(&self, peer: ServerId, dir: crate::runtime::faults::Direction) -> Option<gate::Gate> {
+        let cuts = self.settings.cuts.clone()?;
+        Some(gate::Gate::new(cuts, peer.0, dir))
+    }
+
+    /// Fails as a dial into a partition does, after the connect timeout,
+    /// while a test cuts this member off from `peer`.
+    async fn refuse_if_cut_off(&self, peer: ServerId) -> io::Result<()> {
+        let cut_off = |cuts: &tokio::sync::watch::Receiver<crate::runtime::faults::PeerCuts>| {
+            cuts.borrow().isolates(peer.0)
+        };
+        if self.settings.cuts.as_ref().is_some_and(cut_off) {
+            tokio::time::sleep(self.settings.connect_timeout).await;
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"));
+        }
+        Ok(())
     }
 }
 

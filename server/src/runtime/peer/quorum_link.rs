@@ -18,6 +18,7 @@ use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkE
 use super::{LinkTask, PeerEvent, QuorumLink, Shared, State};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
+use crate::runtime::faults::Direction;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -202,6 +203,7 @@ async fn dial(shared: &Shared, leader: ServerId) -> io::Result<TcpStream> {
             "cannot follow oneself",
         ));
     }
+    shared.refuse_if_cut_off(leader).await?;
     let spec = shared.spec(leader)?;
     let deadline = Instant::now() + shared.settings.connect_timeout;
     let mut pause = CONNECT_RETRY_MIN;
@@ -240,8 +242,8 @@ async fn run_link(
     let end = tokio::select! {
         biased;
         end = outbox.closed() => end,
-        end = read_loop(&shared, peer, generation, reader, decoder) => end,
-        end = write_loop(write, &outbox) => end,
+        end = read_loop(&shared, peer, generation, reader.gated(shared.gate(peer, Direction::Recv)), decoder) => end,
+        end = write_loop(write, &outbox, shared.gate(peer, Direction::Send)) => end,
     };
     log_end(&format!("quorum link with {peer}"), &end);
     if !matches!(end, LinkEnd::Superseded) {

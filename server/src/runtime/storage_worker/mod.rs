@@ -20,7 +20,9 @@
 //! snapshots: the log already holds what they contain.
 
 use crate::core::types::SnapshotPiece;
+use crate::runtime::faults::DiskFaults;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
@@ -165,6 +167,7 @@ pub fn run<S: Store>(
     retain: usize,
     jobs: Receiver<StorageJob>,
     reports: UnboundedSender<StorageReport>,
+    disk_faults: Option<Arc<DiskFaults>>,
 ) {
     let snapshots = match LocalSnapshots::start(storage.clone(), retain) {
         Ok(s) => s,
@@ -183,6 +186,7 @@ pub fn run<S: Store>(
         unsynced_permits: Vec::new(),
         snapshots,
         reports,
+        disk_faults,
     };
     if let Err(e) = worker.serve(jobs) {
         // Nothing more is acknowledged. The store is not dropped: after an
@@ -212,6 +216,7 @@ impl<S: Store> InlineWorker<S> {
             unsynced: None,
             unsynced_permits: Vec::new(),
             reports,
+            disk_faults: None,
         })
     }
 
@@ -249,6 +254,8 @@ struct Worker<S> {
     unsynced_permits: Vec<super::peer::ReadPermit>,
     snapshots: LocalSnapshots,
     reports: UnboundedSender<StorageReport>,
+    /// A test's slow or failing disk (`zkd.faults.enable` only).
+    disk_faults: Option<Arc<DiskFaults>>,
 }
 
 impl<S: Store> Worker<S> {
@@ -361,6 +368,9 @@ impl<S: Store> Worker<S> {
             // Planted (skip-fsync): persisted in name only.
             if !crate::failpoints::active(crate::failpoints::Failpoint::SkipFsync) {
                 let started = std::time::Instant::now();
+                if let Some(faults) = &self.disk_faults {
+                    faults.before_sync().map_err(StorageError::Db)?;
+                }
                 self.storage.sync()?;
                 let took = started.elapsed();
                 // As ZooKeeper's fsync.warningthresholdms: an operator sees a slow disk.

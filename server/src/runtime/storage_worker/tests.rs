@@ -169,7 +169,7 @@ impl Running {
             tx.send(job).unwrap();
         }
         let (report_tx, reports) = unbounded_channel();
-        let thread = std::thread::spawn(move || run(storage, 3, rx, report_tx));
+        let thread = std::thread::spawn(move || run(storage, 3, rx, report_tx, None));
         Running {
             jobs: Some(tx),
             reports,
