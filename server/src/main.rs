@@ -38,6 +38,8 @@ enum Commands {
     },
     /// Run a local ensemble of N members (N = 3 or 5), one `zkd serve` each, until Ctrl-C.
     Ensemble(zkd_server::launcher::EnsembleArgs),
+    /// Inject a fault into (or heal, or ask the status of) a running `zkd ensemble`.
+    Fault(zkd_server::launcher::fault_cli::FaultArgs),
 }
 
 fn main() -> ExitCode {
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
             run(cfg)
         }
         Commands::Ensemble(args) => zkd_server::launcher::run(&args),
+        Commands::Fault(args) => zkd_server::launcher::fault_cli::run(&args),
     }
 }
 

@@ -8,11 +8,13 @@
 //! product, so they are written as plain lines with `std::io::Write`; problems
 //! that stop the command go through tracing like the rest of zkd.
 
-use std::collections::BTreeSet;
+use control::{Control, Ensemble, InForce};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -30,24 +32,36 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const POLL_TIMEOUT: Duration = Duration::from_millis(500);
 /// Name of the file in `DIR/node{i}/` holding the pid of the last member started there.
 pub const PID_FILE: &str = "zkd.pid";
+/// Default fault API port = base port + this (2181 + 2700 = 4881).
+pub const FAULT_API_OFFSET: u32 = 2700;
+/// Name of the file in `DIR` holding the fault API's URL while the ensemble runs.
+pub const FAULT_API_FILE: &str = "fault-api";
 
 const LAYOUT_HELP: &str = "\
 Files, for member i = 1..N:
   DIR/node{i}/zoo.cfg      its configuration (rewritten when the flags change)
   DIR/node{i}/data/        its dataDir; data/myid holds i
   DIR/node{i}/zkd.pid      pid of the member last started there
+  DIR/fault-api            URL of the fault API while the ensemble runs
 A rerun in the same DIR keeps every data directory; a DIR made with another --nodes is refused.
 
 Ports, for member i and base port B (--base-port):
   client    B + i - 1      2181, 2182, 2183 ...
   quorum    B + 706 + i    2888, 2889, 2890 ...
   election  B + 1706 + i   3888, 3889, 3890 ...
+  fault API B + 2700       4881 (--fault-port), on 127.0.0.1 only
 Two ensembles whose base ports differ by 7 to 700 use disjoint ports.
 
 The connect string (host:port,...) is printed on stdout. Members' output goes to stderr prefixed
 [node{i}], with a line whenever the leader changes (each member is asked `srvr` every second).
 Ctrl-C or SIGTERM stops every member: SIGTERM, then SIGKILL for those still running after 10 s
-(a second Ctrl-C kills at once).";
+(a second Ctrl-C kills at once).
+
+Faults, for testing applications (this is a test ensemble: every member takes fault commands):
+  zkd fault --dir DIR VERB [ARGS], or POST /faults {\"verb\": VERB, \"args\": [ARGS]} to the fault API.
+  kill N|leader, restart N, pause N|leader, resume N, partition A... / B...,
+  partition-one-way A... / B..., isolate N|leader, cut-clients N, close-connections N,
+  slow-disk N MS, disk-error N, expire-session 0xID, heal, status (also GET /status).";
 
 /// Flags of `zkd ensemble`.
 #[derive(clap::Args, Clone, Debug)]
@@ -69,6 +83,9 @@ pub struct EnsembleArgs {
     /// tickTime (milliseconds) written to each zoo.cfg.
     #[arg(long, default_value_t = 2000)]
     pub tick_time: u64,
+    /// Port of the fault API on 127.0.0.1 (default: base port + 2700).
+    #[arg(long)]
+    pub fault_port: Option<u16>,
 }
 
 /// Why the ensemble was not started.
@@ -254,8 +271,29 @@ fn read_myid(path: &Path) -> Result<Option<String>, EnsembleError> {
     }
 }
 
+/// The fault API's port: `--fault-port`, or base port + [`FAULT_API_OFFSET`].
+pub fn fault_port(args: &EnsembleArgs) -> Result<u16, EnsembleError> {
+    if let Some(port) = args.fault_port {
+        return Ok(port);
+    }
+    u16::try_from(u32::from(args.base_port) + FAULT_API_OFFSET).map_err(|_| {
+        invalid(format!(
+            "--base-port {}: the fault API's port (base + {FAULT_API_OFFSET}) does not fit; \
+             give --fault-port",
+            args.base_port
+        ))
+    })
+}
+
 /// Refuses ports another process listens on, before anything is written.
-fn check_ports_free(members: &[Member]) -> Result<(), EnsembleError> {
+fn check_ports_free(members: &[Member], fault_port: u16) -> Result<(), EnsembleError> {
+    if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", fault_port)) {
+        return Err(invalid(format!(
+            "fault API port 127.0.0.1:{fault_port} is not available ({e}); is an ensemble \
+             already running with this --base-port? Stop it, or choose another --base-port \
+             or --fault-port"
+        )));
+    }
     for m in members {
         for (what, port) in [
             ("client", m.client_port),
@@ -276,9 +314,11 @@ fn check_ports_free(members: &[Member]) -> Result<(), EnsembleError> {
 }
 
 /// Checks `args.dir` against the flags and creates or updates every member's
-/// files, never removing any. Returns the absolute directory and the members.
-pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>), EnsembleError> {
+/// files, never removing any. Returns the absolute directory, the members
+/// and the fault API's port.
+pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>, u16), EnsembleError> {
     let members = members(args)?;
+    let fault_port = fault_port(args)?;
     let dir = &args.dir;
     if dir.exists() && !dir.is_dir() {
         return Err(invalid(format!(
@@ -313,7 +353,7 @@ pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>), EnsembleEr
             }
         }
     }
-    check_ports_free(&members)?;
+    check_ports_free(&members, fault_port)?;
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
     let dir = std::fs::canonicalize(dir).map_err(|e| io_error(dir, e))?;
     for m in &members {
@@ -337,7 +377,7 @@ pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>), EnsembleEr
             std::fs::rename(&tmp, &cfg).map_err(|e| io_error(&cfg, e))?;
         }
     }
-    Ok((dir, members))
+    Ok((dir, members, fault_port))
 }
 
 /// The `Mode:` value of a `srvr` reply (`leader`, `follower`, `standalone`, ...).
@@ -385,6 +425,10 @@ fn status_line(line: &str) {
     let _ = writeln!(err, "{line}");
 }
 
+mod control;
+pub mod fault_cli;
+mod fault_verbs;
+mod http;
 mod supervise;
 pub use supervise::run;
 

@@ -4,7 +4,7 @@ use super::*;
 
 /// Runs `zkd ensemble` to the end; returns the process exit code.
 pub fn run(args: &EnsembleArgs) -> ExitCode {
-    let (dir, members) = match prepare(args) {
+    let (dir, members, fault_port) = match prepare(args) {
         Ok(prepared) => prepared,
         Err(e) => {
             tracing::error!("{e}");
@@ -21,7 +21,7 @@ pub fn run(args: &EnsembleArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(supervise(dir, members))
+    runtime.block_on(supervise(dir, members, fault_port))
 }
 
 /// A started member.
@@ -31,7 +31,7 @@ struct Running {
 }
 
 /// Starts `zkd serve` for `m`, with its output forwarded by two threads.
-fn start(
+pub(super) fn start(
     exe: &Path,
     dir: &Path,
     m: &Member,
@@ -83,7 +83,7 @@ fn forward(stream: impl Read + Send + 'static, id: usize) -> std::io::Result<Joi
         })
 }
 
-async fn supervise(dir: PathBuf, members: Vec<Member>) -> ExitCode {
+async fn supervise(dir: PathBuf, members: Vec<Member>, fault_port: u16) -> ExitCode {
     use tokio::signal::unix::{signal, SignalKind};
     // Before any child exists, so that a signal can never be missed.
     let (mut interrupt, mut terminate) = match (
@@ -103,19 +103,38 @@ async fn supervise(dir: PathBuf, members: Vec<Member>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut running = Vec::new();
-    let mut forwarders = Vec::new();
-    for m in &members {
-        match start(&exe, &dir, m, &mut forwarders) {
-            Ok(child) => running.push(Running { id: m.id, child }),
-            Err(e) => {
-                tracing::error!("cannot start node{}: {e}", m.id);
-                stop(&mut running, &mut interrupt, &mut terminate).await;
-                join(forwarders);
-                return ExitCode::FAILURE;
-            }
+    let ensemble = Arc::new(Mutex::new(Ensemble {
+        exe,
+        dir: dir.clone(),
+        members: members.clone(),
+        running: BTreeMap::new(),
+        forwarders: Vec::new(),
+        faults: InForce::default(),
+        stopping: false,
+    }));
+    let lock = || ensemble.lock().unwrap_or_else(|e| e.into_inner());
+    let api = tokio::net::TcpListener::bind(("127.0.0.1", fault_port)).await;
+    let started = api.map_err(|e| format!("fault API port 127.0.0.1:{fault_port}: {e}"));
+    let started = started.and_then(|api| {
+        for m in &members {
+            let mut e = lock();
+            let Ensemble {
+                exe, forwarders, ..
+            } = &mut *e;
+            let child = start(exe, &dir, m, forwarders)
+                .map_err(|err| format!("cannot start node{}: {err}", m.id))?;
+            e.running.insert(m.id, child);
         }
-    }
+        Ok(api)
+    });
+    let api = match started {
+        Ok(api) => api,
+        Err(why) => {
+            tracing::error!("{why}");
+            shut_down(&ensemble, &mut interrupt, &mut terminate).await;
+            return ExitCode::FAILURE;
+        }
+    };
     let connect = connect_string(&members);
     {
         let mut out = std::io::stdout().lock();
@@ -127,6 +146,16 @@ async fn supervise(dir: PathBuf, members: Vec<Member>) -> ExitCode {
         plural(members.len()),
         dir.display()
     ));
+    let api_file = dir.join(FAULT_API_FILE);
+    let url = format!("http://127.0.0.1:{fault_port}");
+    if let Err(e) = std::fs::write(&api_file, format!("{url}\n")) {
+        tracing::warn!("cannot write {}: {e}", api_file.display());
+    }
+    status_line(&format!(
+        "fault API on {url} (GET /status, POST /faults), or: zkd fault --dir {} VERB",
+        dir.display()
+    ));
+    let api_task = tokio::spawn(http::serve(api, Arc::new(Control::new(ensemble.clone()))));
     let watcher = tokio::spawn(watch_leader(members));
     let mut failed = false;
     let mut check = tokio::time::interval(Duration::from_millis(100));
@@ -135,20 +164,25 @@ async fn supervise(dir: PathBuf, members: Vec<Member>) -> ExitCode {
             _ = interrupt.recv() => break Some("SIGINT"),
             _ = terminate.recv() => break Some("SIGTERM"),
             _ = check.tick() => {
-                failed |= reap(&mut running);
-                if running.is_empty() {
+                let mut e = lock();
+                failed |= reap_members(&mut e);
+                // Members a fault took down are waiting for a restart or heal.
+                if e.running.is_empty() && e.faults.down.is_empty() {
                     break None;
                 }
             }
         }
     };
     watcher.abort();
+    api_task.abort();
+    let _ = std::fs::remove_file(&api_file);
     let code = match signalled {
         Some(signal) => {
-            if !running.is_empty() {
-                status_line(&format!("{signal}: stopping {}", plural(running.len())));
+            let left = lock().running.len();
+            if left > 0 {
+                status_line(&format!("{signal}: stopping {}", plural(left)));
             }
-            if stop(&mut running, &mut interrupt, &mut terminate).await {
+            if shut_down(&ensemble, &mut interrupt, &mut terminate).await {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -156,6 +190,7 @@ async fn supervise(dir: PathBuf, members: Vec<Member>) -> ExitCode {
         }
         None => {
             status_line("all members have exited");
+            shut_down(&ensemble, &mut interrupt, &mut terminate).await;
             if failed {
                 ExitCode::FAILURE
             } else {
@@ -163,8 +198,63 @@ async fn supervise(dir: PathBuf, members: Vec<Member>) -> ExitCode {
             }
         }
     };
-    join(forwarders);
     code
+}
+
+/// Stops every member still running (paused ones are resumed first) and
+/// waits for their output; true if none needed SIGKILL.
+async fn shut_down(
+    ensemble: &Mutex<Ensemble>,
+    interrupt: &mut tokio::signal::unix::Signal,
+    terminate: &mut tokio::signal::unix::Signal,
+) -> bool {
+    let (running, forwarders) = {
+        let mut e = ensemble.lock().unwrap_or_else(|e| e.into_inner());
+        e.stopping = true;
+        let running = std::mem::take(&mut e.running);
+        (running, std::mem::take(&mut e.forwarders))
+    };
+    let mut running: Vec<Running> = running
+        .into_iter()
+        .map(|(id, child)| Running { id, child })
+        .collect();
+    for r in &running {
+        if let Ok(pid) = i32::try_from(r.child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGCONT,
+            );
+        }
+    }
+    let clean = stop(&mut running, interrupt, terminate).await;
+    join(forwarders);
+    clean
+}
+
+/// Reports and forgets the members that have exited; true if one failed
+/// unasked (an exit a disk-error fault armed is the fault's, not a failure).
+fn reap_members(e: &mut Ensemble) -> bool {
+    let mut failed = false;
+    let ids: Vec<usize> = e.running.keys().copied().collect();
+    for id in ids {
+        let Some(child) = e.running.get_mut(&id) else {
+            continue;
+        };
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                e.running.remove(&id);
+                status_line(&format!("node{id} exited with {}", describe_status(status)));
+                if e.faults.disk_error.remove(&id) {
+                    e.faults.down.insert(id);
+                } else {
+                    failed |= !status.success();
+                }
+            }
+            Ok(None) => {}
+            Err(err) => tracing::warn!("cannot wait for node{id}: {err}"),
+        }
+    }
+    failed
 }
 
 /// Waits for the output forwarders, which end when their member's pipes close.

@@ -9,6 +9,7 @@ fn args(nodes: usize, base_port: u16) -> EnsembleArgs {
         base_port,
         host: "127.0.0.1".into(),
         tick_time: 2000,
+        fault_port: None,
     }
 }
 

@@ -150,6 +150,13 @@ pub async fn serve<S: Store>(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    // Before recovery, so that a restarted member takes commands at once.
+    let (faults, fault_requests) = match config.faults_enabled {
+        true => faults::Faults::start(&config.data_dir)
+            .map(|(f, rx)| (Some(f), Some(rx)))
+            .map_err(ServeError::Io)?,
+        false => (None, None),
+    };
     let recovered = recovery::recover(&mut storage)
         .and_then(|tree| Ok((recovery::fuzzy_through(&storage, &tree)?, tree)));
     let (fuzzy_through, tree) = match recovered {
@@ -164,12 +171,6 @@ pub async fn serve<S: Store>(
         Node::new(core_config(&config), tree, clock.now())
     };
 
-    let (faults, fault_requests) = match config.faults_enabled {
-        true => faults::Faults::start(&config.data_dir)
-            .map(|(f, rx)| (Some(f), Some(rx)))
-            .map_err(ServeError::Io)?,
-        false => (None, None),
-    };
     let disk_faults = faults.as_ref().map(faults::Faults::disk);
     let (job_tx, job_rx) = std::sync::mpsc::channel();
     let (report_tx, report_rx) = mpsc::unbounded_channel();

@@ -77,15 +77,16 @@ impl NodeLoop {
     /// (as this member knows it) and the faults in force.
     fn fault_status(&self) -> String {
         let zxid = self.node.processed_zxid();
-        let role = self
-            .member
-            .as_ref()
-            .map_or("standalone".into(), |m| m.member.describe());
+        let member = self.member.as_ref().map(|m| &m.member);
+        let role = member.map_or("standalone".into(), |m| m.describe());
+        let epoch = member
+            .and_then(|m| m.epoch())
+            .map_or(zxid.epoch().into(), u64::from);
         let mut status = format!(
             "mode={} zxid=0x{:x} epoch={} sessions={} connections={} role={:?}",
             self.node.mode().name(),
             zxid.0,
-            zxid.epoch(),
+            epoch,
             self.node.sessions().len(),
             self.node.connections().len(),
             role,

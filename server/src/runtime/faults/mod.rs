@@ -13,7 +13,7 @@ mod apply;
 mod command;
 mod control;
 
-pub use command::FaultCommand;
+pub use command::{parse_session, FaultCommand};
 pub use control::SOCKET_NAME;
 
 use std::collections::BTreeSet;

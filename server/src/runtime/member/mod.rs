@@ -158,6 +158,16 @@ impl Member {
         }
     }
 
+    /// The epoch of this member's role: the one it leads, or the current
+    /// epoch it follows under; None while looking.
+    pub fn epoch(&self) -> Option<Epoch> {
+        match &self.role {
+            Role::Looking => None,
+            Role::Leading(l) => Some(l.epoch()),
+            Role::Following(f) => Some(f.current_epoch()),
+        }
+    }
+
     /// The epoch this member leads, if it is the leader (established or
     /// not): the simulator holds one established leader per epoch.
     #[cfg(test)]
