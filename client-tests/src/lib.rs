@@ -5,6 +5,7 @@
 //! is bounded, so a failing test never leaves servers behind or hangs.
 
 pub mod ensemble;
+pub mod fault_ensemble;
 pub mod in_process;
 pub mod lazyfs;
 pub mod nemesis;
