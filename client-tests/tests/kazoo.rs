@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zkd_client_tests::ensemble::Ensemble;
+use zkd_client_tests::fault_ensemble::FaultEnsemble;
 use zkd_client_tests::ZkdProcess;
 
 /// Fails the test when kazoo is missing: a test that could not run must not pass.
@@ -36,12 +37,43 @@ fn kazoo_client_and_recipes_work_on_a_three_member_ensemble() {
     run_smoke(&ensemble.all());
 }
 
+/// A kazoo lock holder under `zkd ensemble`'s faults (`kazoo/faults.py`,
+/// driving the HTTP fault API): isolating its member moves it with its
+/// session and lock; expiring its session hands the lock over.
+#[test]
+fn kazoo_lock_holder_under_isolation_and_session_expiry() {
+    require_kazoo();
+    let ensemble = FaultEnsemble::start(3);
+    let leader = ensemble.leader().expect("a leader");
+    // The leader's address first: the holder (not randomizing) connects there.
+    let mut hosts = vec![ensemble.address(leader)];
+    hosts.extend(
+        (1..=3)
+            .filter(|i| *i != leader)
+            .map(|i| ensemble.address(i)),
+    );
+    let api = ensemble.api().to_owned();
+    run_script(
+        "faults.py",
+        &[&hosts.join(","), &api],
+        "kazoo fault checks passed",
+    );
+}
+
 /// Runs `kazoo/smoke.py` against `hosts` (a connect string).
 fn run_smoke(hosts: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kazoo/smoke.py");
+    run_script("smoke.py", &[hosts], "kazoo smoke: ok");
+}
+
+/// Runs `kazoo/<script>` with `args`; fails the test unless it exits 0
+/// having printed `passed`.
+fn run_script(script: &str, args: &[&str], passed: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/kazoo")
+        .join(script);
     let mut child = Command::new("python3")
-        .arg(script)
-        .arg(hosts)
+        .arg(path)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -50,15 +82,12 @@ fn run_smoke(hosts: &str) {
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("kazoo smoke test timed out");
+            panic!("kazoo {script:?} timed out");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let out = child.wait_with_output().unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && text.contains("kazoo smoke: ok"),
-        "{text}"
-    );
+    assert!(out.status.success() && text.contains(passed), "{text}");
 }
