@@ -469,6 +469,15 @@ impl Control {
         })
     }
 
+    /// Whether member `m`'s process is gone (the supervise loop reports it).
+    fn has_exited(&self, m: usize) -> bool {
+        match self.lock().running.get_mut(&m) {
+            None => true,
+            // The exit status stays in `Child` for the loop to report.
+            Some(child) => matches!(child.try_wait(), Ok(Some(_))),
+        }
+    }
+
     /// One command on member `m`'s control socket; its `ok` detail.
     async fn tell(&self, m: usize, line: &str) -> Result<String, String> {
         let socket = {
@@ -482,10 +491,12 @@ impl Control {
             node_dir(&e.dir, m).join("data").join(SOCKET_NAME)
         };
         let exchange = async {
-            // A member just started may not have bound its socket yet.
+            // A member just started may not have bound its socket yet; one
+            // that has exited never will.
             let mut stream = loop {
                 match tokio::net::UnixStream::connect(&socket).await {
                     Ok(s) => break s,
+                    Err(e) if self.has_exited(m) => return Err(e),
                     Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
                 }
             };
