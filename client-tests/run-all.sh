@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Apache ZooKeeper 3.8 as the oracle, its CLI and
-# C client, a JDK for the Java-client test, kazoo from PyPI, node and
+# C client, a JDK for the Java-client test, Apache Curator, kazoo from PyPI, node and
 # node-zookeeper-client from npm) and runs every test of the workspace.
 # Usage: bash client-tests/run-all.sh
 set -euo pipefail
@@ -14,6 +14,8 @@ need_apt=""
 [ -f /usr/share/java/zookeeper.jar ] || need_apt=1
 [ -x /usr/lib/zookeeper/bin/cli_mt ] || need_apt=1
 [ -x /usr/bin/javac ] || need_apt=1
+# Apache Curator for tests/curator.rs (a LeaderLatch under the fault API).
+[ -f /usr/share/java/curator-recipes.jar ] || need_apt=1
 # libfiu's fiu-run/fiu-ctrl make fsync fail with EIO for tests/disk_errors.rs.
 [ -x /usr/bin/fiu-ctrl ] || need_apt=1
 # libfaketime jumps a member's wall clock for zkd-nemesis's clock-jump.
@@ -34,7 +36,7 @@ if [ -n "$need_apt" ]; then
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086 # node_pkgs is a list of package names
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils faketime iproute2 nftables $node_pkgs >/dev/null
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils faketime iproute2 nftables libcurator-recipes-java $node_pkgs >/dev/null
 fi
 
 # kazoo, the stock Python client, for the kazoo smoke test.
