@@ -194,19 +194,20 @@ impl FaultEnsemble {
 
     /// Members on either side lose every peer message to the other side.
     pub fn partition(&self, a: &[usize], b: &[usize]) -> Result<Value, String> {
-        self.fault(
-            "partition",
-            &sides(a, b).iter().map(String::as_str).collect::<Vec<_>>(),
-        )
+        self.fault_sides("partition", a, b)
     }
 
     /// Messages from `a` to `b` are lost; `b` to `a` still arrive.
     pub fn partition_one_way(&self, a: &[usize], b: &[usize]) -> Result<Value, String> {
-        let words = sides(a, b);
-        self.fault(
-            "partition-one-way",
-            &words.iter().map(String::as_str).collect::<Vec<_>>(),
-        )
+        self.fault_sides("partition-one-way", a, b)
+    }
+
+    /// `verb A... / B...`.
+    fn fault_sides(&self, verb: &str, a: &[usize], b: &[usize]) -> Result<Value, String> {
+        let mut words: Vec<String> = a.iter().map(usize::to_string).collect();
+        words.push("/".into());
+        words.extend(b.iter().map(usize::to_string));
+        self.fault(verb, &words.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
     /// Cuts the member off from every peer.
@@ -266,13 +267,6 @@ impl Drop for FaultEnsemble {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn sides(a: &[usize], b: &[usize]) -> Vec<String> {
-    let mut words: Vec<String> = a.iter().map(usize::to_string).collect();
-    words.push("/".into());
-    words.extend(b.iter().map(usize::to_string));
-    words
 }
 
 /// One HTTP/1.1 request to `addr`; the status code and the JSON body.
