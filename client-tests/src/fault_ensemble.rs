@@ -45,10 +45,15 @@ impl Target {
     }
 }
 
-/// A running `zkd ensemble`; dropping it stops every member.
+/// A running `zkd ensemble`; dropping it stops every member (unless it
+/// was [attached](FaultEnsemble::attach) to, not started).
 pub struct FaultEnsemble {
-    child: Child,
-    dir: tempfile::TempDir,
+    /// The `zkd ensemble` process, when this handle started it.
+    child: Option<Child>,
+    /// The temporary directory holding the ensemble and its log, if ours.
+    tmp: Option<tempfile::TempDir>,
+    /// The directory given to `zkd ensemble --dir`.
+    dir: PathBuf,
     connect: String,
     api: String,
 }
@@ -80,8 +85,9 @@ impl FaultEnsemble {
         let stdout = child.stdout.take().expect("stdout");
         let _ = BufReader::new(stdout).read_line(&mut line);
         let mut ensemble = FaultEnsemble {
-            child,
-            dir,
+            child: Some(child),
+            dir: dir.path().join("ensemble"),
+            tmp: Some(dir),
             connect: line.trim().to_owned(),
             api: String::new(),
         };
@@ -106,6 +112,40 @@ impl FaultEnsemble {
         );
     }
 
+    /// The ensemble `zkd ensemble --dir DIR` runs (started elsewhere, and
+    /// left running when this handle drops).
+    pub fn attach(dir: &std::path::Path) -> Result<FaultEnsemble, String> {
+        let file = dir.join("fault-api");
+        let url = std::fs::read_to_string(&file).map_err(|e| {
+            format!(
+                "no ensemble runs in {} ({}: {e})",
+                dir.display(),
+                file.display()
+            )
+        })?;
+        let mut ensemble = FaultEnsemble {
+            child: None,
+            tmp: None,
+            dir: dir.to_owned(),
+            connect: String::new(),
+            api: url.trim().trim_start_matches("http://").to_owned(),
+        };
+        let (code, status) = ensemble.http("GET", "/status", "");
+        ensemble.connect = status["connect"].as_str().unwrap_or("").to_owned();
+        match (code, ensemble.connect.is_empty()) {
+            (200, false) => Ok(ensemble),
+            _ => Err(format!(
+                "the fault API of {} answered {code}: {status}",
+                dir.display()
+            )),
+        }
+    }
+
+    /// How many members there are.
+    pub fn size(&self) -> usize {
+        self.connect.split(',').count()
+    }
+
     /// The connect string of every member.
     pub fn connect_string(&self) -> &str {
         &self.connect
@@ -122,7 +162,7 @@ impl FaultEnsemble {
 
     /// The directory given to `zkd ensemble --dir`.
     pub fn ensemble_dir(&self) -> PathBuf {
-        self.dir.path().join("ensemble")
+        self.dir.clone()
     }
 
     /// The fault API's `host:port`.
@@ -132,7 +172,10 @@ impl FaultEnsemble {
 
     /// The ensemble's output so far (its own lines and every member's).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("ensemble.log")).unwrap_or_default()
+        let Some(tmp) = &self.tmp else {
+            return String::new();
+        };
+        std::fs::read_to_string(tmp.path().join("ensemble.log")).unwrap_or_default()
     }
 
     /// Runs `zkd fault --dir DIR verb args...`: the API's answer, or its
@@ -253,19 +296,22 @@ impl FaultEnsemble {
 
 impl Drop for FaultEnsemble {
     fn drop(&mut self) {
+        let Some(child) = &mut self.child else {
+            return;
+        };
         // SIGTERM lets the launcher stop its members (it kills stragglers).
-        if let Ok(pid) = i32::try_from(self.child.id()) {
+        if let Ok(pid) = i32::try_from(child.id()) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
@@ -292,7 +338,7 @@ pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
 }
 
 /// A base port whose derived ports (base .. base + 2700) are all free now.
-fn free_base_port() -> u16 {
+pub fn free_base_port() -> u16 {
     use rand::Rng;
     let mut rng = rand::thread_rng();
     for _ in 0..200 {

@@ -139,6 +139,18 @@ pub struct FaultWindow {
     pub end_ns: Option<u64>,
 }
 
+/// Something that happened at one moment: a line the command under test
+/// printed, a leader change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Nanoseconds since the run started.
+    pub at_ns: u64,
+    /// Where it comes from, one timeline lane each: `cmd`, `ensemble`.
+    pub source: String,
+    /// What happened.
+    pub text: String,
+}
+
 /// Everything a run recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct History {
@@ -146,4 +158,7 @@ pub struct History {
     pub ops: Vec<Op>,
     /// Fault windows, in start order.
     pub faults: Vec<FaultWindow>,
+    /// Events, in time order (`zkd-nemesis --exec`).
+    #[serde(default)]
+    pub events: Vec<Event>,
 }

@@ -13,9 +13,13 @@
 //!
 //! The exit status is 1 if any cell found an anomaly. Every cell is seeded
 //! (faults, choices and operations); its replay command is in its report.
+//!
+//! `--exec "CMD"` runs any command under a nemesis instead, through the
+//! fault API of a `zkd ensemble` (`exec.rs`): no root, CMD's exit status.
 
 mod cluster;
 mod disk;
+mod exec;
 mod faults;
 mod final_reads;
 mod partition;
@@ -69,6 +73,15 @@ struct Args {
     /// The members' tickTime in milliseconds.
     #[arg(long, default_value_t = 500)]
     tick_ms: u64,
+    /// Run this shell command (any test suite) under the nemesis instead of
+    /// a workload, on a fresh `zkd ensemble` (or `--dir`'s) through its fault
+    /// API: the connect string is in ZK_CONNECT and ZOOKEEPER_CONNECT, and
+    /// the exit status is the command's. No root needed.
+    #[arg(long)]
+    exec: Option<String>,
+    /// With --exec: the running `zkd ensemble --dir DIR` to use.
+    #[arg(long, requires = "exec")]
+    dir: Option<PathBuf>,
 }
 
 /// One cell's verdict, for the summary.
@@ -82,6 +95,18 @@ struct CellResult {
 
 fn main() {
     let args = Args::parse();
+    if let Some(cmd) = &args.exec {
+        let seed = args.seed.unwrap_or_else(|| rand::thread_rng().gen());
+        std::process::exit(exec::run(&exec::ExecArgs {
+            cmd,
+            dir: args.dir.as_deref(),
+            members: args.members,
+            nemesis: &args.nemesis,
+            seed,
+            out: &args.out,
+            tick_ms: args.tick_ms,
+        }));
+    }
     let workloads = parse_list(&args.workload, &Workload::ALL, "workload");
     let mut all_nemeses = vec![Nemesis::None];
     all_nemeses.extend(Nemesis::FAULTS);

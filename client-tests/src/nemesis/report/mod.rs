@@ -81,6 +81,9 @@ pub fn write_report(
     for fault in &history.faults {
         write_record(&mut out, "fault", fault)?;
     }
+    for event in &history.events {
+        write_record(&mut out, "event", event)?;
+    }
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     let verdicts = serde_json::json!({
         "result": overall(results), "seed": info.seed, "server": info.server,
@@ -125,6 +128,7 @@ fn read_line(line: &str, history: &mut History, seed: &mut Option<u64>) -> serde
         Some("run") => *seed = value.get("seed").and_then(|s| s.as_u64()),
         Some("op") => history.ops.push(serde_json::from_value(value)?),
         Some("fault") => history.faults.push(serde_json::from_value(value)?),
+        Some("event") => history.events.push(serde_json::from_value(value)?),
         other => return Err(de::Error::custom(format!("bad record {other:?}"))),
     }
     Ok(())
@@ -232,7 +236,7 @@ fn page(info: &RunInfo, history: &History, results: &[WorkloadResult], svg: &str
     for (c, w) in [OK, FAIL, UNKNOWN, RED].into_iter().zip(whats) {
         let _ = write!(h, "<span class='sw' style='background:{c}'></span>{w}");
     }
-    h += " &nbsp; Bands: fault windows. Hover a bar for its op.</p>\n";
+    h += " &nbsp; Bands: fault windows. Hover a bar for its op, a tick for its event.</p>\n";
     h + "<div style='overflow-x:auto'>\n" + svg + "</div>\n</body></html>\n"
 }
 

@@ -205,6 +205,7 @@ fn huge_history_is_binned_and_stays_small() {
     let history = History {
         ops: (0..100_000).map(op).collect(),
         faults: vec![sigstop],
+        events: Vec::new(),
     };
     let dup = Anomaly::new("duplicate-id", "twice", vec![5000, 5001]);
     let verdict = Verdict::Invalid {
@@ -248,4 +249,38 @@ fn read_history_rejects_garbage() {
     assert!(read_history(&path).unwrap_err().to_string().contains(":2:"));
     fs::write(&path, "").unwrap();
     assert_eq!(read_history(&path).unwrap(), (History::default(), None));
+}
+
+#[test]
+fn events_are_written_read_back_and_drawn_in_lanes_of_their_own() {
+    let (info, mut history, results) = doctored();
+    history.events = vec![
+        crate::nemesis::history::Event {
+            at_ns: 100_000_000,
+            source: "cmd".into(),
+            text: "started <a>".into(),
+        },
+        crate::nemesis::history::Event {
+            at_ns: 250_000_000,
+            source: "ensemble".into(),
+            text: "leader is node2".into(),
+        },
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    write_report(tmp.path(), &info, &history, &results).unwrap();
+    let back = read_history(&tmp.path().join("history.jsonl")).unwrap();
+    assert_eq!(back, (history.clone(), Some(42)));
+    let svg = timeline_svg(&history, 3);
+    assert!(
+        svg.contains(">cmd</text>") && svg.contains(">ensemble</text>"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains("<title>0.100 s: started &lt;a&gt;</title>"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains("<title>0.250 s: leader is node2</title>"),
+        "{svg}"
+    );
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::{anomalies, esc, WorkloadResult};
-use crate::nemesis::history::{Call, FaultWindow, History, Op, Outcome, Value};
+use crate::nemesis::history::{Call, Event, FaultWindow, History, Op, Outcome, Value};
 
 /// The timeline as an SVG document (also embedded in `timeline.html`),
 /// without anomalies marked: see [`timeline_svg_with_anomalies`].
@@ -23,6 +23,15 @@ pub fn timeline_svg_with_anomalies(
 ) -> String {
     let anomalous = anomalies(results).flat_map(|(_, a)| a.ops.iter().copied());
     Timeline::new(history, members, anomalous.collect()).render()
+}
+
+/// An event's tooltip text, cut to a readable length.
+fn event_text(e: &Event) -> String {
+    const MAX: usize = 300;
+    match e.text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &e.text[..at]),
+        None => e.text.clone(),
+    }
 }
 
 /// What a call asked, e.g. `write k1=5`.
@@ -136,6 +145,8 @@ struct Timeline<'a> {
     end_ns: u64,
     /// Process id to lane index, in id order.
     lanes: BTreeMap<u32, usize>,
+    /// Event sources, each a lane below the processes', in first-seen order.
+    sources: Vec<&'a str>,
     lane_h: f64,
 }
 
@@ -144,7 +155,19 @@ impl<'a> Timeline<'a> {
         let (ops, faults) = (&history.ops, &history.faults);
         let op_end = ops.iter().map(|o| o.complete_ns.unwrap_or(o.invoke_ns));
         let fault_end = faults.iter().map(|f| f.end_ns.unwrap_or(f.start_ns));
-        let end_ns = op_end.chain(fault_end).max().unwrap_or(0).max(1);
+        let event_end = history.events.iter().map(|e| e.at_ns);
+        let end_ns = op_end
+            .chain(fault_end)
+            .chain(event_end)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut sources: Vec<&str> = Vec::new();
+        for e in &history.events {
+            if !sources.contains(&e.source.as_str()) {
+                sources.push(&e.source);
+            }
+        }
         let procs: BTreeSet<u32> = history.ops.iter().map(|o| o.process).collect();
         let lane_h = if procs.len() > 50 { 8.0 } else { 14.0 };
         let lanes = procs.into_iter().enumerate().map(|(i, p)| (p, i)).collect();
@@ -154,6 +177,7 @@ impl<'a> Timeline<'a> {
             anomalous,
             end_ns,
             lanes,
+            sources,
             lane_h,
         }
     }
@@ -166,8 +190,14 @@ impl<'a> Timeline<'a> {
         TOP + (self.lanes[&process] as f64 + 0.5) * self.lane_h
     }
 
+    /// The lane of event source `i`, below every process's.
+    fn source_y(&self, i: usize) -> f64 {
+        TOP + (self.lanes.len() + i) as f64 * self.lane_h + self.lane_h / 2.0
+    }
+
     fn render(&self) -> String {
-        let lanes_bottom = TOP + self.lanes.len().max(1) as f64 * self.lane_h;
+        let lane_count = self.lanes.len() + self.sources.len();
+        let lanes_bottom = TOP + lane_count.max(1) as f64 * self.lane_h;
         let lat_top = lanes_bottom + 34.0;
         let (w, h) = (LEFT + PLOT_W + 24.0, lat_top + LAT_H + 30.0);
         let mut s = format!(
@@ -185,6 +215,7 @@ impl<'a> Timeline<'a> {
         } else {
             self.each_op(&mut s);
         }
+        self.events(&mut s);
         self.latency(&mut s, lat_top);
         s + "</svg>\n"
     }
@@ -228,6 +259,31 @@ impl<'a> Timeline<'a> {
             );
             let at = (x1 + 2.0, 10.0 + 12.0 * (i % 3) as f64);
             text(s, at, &format!("fill='{hue}'"), &label);
+        }
+    }
+
+    /// Each event as a tick in its source's lane, with its text as tooltip.
+    fn events(&self, s: &mut String) {
+        for (i, source) in self.sources.iter().enumerate() {
+            let y = self.source_y(i);
+            text(s, (LEFT - 6.0, y), "text-anchor='end' dy='3'", &esc(source));
+        }
+        for e in &self.history.events {
+            let Some(i) = self.sources.iter().position(|s| *s == e.source) else {
+                continue;
+            };
+            let (x, y, half) = (self.x(e.at_ns), self.source_y(i), self.lane_h / 2.0 - 1.0);
+            let title = format!(
+                "<title>{:.3} s: {}</title>",
+                e.at_ns as f64 / 1e9,
+                esc(&event_text(e))
+            );
+            line(
+                s,
+                (x, y - half, x, y + half),
+                "stroke='#555' stroke-width='2'",
+                &title,
+            );
         }
     }
 
