@@ -170,6 +170,11 @@ impl FaultEnsemble {
         &self.api
     }
 
+    /// The file holding the ensemble's output, when this handle started it.
+    pub fn log_path(&self) -> Option<PathBuf> {
+        self.tmp.as_ref().map(|t| t.path().join("ensemble.log"))
+    }
+
     /// The ensemble's output so far (its own lines and every member's).
     pub fn log(&self) -> String {
         let Some(tmp) = &self.tmp else {

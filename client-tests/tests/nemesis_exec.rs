@@ -56,6 +56,30 @@ fn a_kazoo_suite_runs_under_faults_and_its_report_lines_them_up() {
     assert!(read(&out.join("verdict.txt")).contains("VALID"));
 }
 
+/// Under `expire-session` alone, each fault expires a live session (the
+/// writer's, its only one): the member's expiry is on the timeline, and the
+/// writer, whose client opens a new session, still finds every write.
+#[test]
+fn session_expiries_are_on_the_timeline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let writer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nemesis_exec/writer.py");
+    let out = tmp.path().join("report");
+    let run = nemesis(
+        &out,
+        &format!("python3 {} 6", writer.display()),
+        "expire-session",
+        3,
+    );
+    let text =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let history = read(&out.join("history.jsonl"));
+    assert!(
+        history.contains("expired session 0x"),
+        "no session expiry:\n{history}"
+    );
+}
+
 #[test]
 fn the_exit_status_is_the_commands_and_bad_nemeses_are_refused() {
     let tmp = tempfile::tempdir().unwrap();

@@ -4,7 +4,8 @@
 //! while a seeded schedule of faults goes through the ensemble's fault API:
 //! a quiet spell, a fault held for a while, `heal`, again, until CMD exits.
 //! Then everything is healed and the report written: CMD's exit status and
-//! output, and a timeline with the faults, leader changes and CMD's lines.
+//! output, and a timeline with the faults, leader changes, session expiries
+//! and CMD's lines.
 //! The exit status is CMD's. No root is needed.
 
 use rand::rngs::StdRng;
@@ -121,6 +122,10 @@ pub fn run(args: &ExecArgs) -> i32 {
     let done = AtomicBool::new(false);
     let code = std::thread::scope(|s| {
         s.spawn(|| watch_leader(&ensemble, &log, &done));
+        if let Some(path) = ensemble.log_path() {
+            let (log, done) = (&log, &done);
+            s.spawn(move || watch_sessions(&path, log, done));
+        }
         s.spawn(|| nemesis(&ensemble, &faults, args.seed, &log, &done));
         let code = run_command(args.cmd, ensemble.connect_string(), &log);
         done.store(true, Ordering::Relaxed);
@@ -249,6 +254,40 @@ fn watch_leader(ensemble: &FaultEnsemble, log: &Log, done: &AtomicBool) {
         }
         sleep_unless(Duration::from_millis(250), done);
     }
+}
+
+/// Records each session a member expires, from the ensemble's log (an
+/// ensemble this run started; an attached one logs elsewhere).
+fn watch_sessions(path: &Path, log: &Log, done: &AtomicBool) {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return;
+    };
+    let mut pending = Vec::new();
+    loop {
+        let more = sleep_unless(Duration::from_millis(100), done);
+        let _ = std::io::Read::read_to_end(&mut file, &mut pending);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            if let Some(text) = session_expiry(&String::from_utf8_lossy(&line)) {
+                log.event("sessions", &text);
+            }
+        }
+        if !more {
+            return;
+        }
+    }
+}
+
+/// `node2 expired session 0x...` for a member's `session expired` log line.
+fn session_expiry(line: &str) -> Option<String> {
+    if !line.contains("session expired") {
+        return None;
+    }
+    let (member, _) = line.strip_prefix('[')?.split_once(']')?;
+    let session = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("session="))?;
+    Some(format!("{member} expired session {session}"))
 }
 
 /// Sleeps `d`, or less once `done` is set; false if it was.
@@ -482,6 +521,17 @@ mod tests {
             refused.contains("cannot inject \"power-loss-all\""),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn session_expiries_are_read_from_member_logs() {
+        let line = "[node2] 2026-11-26T08:52:04.669014Z  INFO zkd_server::core::node: \
+                    session expired session=0x1000a2b3c4d0000";
+        assert_eq!(
+            session_expiry(line).as_deref(),
+            Some("node2 expired session 0x1000a2b3c4d0000")
+        );
+        assert_eq!(session_expiry("[node1] ... leader elected"), None);
     }
 
     #[test]
