@@ -100,14 +100,14 @@ impl FaultEnsemble {
         while Instant::now() < deadline {
             if let Ok(url) = std::fs::read_to_string(ensemble.ensemble_dir().join("fault-api")) {
                 ensemble.api = url.trim().trim_start_matches("http://").to_owned();
-                if ensemble.leader().is_some() {
+                if ensemble.serving() {
                     return ensemble;
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
         }
         panic!(
-            "zkd ensemble had no leader within {START_TIMEOUT:?}; log:\n{}",
+            "zkd ensemble was not serving within {START_TIMEOUT:?}; log:\n{}",
             ensemble.log()
         );
     }
@@ -212,6 +212,22 @@ impl FaultEnsemble {
     /// Each member's state, the leader and the faults in force.
     pub fn status(&self) -> Value {
         self.fault("status", &[]).expect("status")
+    }
+
+    /// Whether every member serves, under one leader (a member still
+    /// syncing with a new leader does not take sessions yet).
+    pub fn serving(&self) -> bool {
+        let (code, status) = self.http("GET", "/status", "");
+        let Some(members) = status["members"].as_array().filter(|_| code == 200) else {
+            return false;
+        };
+        let modes: Vec<&str> = members
+            .iter()
+            .map(|m| m["mode"].as_str().unwrap_or(""))
+            .collect();
+        let leaders = modes.iter().filter(|m| **m == "leader").count();
+        modes == ["standalone"]
+            || (leaders == 1 && modes.iter().all(|m| *m == "leader" || *m == "follower"))
     }
 
     /// The member that leads now, if one does.

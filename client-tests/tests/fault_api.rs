@@ -199,6 +199,59 @@ fn a_partitioned_minority_stops_serving_until_healed() {
     });
 }
 
+/// `partition-one-way`: the leader's messages to the others are lost (theirs
+/// still reach it). The followers stop hearing it and elect a new leader;
+/// clients are served again, and after `heal` every member holds every
+/// acknowledged write.
+#[test]
+fn a_one_way_partition_from_the_leader_moves_leadership_and_loses_nothing() {
+    let ensemble = FaultEnsemble::start(3);
+    runtime().block_on(async {
+        let leader = ensemble.leader().unwrap();
+        let others: Vec<usize> = (1..=3).filter(|i| *i != leader).collect();
+        let client = connect(ensemble.connect_string(), SESSION).await;
+        within(client.create("/oneway", b"", &persistent()))
+            .await
+            .unwrap();
+        let seq = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
+        let mut acked = BTreeSet::new();
+        let done = ensemble.partition_one_way(&[leader], &others).unwrap();
+        assert!(
+            done["done"].as_str().unwrap().contains("are lost"),
+            "{done}"
+        );
+        eventually(
+            Duration::from_secs(30),
+            "a new leader among the others",
+            async || ensemble.leader().is_some_and(|l| l != leader),
+        )
+        .await;
+        eventually(
+            Duration::from_secs(20),
+            "writes after the one-way cut",
+            async || match client.create("/oneway/w-", b"", &seq).await {
+                Ok((_, n)) => {
+                    acked.insert(n.into_i64());
+                    acked.len() >= 10
+                }
+                Err(_) => false,
+            },
+        )
+        .await;
+        ensemble.heal().unwrap();
+        for i in 1..=3 {
+            let reader = connect(&ensemble.address(i), SESSION).await;
+            within(reader.sync("/oneway")).await.unwrap();
+            let (children, _) = within(reader.get_children("/oneway")).await.unwrap();
+            let seen: BTreeSet<i64> = children
+                .iter()
+                .map(|c| c.trim_start_matches("w-").parse().unwrap())
+                .collect();
+            assert!(acked.is_subset(&seen), "node{i} lost acknowledged writes");
+        }
+    });
+}
+
 /// `expire-session`: the session's ephemerals go, other sessions' watches on
 /// them fire, and its own client learns it expired.
 #[test]
