@@ -58,6 +58,24 @@ async fn eventually(limit: Duration, what: &str, mut check: impl AsyncFnMut() ->
     panic!("{what}: not within {limit:?}");
 }
 
+/// Every member, read after a `sync`, holds each acknowledged `w-N` child of `parent`.
+async fn every_member_holds(ensemble: &FaultEnsemble, parent: &str, acked: &BTreeSet<i64>) {
+    for i in 1..=3 {
+        let reader = connect(&ensemble.address(i), SESSION).await;
+        within(reader.sync(parent)).await.unwrap();
+        let (children, _) = within(reader.get_children(parent)).await.unwrap();
+        let seen: BTreeSet<i64> = children
+            .iter()
+            .map(|c| c.trim_start_matches("w-").parse().unwrap())
+            .collect();
+        let missing: Vec<_> = acked.difference(&seen).collect();
+        assert!(
+            missing.is_empty(),
+            "node{i} lost acknowledged writes {missing:?}"
+        );
+    }
+}
+
 fn faults(status: &Value) -> usize {
     status["faults"].as_array().map_or(0, Vec::len)
 }
@@ -135,20 +153,7 @@ fn an_isolated_leaders_clients_move_and_no_acknowledged_write_is_lost() {
             let (_, n) = within(client.create("/acked/w-", b"", &seq)).await.unwrap();
             acked.insert(n.into_i64());
         }
-        for i in 1..=3 {
-            let reader = connect(&ensemble.address(i), SESSION).await;
-            within(reader.sync("/acked")).await.unwrap();
-            let (children, _) = within(reader.get_children("/acked")).await.unwrap();
-            let seen: BTreeSet<i64> = children
-                .iter()
-                .map(|c| c.trim_start_matches("w-").parse().unwrap())
-                .collect();
-            let missing: Vec<_> = acked.difference(&seen).collect();
-            assert!(
-                missing.is_empty(),
-                "node{i} lost acknowledged writes {missing:?}"
-            );
-        }
+        every_member_holds(&ensemble, "/acked", &acked).await;
     });
 }
 
@@ -239,16 +244,7 @@ fn a_one_way_partition_from_the_leader_moves_leadership_and_loses_nothing() {
         )
         .await;
         ensemble.heal().unwrap();
-        for i in 1..=3 {
-            let reader = connect(&ensemble.address(i), SESSION).await;
-            within(reader.sync("/oneway")).await.unwrap();
-            let (children, _) = within(reader.get_children("/oneway")).await.unwrap();
-            let seen: BTreeSet<i64> = children
-                .iter()
-                .map(|c| c.trim_start_matches("w-").parse().unwrap())
-                .collect();
-            assert!(acked.is_subset(&seen), "node{i} lost acknowledged writes");
-        }
+        every_member_holds(&ensemble, "/oneway", &acked).await;
     });
 }
 
