@@ -1,23 +1,40 @@
-//! The children of one znode, held by full path.
+//! The children of one znode: node ids in name order.
 //!
-//! Each child is the same `Arc<str>` the tree's index keys it by, so a path
-//! is allocated once however many sets hold it. Within one parent every
-//! path shares the parent's prefix, so ordering by path orders by name.
+//! Ids are 4 bytes where a shared path was 16, and the names they are
+//! ordered by are read from the nodes themselves in the [`NodeTable`]. The
+//! ids sit in sorted chunks of at most [`CHUNK`]: a search is a binary
+//! search over the chunks' last names and then within one chunk, and an
+//! insert moves at most one chunk's ids, however many children there are.
 
-use std::collections::BTreeSet;
-use std::ops::Bound;
-use std::sync::Arc;
+use super::node_table::{NodeId, NodeTable};
+use crate::path;
+use std::cmp::Ordering;
+
+/// A chunk is split in two past this many ids.
+const CHUNK: usize = 512;
 
 /// A node's children; a leaf (most nodes) holds no allocation at all.
-// Boxed on purpose: 8 bytes in every node instead of an empty set's 24.
-#[allow(clippy::box_collection)]
+// Boxed: 8 bytes in every node; only parents pay for the chunks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChildSet(Option<Box<BTreeSet<Arc<str>>>>);
+pub struct ChildSet(Option<Box<Chunks>>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Chunks {
+    len: usize,
+    /// Never empty, and no chunk in it is empty.
+    chunks: Vec<Vec<NodeId>>,
+}
+
+/// The name of the live node `id` (the empty name if it is gone, which a
+/// consistent tree never asks).
+fn name_of(table: &NodeTable, id: NodeId) -> &str {
+    table.node(id).map_or("", |n| path::name(n.path()))
+}
 
 impl ChildSet {
     /// How many children there are.
     pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |set| set.len())
+        self.0.as_ref().map_or(0, |c| c.len)
     }
 
     /// Whether there are none.
@@ -25,51 +42,114 @@ impl ChildSet {
         self.0.is_none()
     }
 
-    /// Adds the child at `path` (a path of this node's child).
-    pub(super) fn insert(&mut self, path: Arc<str>) {
-        self.0.get_or_insert_with(Default::default).insert(path);
-    }
-
-    /// Adds many children at once: a set built from paths in order is
-    /// filled in one pass, not a descent per path.
-    pub(super) fn extend(&mut self, paths: Vec<Arc<str>>) {
-        match &mut self.0 {
-            Some(set) => set.extend(paths),
-            None if paths.is_empty() => {}
-            None => self.0 = Some(Box::new(paths.into_iter().collect())),
-        }
-    }
-
-    /// Removes the child at `path`; frees the set once it is empty.
-    pub(super) fn remove(&mut self, path: &str) {
-        if let Some(set) = &mut self.0 {
-            set.remove(path);
-            if set.is_empty() {
-                self.0 = None;
-            }
-        }
-    }
-
-    /// The children's full paths, in name order.
-    pub fn paths(&self) -> impl DoubleEndedIterator<Item = &Arc<str>> {
-        self.0.iter().flat_map(|set| set.iter())
-    }
-
-    /// The children's names, in order.
-    pub fn names(&self) -> impl DoubleEndedIterator<Item = &str> {
-        self.paths().map(|p| crate::path::name(p))
-    }
-
-    /// The children whose paths sort after `after` (all of them for
-    /// `None`), in order, so a walk can resume where it stopped however the
-    /// set changed since.
-    pub(super) fn after<'a>(
-        &'a self,
-        after: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Arc<str>> + 'a {
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+    /// The children's ids, in name order.
+    pub(super) fn ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + '_ {
         self.0
             .iter()
-            .flat_map(move |set| set.range::<str, _>((from, Bound::Unbounded)))
+            .flat_map(|c| c.chunks.iter().flatten().copied())
     }
+
+    /// Adds `id`, a node already in `table` whose parent this set belongs to.
+    pub(super) fn insert(&mut self, id: NodeId, table: &NodeTable) {
+        let name = name_of(table, id);
+        let Some(set) = &mut self.0 else {
+            self.0 = Some(Box::new(Chunks {
+                len: 1,
+                chunks: vec![vec![id]],
+            }));
+            return;
+        };
+        let (c, found) = set.search(name, table);
+        let Err(at) = found else {
+            return;
+        };
+        let chunk = &mut set.chunks[c];
+        chunk.insert(at, id);
+        set.len += 1;
+        if chunk.len() > CHUNK {
+            let tail = chunk.split_off(chunk.len() / 2);
+            set.chunks.insert(c + 1, tail);
+        }
+    }
+
+    /// Adds many children at once, given in name order (as an image lists
+    /// them): an empty set takes them in whole chunks, without a search each.
+    pub(super) fn extend(&mut self, mut ids: Vec<NodeId>, table: &NodeTable) {
+        if self.0.is_some() || !is_sorted(&ids, table) {
+            ids.into_iter().for_each(|id| self.insert(id, table));
+            return;
+        }
+        ids.dedup();
+        if ids.is_empty() {
+            return;
+        }
+        self.0 = Some(Box::new(Chunks {
+            len: ids.len(),
+            chunks: ids.chunks(CHUNK).map(<[NodeId]>::to_vec).collect(),
+        }));
+    }
+
+    /// Removes the child named `name` (still in `table`); frees the set once it is empty.
+    pub(super) fn remove(&mut self, name: &str, table: &NodeTable) {
+        let Some(set) = &mut self.0 else {
+            return;
+        };
+        let (c, found) = set.search(name, table);
+        let Ok(at) = found else {
+            return;
+        };
+        set.chunks[c].remove(at);
+        set.len -= 1;
+        if set.chunks[c].is_empty() {
+            set.chunks.remove(c);
+        }
+        if set.len == 0 {
+            self.0 = None;
+        }
+    }
+
+    /// The children named after `after` (all of them for `None`), in order,
+    /// so a walk can resume where it stopped however the set changed since.
+    pub(super) fn after<'a>(
+        &'a self,
+        after: Option<&str>,
+        table: &NodeTable,
+    ) -> impl Iterator<Item = NodeId> + 'a {
+        let (c, at) = match (&self.0, after) {
+            (Some(set), Some(name)) => match set.search(name, table) {
+                (c, Ok(at)) => (c, at + 1),
+                (c, Err(at)) => (c, at),
+            },
+            _ => (0, 0),
+        };
+        let chunks = self.0.as_ref().map_or(&[][..], |set| &set.chunks[c..]);
+        chunks
+            .iter()
+            .enumerate()
+            .flat_map(move |(i, chunk)| chunk[if i == 0 { at } else { 0 }..].iter().copied())
+    }
+}
+
+impl Chunks {
+    /// The chunk `name` belongs in, and where in it: `Ok` where it is,
+    /// `Err` where it would go.
+    fn search(&self, name: &str, table: &NodeTable) -> (usize, Result<usize, usize>) {
+        let before = |chunk: &Vec<NodeId>| {
+            chunk
+                .last()
+                .is_some_and(|&last| name_of(table, last) < name)
+        };
+        let c = self
+            .chunks
+            .partition_point(before)
+            .min(self.chunks.len() - 1);
+        let found = self.chunks[c].binary_search_by(|&id| name_of(table, id).cmp(name));
+        (c, found)
+    }
+}
+
+/// Whether `ids` are in name order (equal names, a repeated id, allowed).
+fn is_sorted(ids: &[NodeId], table: &NodeTable) -> bool {
+    ids.windows(2)
+        .all(|w| name_of(table, w[0]).cmp(name_of(table, w[1])) != Ordering::Greater)
 }

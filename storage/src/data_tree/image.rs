@@ -17,7 +17,7 @@
 //! the whole image in memory.
 
 use super::open_parents::OpenParents;
-use super::{DataNode, DataTree};
+use super::{DataNode, DataTree, NodeTable};
 use crate::path;
 use bytes::{Buf, Bytes, BytesMut};
 use std::sync::Arc;
@@ -58,8 +58,8 @@ struct NodeEncoder {
 }
 
 impl NodeEncoder {
-    fn node(&mut self, out: &mut BytesMut, path: &str, node: &DataNode) {
-        put_buffer(out, Some(path.as_bytes()));
+    fn node(&mut self, out: &mut BytesMut, node: &DataNode) {
+        put_buffer(out, Some(node.path().as_bytes()));
         put_buffer(out, node.data());
         match &self.acl {
             Some((acl, encoded)) if Arc::ptr_eq(acl, &node.acl) => out.extend_from_slice(encoded),
@@ -77,9 +77,9 @@ impl NodeEncoder {
 /// A node whose children the walk is writing.
 #[derive(Debug)]
 struct Frame {
-    path: Arc<str>,
-    /// The last child written; the next is the first after it.
-    after: Option<Arc<str>>,
+    path: Box<str>,
+    /// The path of the last child written; the next is the first after it.
+    after: Option<Box<str>>,
 }
 
 impl SnapshotCursor {
@@ -93,10 +93,10 @@ impl SnapshotCursor {
         let mut written = 0;
         if self.root_pending {
             self.root_pending = false;
-            if let Some((path, node)) = tree.nodes.get_key_value("/") {
-                self.encoder.node(&mut self.out, path, node);
+            if let Some(node) = tree.nodes.get("/") {
+                self.encoder.node(&mut self.out, node);
                 written += 1;
-                self.descend(path, node);
+                self.descend(node);
             }
         }
         while written < budget {
@@ -113,41 +113,38 @@ impl SnapshotCursor {
             // not one per child.
             let mut last = None;
             let mut deeper = None;
-            for (path, node) in parent
-                .children
-                .after(frame.after.as_deref())
-                .filter_map(|c| tree.nodes.get_key_value(c))
-            {
+            let after = frame.after.as_deref().map(path::name);
+            for node in children_after(&tree.nodes, parent, after) {
                 if written == budget {
                     break;
                 }
-                self.encoder.node(&mut self.out, path, node);
+                self.encoder.node(&mut self.out, node);
                 written += 1;
-                last = Some(path);
+                last = Some(node);
                 if !node.children.is_empty() {
-                    deeper = Some((path, node));
+                    deeper = Some(node);
                     break;
                 }
             }
             match last {
-                Some(path) => frame.after = Some(path.clone()),
+                Some(node) => frame.after = Some(node.path().into()),
                 None => {
                     self.stack.pop();
                     continue;
                 }
             }
-            if let Some((path, node)) = deeper {
-                self.descend(path, node);
+            if let Some(node) = deeper {
+                self.descend(node);
             }
         }
         self.stack.is_empty() && !self.root_pending
     }
 
     /// Walks into a node just written, if it has children.
-    fn descend(&mut self, path: &Arc<str>, node: &DataNode) {
+    fn descend(&mut self, node: &DataNode) {
         if !node.children.is_empty() {
             self.stack.push(Frame {
-                path: path.clone(),
+                path: node.path().into(),
                 after: None,
             });
         }
@@ -189,6 +186,16 @@ impl SnapshotCursor {
         String::new().encode(&mut self.out);
         self.out.freeze()
     }
+}
+
+/// The children of `parent` named after `after`, in order.
+fn children_after<'a>(
+    nodes: &'a NodeTable,
+    parent: &'a DataNode,
+    after: Option<&str>,
+) -> impl Iterator<Item = &'a DataNode> + 'a {
+    let ids = parent.children.after(after, nodes);
+    ids.filter_map(move |id| nodes.node(id))
 }
 
 /// A jute string or buffer: its length (-1 for null), then its bytes.
@@ -298,7 +305,7 @@ impl ImageDecoder {
     /// (`Incomplete`), if it has no root, or if a feed failed.
     pub fn finish(self) -> Result<DataTree, DecodeError> {
         match self.build.stage {
-            Stage::Done if self.build.tree.nodes.contains_key("/") => Ok(self.build.tree),
+            Stage::Done if self.build.tree.nodes.contains("/") => Ok(self.build.tree),
             Stage::Done => Err(DecodeError::Invalid("snapshot without a root")),
             Stage::Failed(e) => Err(e),
             Stage::Header | Stage::Sessions(_) | Stage::Nodes => Err(DecodeError::Incomplete),
@@ -411,19 +418,21 @@ impl Build {
             self.last_acl = Arc::new(decoded);
             self.last_acl_bytes = acl.to_vec();
         }
-        let shared: Arc<str> = Arc::from(&*p);
         // A fuzzy image may hold a node whose parent was re-created after the
         // parent was visited; the log re-creates both, so skip the orphan.
-        if p != "/"
-            && !self
-                .open
-                .add_child(&mut self.tree, path::parent(&p), &shared)
-        {
-            return Ok(());
-        }
+        let parent = match &*p {
+            "/" => None,
+            p => match self.open.locate(&mut self.tree, path::parent(p)) {
+                Some(at) => Some(at),
+                None => return Ok(()),
+            },
+        };
         let node = DataNode::new(&p, data, self.last_acl.clone(), stat);
-        self.tree.index(shared.clone(), node);
-        self.open.open(shared);
+        let id = self.tree.index(node);
+        if let Some(parent) = parent {
+            self.open.add_child(&mut self.tree, parent, id);
+        }
+        self.open.open(id);
         Ok(())
     }
 }

@@ -13,16 +13,19 @@ mod children;
 mod digest;
 mod image;
 mod node;
+mod node_table;
 mod open_parents;
 
 pub use children::ChildSet;
 pub use image::{ImageDecoder, SnapshotCursor};
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
+pub use node_table::NodeId;
 
 use crate::path;
 use crate::txn::{Txn, TxnBody};
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use node_table::NodeTable;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, Stat, StatPersisted};
 use zkd_protocol::{EventType, Perms, Zxid};
@@ -64,18 +67,15 @@ pub enum TxnOutcome {
 
 /// The znode tree plus the session table it persists with.
 ///
-/// Every path is one `Arc<str>`, shared by the index, the parent's child set
-/// and the ephemeral and expirable sets; nodes are boxed so the index's slots
-/// stay small and a resize moves pointers, not nodes.
+/// Each node holds its own path; the child, ephemeral and expirable sets
+/// refer to nodes by [`NodeId`].
 #[derive(Clone, Debug)]
 pub struct DataTree {
-    /// Hashed with aHash: several times SipHash's speed on paths, and keyed
-    /// at random per process, so clients cannot pick colliding paths.
-    nodes: HashMap<Arc<str>, Box<DataNode>, ahash::RandomState>,
-    ephemerals: BTreeMap<i64, BTreeSet<Arc<str>>>,
+    nodes: NodeTable,
+    ephemerals: BTreeMap<i64, BTreeSet<NodeId>>,
     sessions: BTreeMap<i64, i32>,
     /// Containers and TTL nodes, which the container manager scans.
-    expirable: BTreeSet<Arc<str>>,
+    expirable: BTreeSet<NodeId>,
     last_zxid: Zxid,
     /// Wrapping sum of every node's and session's digest term.
     digest: u64,
@@ -91,7 +91,7 @@ impl DataTree {
     /// A fresh tree: `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config`.
     pub fn new() -> DataTree {
         let mut tree = DataTree {
-            nodes: HashMap::default(),
+            nodes: NodeTable::default(),
             ephemerals: BTreeMap::new(),
             sessions: BTreeMap::new(),
             expirable: BTreeSet::new(),
@@ -125,8 +125,7 @@ impl DataTree {
             return;
         };
         let before = node.digest_term();
-        node.data = Some(Box::from(&config[..]));
-        node.rehash_content(CONFIG);
+        node.set_data(Some(&config));
         node.stat.version = -1;
         self.digest = self
             .digest
@@ -135,35 +134,71 @@ impl DataTree {
     }
 
     fn insert_system(&mut self, p: &str, acl: Arc<Vec<Acl>>, stat: StatPersisted) {
-        self.link(p, DataNode::new(p, Some(b""), acl, stat));
+        self.link(DataNode::new(p, Some(b""), acl, stat));
     }
 
     /// Inserts a node, records it in its parent's children and adds it to the digest.
-    fn link(&mut self, p: &str, node: DataNode) {
-        let shared: Arc<str> = Arc::from(p);
-        if p != "/" {
-            if let Some(parent) = self.nodes.get_mut(path::parent(p)) {
-                parent.children.insert(shared.clone());
-            }
+    fn link(&mut self, node: DataNode) {
+        let p = node.path();
+        let parent = if p == "/" {
+            None
+        } else {
+            self.nodes.id(path::parent(p))
+        };
+        let id = self.index(node);
+        if let Some(parent) = parent {
+            self.change_children(parent, |children, nodes| children.insert(id, nodes));
         }
-        self.index(shared, node);
     }
 
-    /// Puts a node in the index, the ephemeral and expirable sets and the
-    /// digest, but not in its parent's children.
-    fn index(&mut self, shared: Arc<str>, node: DataNode) {
-        if let Some(session) = node.ephemeral_session() {
-            self.ephemerals
-                .entry(session)
-                .or_default()
-                .insert(shared.clone());
+    /// Puts a node in the table, the ephemeral and expirable sets and the
+    /// digest, but not in its parent's children. A node it replaces (a
+    /// damaged image may list a path twice) hands over its children.
+    fn index(&mut self, mut node: DataNode) -> NodeId {
+        let replaced = self.nodes.id(node.path());
+        if let Some(id) = replaced {
+            let old = self.unindex(id);
+            node.children = old.map(|o| o.children).unwrap_or_default();
         }
-        if node.is_container() || node.ttl().is_some() {
-            self.expirable.insert(shared.clone());
-        }
+        let session = node.ephemeral_session();
+        let expirable = node.is_container() || node.ttl().is_some();
         self.digest = self.digest.wrapping_add(node.digest_term());
-        if let Some(old) = self.nodes.insert(shared, Box::new(node)) {
-            self.digest = self.digest.wrapping_sub(old.digest_term());
+        let (id, _) = self.nodes.insert(node);
+        if let Some(session) = session {
+            self.ephemerals.entry(session).or_default().insert(id);
+        }
+        if expirable {
+            self.expirable.insert(id);
+        }
+        id
+    }
+
+    /// Takes node `id` out of the table, the ephemeral and expirable sets
+    /// and the digest (not out of its parent's children).
+    fn unindex(&mut self, id: NodeId) -> Option<DataNode> {
+        let node = self.nodes.take(id)?;
+        self.digest = self.digest.wrapping_sub(node.digest_term());
+        if let Some(session) = node.ephemeral_session() {
+            if let Some(set) = self.ephemerals.get_mut(&session) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.ephemerals.remove(&session);
+                }
+            }
+        }
+        self.expirable.remove(&id);
+        Some(node)
+    }
+
+    /// Changes the children of node `id`, with the table at hand for their names.
+    fn change_children(&mut self, id: NodeId, change: impl FnOnce(&mut ChildSet, &NodeTable)) {
+        let Some(node) = self.nodes.node_mut(id) else {
+            return;
+        };
+        let mut children = std::mem::take(&mut node.children);
+        change(&mut children, &self.nodes);
+        if let Some(node) = self.nodes.node_mut(id) {
+            node.children = children;
         }
     }
 
@@ -182,8 +217,8 @@ impl DataTree {
     /// For tests and debug checks that the incremental [`digest`](Self::digest)
     /// has not drifted.
     pub fn recompute_digest(&self) -> u64 {
-        let nodes = self.nodes.iter().fold(0u64, |sum, (p, n)| {
-            let content = digest::content_hash(p, n.data(), &n.acl);
+        let nodes = self.nodes.iter().fold(0u64, |sum, n| {
+            let content = digest::content_hash(n.path(), n.data(), &n.acl);
             sum.wrapping_add(digest::node_hash(content, &n.stat))
         });
         self.sessions.iter().fold(nodes, |sum, (&id, &timeout)| {
@@ -193,7 +228,13 @@ impl DataTree {
 
     /// The node at `path`.
     pub fn node(&self, p: &str) -> Option<&DataNode> {
-        self.nodes.get(p).map(|n| &**n)
+        self.nodes.get(p)
+    }
+
+    /// The names of `node`'s children, in order.
+    pub fn child_names<'a>(&'a self, node: &'a DataNode) -> impl Iterator<Item = &'a str> + 'a {
+        let children = node.children.ids().filter_map(|id| self.nodes.node(id));
+        children.map(|child| path::name(child.path()))
     }
 
     /// The zxid of the last applied txn.
@@ -210,7 +251,7 @@ impl DataTree {
     pub fn approximate_data_size(&self) -> usize {
         self.nodes
             .iter()
-            .map(|(p, n)| p.len() + n.data().map_or(0, <[u8]>::len))
+            .map(|n| n.path().len() + n.data().map_or(0, <[u8]>::len))
             .sum()
     }
 
@@ -221,10 +262,14 @@ impl DataTree {
 
     /// The ephemerals owned by `session`, sorted.
     pub fn ephemerals_of(&self, session: i64) -> Vec<String> {
-        self.ephemerals
-            .get(&session)
-            .map(|s| s.iter().map(|p| p.to_string()).collect())
-            .unwrap_or_default()
+        let mut paths = self.paths_of(self.ephemerals.get(&session).into_iter().flatten());
+        paths.sort_unstable();
+        paths
+    }
+
+    fn paths_of<'a>(&self, ids: impl Iterator<Item = &'a NodeId>) -> Vec<String> {
+        let nodes = ids.filter_map(|id| self.nodes.node(*id));
+        nodes.map(|n| n.path().to_owned()).collect()
     }
 
     /// Total number of ephemerals.
@@ -241,17 +286,12 @@ impl DataTree {
     /// level in name order. Iterative: a path may be hundreds of thousands of
     /// levels deep, far past what recursion on the stack survives.
     pub fn preorder<'a>(&'a self, p: &str) -> impl Iterator<Item = (&'a str, &'a DataNode)> + 'a {
-        let mut stack: Vec<(&'a str, &'a DataNode)> = self
-            .nodes
-            .get_key_value(p)
-            .map(|(k, n)| (&**k, &**n))
-            .into_iter()
-            .collect();
+        let mut stack: Vec<&'a DataNode> = self.nodes.get(p).into_iter().collect();
         std::iter::from_fn(move || {
-            let (path, node) = stack.pop()?;
-            let children = node.children.paths().rev();
-            stack.extend(children.filter_map(|c| self.nodes.get(c).map(|n| (&**c, &**n))));
-            Some((path, node))
+            let node = stack.pop()?;
+            let children = node.children.ids().rev();
+            stack.extend(children.filter_map(|id| self.nodes.node(id)));
+            Some((node.path(), node))
         })
     }
 
@@ -259,22 +299,21 @@ impl DataTree {
     /// childless containers that once had a child, and childless TTL nodes whose
     /// data has not changed for longer than their TTL.
     pub fn expired_containers(&self, now_ms: i64) -> Vec<String> {
-        self.expirable
-            .iter()
-            .filter(|p| {
-                let Some(node) = self.nodes.get(&**p) else {
-                    return false;
-                };
-                if !node.children.is_empty() {
-                    return false;
-                }
-                match node.ttl() {
-                    Some(ttl) => now_ms - node.stat.mtime > ttl,
-                    None => node.stat.cversion > 0,
-                }
-            })
-            .map(|p| p.to_string())
-            .collect()
+        let expired = self.expirable.iter().filter(|&&id| {
+            let Some(node) = self.nodes.node(id) else {
+                return false;
+            };
+            if !node.children.is_empty() {
+                return false;
+            }
+            match node.ttl() {
+                Some(ttl) => now_ms - node.stat.mtime > ttl,
+                None => node.stat.cversion > 0,
+            }
+        });
+        let mut paths = self.paths_of(expired);
+        paths.sort_unstable();
+        paths
     }
 
     /// Applies one txn, returning the outcome for its client and the watch
@@ -394,7 +433,7 @@ impl DataTree {
             .wrapping_sub(before)
             .wrapping_add(parent.digest_term());
         let parent_acl = parent.acl.clone();
-        if self.nodes.contains_key(p) {
+        if self.nodes.contains(p) {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NodeExists.code());
         }
         let acl = self.share_acl(parent_path, acl);
@@ -409,7 +448,7 @@ impl DataTree {
         };
         let node = DataNode::new(p, data.as_deref(), acl.clone(), stat);
         let client_stat = node.stat();
-        self.link(p, node);
+        self.link(node);
         out.push(WatchTrigger {
             path: p.to_owned(),
             event: EventType::NodeCreated,
@@ -439,26 +478,22 @@ impl DataTree {
         // fuzzy snapshot may find the child already gone, and the parent must
         // still end with this pzxid.
         self.raise_parent_pzxid(p, zxid);
-        let Some(node) = self.nodes.remove(p) else {
+        let Some(id) = self.nodes.id(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
-        self.digest = self.digest.wrapping_sub(node.digest_term());
-        if let Some(session) = node.ephemeral_session() {
-            if let Some(set) = self.ephemerals.get_mut(&session) {
-                set.remove(p);
-                if set.is_empty() {
-                    self.ephemerals.remove(&session);
-                }
-            }
-        }
-        self.expirable.remove(p);
         let parent_path = path::parent(p);
-        let parent_acl = match self.nodes.get_mut(parent_path) {
+        // Out of the parent's set first: the set finds it by its name, read
+        // from the table.
+        let parent_acl = match self.nodes.id(parent_path) {
             Some(parent) => {
-                parent.children.remove(p);
-                parent.acl.clone()
+                let name = path::name(p);
+                self.change_children(parent, |children, nodes| children.remove(name, nodes));
+                self.nodes.node(parent).map(|n| n.acl.clone())
             }
-            None => Arc::new(Vec::new()),
+            None => None,
+        };
+        let Some(node) = self.unindex(id) else {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         out.push(WatchTrigger {
             path: p.to_owned(),
@@ -468,7 +503,7 @@ impl DataTree {
         out.push(WatchTrigger {
             path: parent_path.to_owned(),
             event: EventType::NodeChildrenChanged,
-            acl: parent_acl,
+            acl: parent_acl.unwrap_or_default(),
         });
         TxnOutcome::Deleted
     }
@@ -498,8 +533,7 @@ impl DataTree {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         let before = node.digest_term();
-        node.data = data.as_deref().map(Box::from);
-        node.rehash_content(p);
+        node.set_data(data.as_deref());
         node.stat.version = version;
         node.stat.mzxid = txn.header.zxid;
         node.stat.mtime = txn.header.time;
@@ -520,8 +554,7 @@ impl DataTree {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         let before = node.digest_term();
-        node.acl = Arc::new(acl.to_vec());
-        node.rehash_content(p);
+        node.set_acl(Arc::new(acl.to_vec()));
         node.stat.aversion = version;
         self.digest = self
             .digest

@@ -22,15 +22,18 @@ pub fn ttl_of(owner: i64) -> Option<i64> {
 /// The largest TTL a TTL node may carry (2^40 - 1 ms).
 pub const MAX_TTL_MS: i64 = (1 << 40) - 1;
 
-/// A znode: data, ACL, persisted stat and children.
+/// A znode: path, data, ACL, persisted stat and children.
 ///
-/// Kept small, as a tree holds millions: the data is an exact-size copy (not
-/// a slice that could pin the request buffer it came in), and a leaf's child
-/// set allocates nothing.
+/// Kept small, as a tree holds millions: the path and the data share one
+/// exact-size allocation (the data is a copy, not a slice that could pin the
+/// request buffer it came in), and a leaf's child set allocates nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataNode {
-    /// The data; `None` and empty stay apart, as clients can tell.
-    pub(super) data: Option<Box<[u8]>>,
+    /// The path's bytes, then the data's.
+    bytes: Box<[u8]>,
+    path_len: u32,
+    /// Null data, which clients tell from empty data.
+    null_data: bool,
     /// The ACL, shared between nodes that were given the same list.
     pub acl: Arc<Vec<Acl>>,
     /// The stat as stored.
@@ -40,7 +43,7 @@ pub struct DataNode {
     /// [`digest::content_hash`] of this node's path, data and ACL, kept so
     /// that a change to the stat alone (a parent's pzxid or cversion) does
     /// not re-hash the data. Whoever changes `data` or `acl` refreshes it.
-    pub(super) content_hash: u64,
+    content_hash: u64,
 }
 
 impl DataNode {
@@ -51,23 +54,49 @@ impl DataNode {
         acl: Arc<Vec<Acl>>,
         stat: StatPersisted,
     ) -> DataNode {
-        DataNode {
-            data: data.map(Box::from),
-            content_hash: digest::content_hash(path, data, &acl),
+        let mut node = DataNode {
+            bytes: Box::default(),
+            path_len: u32::try_from(path.len()).expect("a path shorter than 4 GiB"),
+            null_data: false,
             acl,
             stat,
             children: ChildSet::default(),
-        }
+            content_hash: 0,
+        };
+        node.fill(path, data);
+        node
+    }
+
+    /// The path.
+    pub fn path(&self) -> &str {
+        path_in(&self.bytes, self.path_len)
     }
 
     /// The data; `None` and empty stay apart, as clients can tell.
     pub fn data(&self) -> Option<&[u8]> {
-        self.data.as_deref()
+        (!self.null_data).then(|| &self.bytes[self.path_len as usize..])
     }
 
-    /// Re-hashes path, data and ACL after `data` or `acl` changed.
-    pub(super) fn rehash_content(&mut self, path: &str) {
-        self.content_hash = digest::content_hash(path, self.data(), &self.acl);
+    /// Replaces the data, and the content hash with it.
+    pub(super) fn set_data(&mut self, data: Option<&[u8]>) {
+        let old = std::mem::take(&mut self.bytes);
+        self.fill(path_in(&old, self.path_len), data);
+    }
+
+    /// Replaces the ACL, and the content hash with it.
+    pub(super) fn set_acl(&mut self, acl: Arc<Vec<Acl>>) {
+        self.acl = acl;
+        self.content_hash = digest::content_hash(self.path(), self.data(), &self.acl);
+    }
+
+    fn fill(&mut self, path: &str, data: Option<&[u8]>) {
+        let data_len = data.map_or(0, <[u8]>::len);
+        let mut bytes = Vec::with_capacity(path.len() + data_len);
+        bytes.extend_from_slice(path.as_bytes());
+        bytes.extend_from_slice(data.unwrap_or_default());
+        self.bytes = bytes.into_boxed_slice();
+        self.null_data = data.is_none();
+        self.content_hash = digest::content_hash(path, data, &self.acl);
     }
 
     /// This node's term in the tree digest (cheap: the content hash is cached).
@@ -89,7 +118,7 @@ impl DataNode {
             cversion: s.cversion.wrapping_mul(2).wrapping_sub(num_children),
             aversion: s.aversion,
             ephemeral_owner: self.ephemeral_session().unwrap_or(0),
-            data_length: self.data.as_ref().map_or(0, |d| d.len() as i32),
+            data_length: self.data().map_or(0, |d| d.len() as i32),
             num_children,
             pzxid: s.pzxid,
         }
@@ -110,6 +139,11 @@ impl DataNode {
     pub fn ttl(&self) -> Option<i64> {
         ttl_of(self.stat.ephemeral_owner)
     }
+}
+
+/// The path at the front of a node's bytes.
+fn path_in(bytes: &[u8], len: u32) -> &str {
+    std::str::from_utf8(&bytes[..len as usize]).expect("a node's path was copied from a str")
 }
 
 #[cfg(test)]

@@ -8,43 +8,53 @@
 //! of a large snapshot's load. A node whose parent is not on the stack (an
 //! image out of preorder) is linked into its parent directly.
 
-use super::DataTree;
-use std::sync::Arc;
+use super::{DataNode, DataTree, NodeId};
 
 /// The open ancestors of the last node read, with their children so far.
 #[derive(Debug, Default)]
 pub(super) struct OpenParents {
-    stack: Vec<(Arc<str>, Vec<Arc<str>>)>,
+    stack: Vec<(NodeId, Vec<NodeId>)>,
+}
+
+/// Where a node's parent was found.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ParentAt {
+    /// The innermost open node: its children are being gathered.
+    Open,
+    /// A node the walk is not in (an image out of preorder).
+    Elsewhere(NodeId),
 }
 
 impl OpenParents {
-    /// Records `child` as a child of `parent`; false if `parent` is not in
-    /// the tree (a fuzzy image's orphan, to be skipped).
-    pub fn add_child(&mut self, tree: &mut DataTree, parent: &str, child: &Arc<str>) -> bool {
-        // The walk has left every open node that is not `parent` or above it.
+    /// Finds `parent`, closing the open nodes the walk has left; `None` if
+    /// it is not in the tree (a fuzzy image's orphan, to be skipped).
+    pub fn locate(&mut self, tree: &mut DataTree, parent: &str) -> Option<ParentAt> {
         while let Some((top, _)) = self.stack.last() {
+            let top = tree.nodes.node(*top).map_or("", DataNode::path);
+            if top == parent {
+                return Some(ParentAt::Open);
+            }
             if is_ancestor_or_self(top, parent) {
                 break;
             }
             self.close(tree);
         }
-        match self.stack.last_mut() {
-            Some((top, children)) if **top == *parent => {
-                children.push(child.clone());
-                true
+        tree.nodes.id(parent).map(ParentAt::Elsewhere)
+    }
+
+    /// Records `child`, now in the tree, as a child of the parent `locate` found.
+    pub fn add_child(&mut self, tree: &mut DataTree, parent: ParentAt, child: NodeId) {
+        match (parent, self.stack.last_mut()) {
+            (ParentAt::Open, Some((_, children))) => children.push(child),
+            (ParentAt::Open, None) => {}
+            (ParentAt::Elsewhere(id), _) => {
+                tree.change_children(id, |children, nodes| children.insert(child, nodes))
             }
-            _ => match tree.nodes.get_mut(parent) {
-                Some(node) => {
-                    node.children.insert(child.clone());
-                    true
-                }
-                None => false,
-            },
         }
     }
 
     /// Opens `node`, just put in the tree, for children that may follow.
-    pub fn open(&mut self, node: Arc<str>) {
+    pub fn open(&mut self, node: NodeId) {
         self.stack.push((node, Vec::new()));
     }
 
@@ -56,14 +66,11 @@ impl OpenParents {
     }
 
     fn close(&mut self, tree: &mut DataTree) {
-        let Some((path, children)) = self.stack.pop() else {
+        let Some((id, children)) = self.stack.pop() else {
             return;
         };
-        if children.is_empty() {
-            return;
-        }
-        if let Some(node) = tree.nodes.get_mut(&*path) {
-            node.children.extend(children);
+        if !children.is_empty() {
+            tree.change_children(id, |set, nodes| set.extend(children, nodes));
         }
     }
 }

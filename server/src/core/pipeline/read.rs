@@ -186,7 +186,7 @@ impl ReadCtx<'_> {
     fn children(&mut self, path: &str, watch: bool) -> Result<(Vec<String>, Stat), ErrorCode> {
         let node = self.readable(path)?;
         let out = (
-            node.children.names().map(str::to_owned).collect(),
+            self.tree.child_names(node).map(str::to_owned).collect(),
             node.stat(),
         );
         if watch {
@@ -309,7 +309,7 @@ impl ReadCtx<'_> {
                 stat: n.stat(),
             }),
             MultiOp::GetChildren(r) => self.readable(&r.path).map(|n| MultiResult::GetChildren {
-                children: n.children.names().map(str::to_owned).collect(),
+                children: self.tree.child_names(n).map(str::to_owned).collect(),
             }),
             _ => Err(ErrorCode::MarshallingError),
         };

@@ -1,0 +1,114 @@
+//! The tree's nodes: a slab of nodes addressed by id, indexed by path.
+//!
+//! Each node lives in one slot of a `Vec` and carries its own path, so the
+//! path index holds a 4-byte id per node, not a key and a pointer, and a
+//! child set holds ids, not shared path strings. A freed slot is reused by
+//! the next node created. This is about a third of a tree's memory against a
+//! map from shared paths to boxed nodes (issue 15).
+
+use super::DataNode;
+use hashbrown::HashTable;
+
+/// Where a node lives in its tree's [`NodeTable`]. Valid while that node
+/// lives; a deleted node's id may be handed to the next node created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(u32);
+
+/// The nodes of a tree, by id and by path.
+#[derive(Clone, Debug, Default)]
+pub(super) struct NodeTable {
+    slots: Vec<Option<DataNode>>,
+    /// Slots freed by deletes, reused first.
+    free: Vec<NodeId>,
+    index: HashTable<NodeId>,
+    /// aHash: several times SipHash's speed on paths, and keyed at random
+    /// per process, so clients cannot pick colliding paths.
+    hasher: ahash::RandomState,
+}
+
+impl NodeTable {
+    fn hash(&self, path: &str) -> u64 {
+        self.hasher.hash_one(path)
+    }
+
+    /// The id of the node at `path`.
+    pub fn id(&self, path: &str) -> Option<NodeId> {
+        let slots = &self.slots;
+        let is_path = |id: &NodeId| slot(slots, *id).is_some_and(|n| n.path() == path);
+        self.index.find(self.hash(path), is_path).copied()
+    }
+
+    /// The node at `path`.
+    pub fn get(&self, path: &str) -> Option<&DataNode> {
+        self.id(path).and_then(|id| self.node(id))
+    }
+
+    /// The node at `path`, to change. Its path must stay the same.
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut DataNode> {
+        let id = self.id(path)?;
+        self.node_mut(id)
+    }
+
+    /// Whether a node is at `path`.
+    pub fn contains(&self, path: &str) -> bool {
+        self.id(path).is_some()
+    }
+
+    /// The node with id `id`, if it lives.
+    pub fn node(&self, id: NodeId) -> Option<&DataNode> {
+        slot(&self.slots, id)
+    }
+
+    /// The node with id `id`, to change. Its path must stay the same.
+    pub fn node_mut(&mut self, id: NodeId) -> Option<&mut DataNode> {
+        self.slots.get_mut(id.0 as usize)?.as_mut()
+    }
+
+    /// Puts `node` at its path, replacing (and returning) a node already
+    /// there, which keeps its id.
+    pub fn insert(&mut self, node: DataNode) -> (NodeId, Option<DataNode>) {
+        if let Some(id) = self.id(node.path()) {
+            let old = self.slots[id.0 as usize].replace(node);
+            return (id, old);
+        }
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id.0 as usize] = Some(node);
+                id
+            }
+            None => {
+                let id = NodeId(u32::try_from(self.slots.len()).expect("fewer than 2^32 znodes"));
+                self.slots.push(Some(node));
+                id
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        let hash = self.hash(slot(slots, id).map_or("", DataNode::path));
+        let rehash = |id: &NodeId| hasher.hash_one(slot(slots, *id).map_or("", DataNode::path));
+        self.index.insert_unique(hash, id, rehash);
+        (id, None)
+    }
+
+    /// Takes node `id` out of the table, freeing its id.
+    pub fn take(&mut self, id: NodeId) -> Option<DataNode> {
+        let hash = self.hash(self.node(id)?.path());
+        let entry = self.index.find_entry(hash, |x| *x == id).ok()?;
+        entry.remove();
+        self.free.push(id);
+        self.slots[id.0 as usize].take()
+    }
+
+    /// How many nodes there are.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Every node, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &DataNode> {
+        self.slots.iter().flatten()
+    }
+}
+
+fn slot(slots: &[Option<DataNode>], id: NodeId) -> Option<&DataNode> {
+    slots.get(id.0 as usize)?.as_ref()
+}
