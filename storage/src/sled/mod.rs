@@ -28,6 +28,7 @@ use snapshot_files::SnapshotFiles;
 
 mod log_mark;
 mod log_migration;
+mod record_index;
 mod segment_log;
 mod snapshot_files;
 use crate::txn_log::TxnLog;

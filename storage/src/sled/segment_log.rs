@@ -17,6 +17,7 @@
 //! synced mark beside the log to tell ([`super::log_mark`]).
 
 use super::log_mark::LogMark;
+use super::record_index::RecordIndex;
 use crate::error::{Result, StorageError};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
@@ -41,19 +42,23 @@ const MAX_RECORD: usize = 64 << 20;
 struct Segment {
     path: PathBuf,
     /// Each record's zxid and offset, in order.
-    index: Vec<(Zxid, u64)>,
+    index: RecordIndex,
     /// Bytes written to the file.
     len: u64,
 }
 
 impl Segment {
     fn last(&self) -> Option<Zxid> {
-        self.index.last().map(|(z, _)| *z)
+        self.index.last()
     }
 
-    /// Where the record after `i` starts (or the end of the written file).
-    fn end_of(&self, i: usize) -> u64 {
-        self.index.get(i + 1).map_or(self.len, |(_, at)| *at)
+    /// Where record `i` starts (the end of the written file past the last).
+    fn start_of(&self, i: usize) -> u64 {
+        if i < self.index.len() {
+            self.index.offset(i)
+        } else {
+            self.len
+        }
     }
 }
 
@@ -135,11 +140,10 @@ impl SegmentLog {
         }
         for pair in segments.windows(2) {
             if let (Some(a), Some(b)) = (pair[0].last(), pair[1].index.first()) {
-                if b.0 <= a {
+                if b <= a {
                     return Err(StorageError::Corrupt(format!(
-                        "{}: starts at {} after {a}",
+                        "{}: starts at {b} after {a}",
                         pair[1].path.display(),
-                        b.0
                     )));
                 }
             }
@@ -169,16 +173,15 @@ impl SegmentLog {
                 f.read_to_end(&mut buf)
             })
             .map_err(|e| io_error(&path, e))?;
-        let mut index = Vec::new();
+        let mut index = RecordIndex::default();
         let mut at = 0usize;
         while at < buf.len() {
             let Some((zxid, _, len)) = decode(&buf[at..]) else {
                 break;
             };
-            if index.last().is_some_and(|(prev, _)| zxid <= *prev) {
+            if index.last().is_some_and(|prev| zxid <= prev) || !index.push(zxid, at as u64) {
                 break;
             }
-            index.push((zxid, at as u64));
             at += len;
         }
         if at < buf.len() {
@@ -231,11 +234,11 @@ impl SegmentLog {
 
     /// The lowest zxid still in the log (above the purge mark).
     pub fn first_zxid(&self) -> Option<Zxid> {
-        self.segments
-            .iter()
-            .flat_map(|s| s.index.iter())
-            .map(|(z, _)| *z)
-            .find(|z| self.live(*z))
+        let purged = self.purged.zxid().unwrap_or(Zxid(i64::MIN));
+        self.segments.iter().find_map(|s| {
+            let i = s.index.count_through(purged);
+            (i < s.index.len()).then(|| s.index.zxid(i))
+        })
     }
 
     /// The highest zxid appended, written or not.
@@ -256,9 +259,13 @@ impl SegmentLog {
         let Some(segment) = self.segments.last_mut() else {
             return Err(StorageError::Db("txn log: no segment to append to".into()));
         };
-        segment
-            .index
-            .push((zxid, segment.len + self.pending.len() as u64));
+        let at = segment.len + self.pending.len() as u64;
+        if segment.last().is_some_and(|last| zxid <= last) || !segment.index.push(zxid, at) {
+            return Err(StorageError::Db(format!(
+                "txn log: cannot append {zxid} at byte {at} of {}",
+                segment.path.display()
+            )));
+        }
         encode(&mut self.pending, zxid, txn);
         Ok(())
     }
@@ -276,7 +283,7 @@ impl SegmentLog {
         sync_dir(&self.dir)?;
         self.segments.push(Segment {
             path,
-            index: Vec::new(),
+            index: RecordIndex::default(),
             len: 0,
         });
         self.file = Some(file);
@@ -319,16 +326,17 @@ impl SegmentLog {
             if segment.last().is_none_or(|l| l <= after) {
                 continue;
             }
-            let from = segment.index.partition_point(|(z, _)| *z <= after);
+            let from = segment.index.count_through(after);
             let to = segment.index.len().min(from + max - out.len());
-            let start = segment.index[from].1;
-            let end = segment.end_of(to - 1);
+            let start = segment.index.offset(from);
+            let end = segment.start_of(to);
             let mut buf = vec![0u8; (end - start) as usize];
             File::open(&segment.path)
                 .and_then(|f| f.read_exact_at(&mut buf, start))
                 .map_err(|e| io_error(&segment.path, e))?;
             let buf = Bytes::from(buf);
-            for (zxid, offset) in &segment.index[from..to] {
+            for i in from..to {
+                let (zxid, offset) = (segment.index.zxid(i), segment.index.offset(i));
                 let at = (offset - start) as usize;
                 let Some((z, txn, _)) = decode(&buf[at..]) else {
                     return Err(StorageError::Corrupt(format!(
@@ -346,8 +354,8 @@ impl SegmentLog {
     /// The highest zxid in the log at or below `zxid`.
     pub fn last_zxid_at_or_before(&self, zxid: Zxid) -> Option<Zxid> {
         let found = self.segments.iter().rev().find_map(|s| {
-            let i = s.index.partition_point(|(z, _)| *z <= zxid);
-            (i > 0).then(|| s.index[i - 1].0)
+            let i = s.index.count_through(zxid);
+            (i > 0).then(|| s.index.zxid(i - 1))
         })?;
         self.live(found).then_some(found)
     }
@@ -358,7 +366,7 @@ impl SegmentLog {
         self.write_pending()?;
         let mut removed = false;
         while let Some(segment) = self.segments.last() {
-            let first = segment.index.first().map(|(z, _)| *z);
+            let first = segment.index.first();
             if first.is_some_and(|f| f <= zxid) {
                 break;
             }
@@ -373,8 +381,8 @@ impl SegmentLog {
             sync_dir(&self.dir)?;
         }
         if let Some(segment) = self.segments.last_mut() {
-            let keep = segment.index.partition_point(|(z, _)| *z <= zxid);
-            let cut = segment.index.get(keep).map_or(segment.len, |(_, at)| *at);
+            let keep = segment.index.count_through(zxid);
+            let cut = segment.start_of(keep);
             segment.index.truncate(keep);
             if cut < segment.len {
                 let f = OpenOptions::new()
