@@ -7,7 +7,7 @@
 //! insert moves at most one chunk's ids, however many children there are.
 
 use super::node_table::{NodeId, NodeTable};
-use crate::path;
+use super::DataNode;
 use std::cmp::Ordering;
 
 /// A chunk is split in two past this many ids.
@@ -25,10 +25,12 @@ struct Chunks {
     chunks: Vec<Vec<NodeId>>,
 }
 
-/// The name of the live node `id` (the empty name if it is gone, which a
-/// consistent tree never asks).
-fn name_of(table: &NodeTable, id: NodeId) -> &str {
-    table.node(id).map_or("", |n| path::name(n.path()))
+/// The name of the live node `id` as bytes, which order as the string
+/// does (the empty name if it is gone, which a consistent tree never asks).
+fn name_of(table: &NodeTable, id: NodeId) -> &[u8] {
+    let path = table.node(id).map_or(&[][..], DataNode::path_bytes);
+    let slash = path.iter().rposition(|&b| b == b'/');
+    &path[slash.map_or(0, |i| i + 1)..]
 }
 
 impl ChildSet {
@@ -94,7 +96,7 @@ impl ChildSet {
         let Some(set) = &mut self.0 else {
             return;
         };
-        let (c, found) = set.search(name, table);
+        let (c, found) = set.search(name.as_bytes(), table);
         let Ok(at) = found else {
             return;
         };
@@ -116,7 +118,7 @@ impl ChildSet {
         table: &NodeTable,
     ) -> impl Iterator<Item = NodeId> + 'a {
         let (c, at) = match (&self.0, after) {
-            (Some(set), Some(name)) => match set.search(name, table) {
+            (Some(set), Some(name)) => match set.search(name.as_bytes(), table) {
                 (c, Ok(at)) => (c, at + 1),
                 (c, Err(at)) => (c, at),
             },
@@ -133,7 +135,7 @@ impl ChildSet {
 impl Chunks {
     /// The chunk `name` belongs in, and where in it: `Ok` where it is,
     /// `Err` where it would go.
-    fn search(&self, name: &str, table: &NodeTable) -> (usize, Result<usize, usize>) {
+    fn search(&self, name: &[u8], table: &NodeTable) -> (usize, Result<usize, usize>) {
         let before = |chunk: &Vec<NodeId>| {
             chunk
                 .last()

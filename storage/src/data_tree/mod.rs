@@ -154,16 +154,17 @@ impl DataTree {
     /// Puts a node in the table, the ephemeral and expirable sets and the
     /// digest, but not in its parent's children. A node it replaces (a
     /// damaged image may list a path twice) hands over its children.
-    fn index(&mut self, mut node: DataNode) -> NodeId {
-        let replaced = self.nodes.id(node.path());
-        if let Some(id) = replaced {
-            let old = self.unindex(id);
-            node.children = old.map(|o| o.children).unwrap_or_default();
-        }
+    fn index(&mut self, node: DataNode) -> NodeId {
         let session = node.ephemeral_session();
         let expirable = node.is_container() || node.ttl().is_some();
         self.digest = self.digest.wrapping_add(node.digest_term());
-        let (id, _) = self.nodes.insert(node);
+        let (id, replaced) = self.nodes.insert(node);
+        if let Some(old) = replaced {
+            self.forget(id, &old);
+            if let Some(node) = self.nodes.node_mut(id) {
+                node.children = old.children;
+            }
+        }
         if let Some(session) = session {
             self.ephemerals.entry(session).or_default().insert(id);
         }
@@ -177,6 +178,13 @@ impl DataTree {
     /// and the digest (not out of its parent's children).
     fn unindex(&mut self, id: NodeId) -> Option<DataNode> {
         let node = self.nodes.take(id)?;
+        self.forget(id, &node);
+        Some(node)
+    }
+
+    /// Takes `node`, which was at `id`, out of the ephemeral and expirable
+    /// sets and the digest.
+    fn forget(&mut self, id: NodeId, node: &DataNode) {
         self.digest = self.digest.wrapping_sub(node.digest_term());
         if let Some(session) = node.ephemeral_session() {
             if let Some(set) = self.ephemerals.get_mut(&session) {
@@ -187,7 +195,6 @@ impl DataTree {
             }
         }
         self.expirable.remove(&id);
-        Some(node)
     }
 
     /// Changes the children of node `id`, with the table at hand for their names.

@@ -72,6 +72,11 @@ impl DataNode {
         path_in(&self.bytes, self.path_len)
     }
 
+    /// The path's bytes: what lookups compare and hash, with no UTF-8 check.
+    pub(super) fn path_bytes(&self) -> &[u8] {
+        &self.bytes[..self.path_len as usize]
+    }
+
     /// The data; `None` and empty stay apart, as clients can tell.
     pub fn data(&self) -> Option<&[u8]> {
         (!self.null_data).then(|| &self.bytes[self.path_len as usize..])

@@ -29,12 +29,13 @@ impl OpenParents {
     /// Finds `parent`, closing the open nodes the walk has left; `None` if
     /// it is not in the tree (a fuzzy image's orphan, to be skipped).
     pub fn locate(&mut self, tree: &mut DataTree, parent: &str) -> Option<ParentAt> {
+        let parent_bytes = parent.as_bytes();
         while let Some((top, _)) = self.stack.last() {
-            let top = tree.nodes.node(*top).map_or("", DataNode::path);
-            if top == parent {
+            let top = tree.nodes.node(*top).map_or(&[][..], DataNode::path_bytes);
+            if top == parent_bytes {
                 return Some(ParentAt::Open);
             }
-            if is_ancestor_or_self(top, parent) {
+            if is_ancestor_or_self(top, parent_bytes) {
                 break;
             }
             self.close(tree);
@@ -76,9 +77,9 @@ impl OpenParents {
 }
 
 /// Whether `ancestor` is `path` or one of its ancestors.
-fn is_ancestor_or_self(ancestor: &str, path: &str) -> bool {
+fn is_ancestor_or_self(ancestor: &[u8], path: &[u8]) -> bool {
     match path.strip_prefix(ancestor) {
-        Some(rest) => rest.is_empty() || ancestor == "/" || rest.starts_with('/'),
+        Some(rest) => rest.is_empty() || ancestor == b"/" || rest.starts_with(b"/"),
         None => false,
     }
 }
@@ -89,10 +90,10 @@ mod tests {
 
     #[test]
     fn ancestors_are_whole_components() {
-        assert!(is_ancestor_or_self("/", "/a"));
-        assert!(is_ancestor_or_self("/a", "/a"));
-        assert!(is_ancestor_or_self("/a", "/a/b"));
-        assert!(!is_ancestor_or_self("/a", "/ab"));
-        assert!(!is_ancestor_or_self("/a/b", "/a"));
+        assert!(is_ancestor_or_self(b"/", b"/a"));
+        assert!(is_ancestor_or_self(b"/a", b"/a"));
+        assert!(is_ancestor_or_self(b"/a", b"/a/b"));
+        assert!(!is_ancestor_or_self(b"/a", b"/ab"));
+        assert!(!is_ancestor_or_self(b"/a/b", b"/a"));
     }
 }
