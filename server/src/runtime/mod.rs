@@ -48,8 +48,8 @@ pub enum Inbound {
         conn: ConnId,
         remote_ip: String,
         remote_port: u16,
-        outgoing: mpsc::UnboundedSender<Outgoing>,
-        /// Reply bytes queued for it, shared with its reader for backpressure.
+        /// Its writer's queue, and the reply bytes queued for it, shared
+        /// with its reader for backpressure.
         flow: Arc<connection::Flow>,
         /// Ends its writer at once, queued frames and all.
         writer: tokio::task::AbortHandle,
@@ -71,16 +71,6 @@ pub enum Inbound {
 pub struct FourLetterWord {
     pub word: String,
     pub reply: oneshot::Sender<String>,
-}
-
-/// Messages from the node loop to a connection's writer.
-#[derive(Debug)]
-pub enum Outgoing {
-    /// A frame to write; `answers_request` is false for notifications and
-    /// the ConnectResponse, which flow control must not count as answers.
-    Frame { frame: Bytes, answers_request: bool },
-    /// Flush and close.
-    Close,
 }
 
 /// Why the server stopped.
@@ -291,7 +281,6 @@ fn storage_failed<S>(storage: S, error: String) -> ServeError {
 
 /// A connection as the node loop holds it.
 struct ConnHandle {
-    outgoing: mpsc::UnboundedSender<Outgoing>,
     flow: Arc<connection::Flow>,
     writer: tokio::task::AbortHandle,
 }
@@ -454,18 +443,10 @@ impl NodeLoop {
                 conn,
                 remote_ip,
                 remote_port,
-                outgoing,
                 flow,
                 writer,
             } => {
-                self.conns.insert(
-                    conn,
-                    ConnHandle {
-                        outgoing,
-                        flow,
-                        writer,
-                    },
-                );
+                self.conns.insert(conn, ConnHandle { flow, writer });
                 self.node.handle_event(
                     now,
                     Event::Connected {
@@ -510,7 +491,7 @@ impl NodeLoop {
                 Command::Send { conn, frame } => self.write(conn, frame, false),
                 Command::Close { conn } => {
                     if let Some(c) = self.conns.remove(&conn) {
-                        let _ = c.outgoing.send(Outgoing::Close);
+                        c.flow.close();
                     }
                 }
                 Command::Persist { txn } => {
@@ -538,10 +519,7 @@ impl NodeLoop {
             self.drop_connection(conn);
             return;
         }
-        let _ = c.outgoing.send(Outgoing::Frame {
-            frame,
-            answers_request,
-        });
+        c.flow.send(frame, answers_request);
     }
 
     /// Drops a connection at once, its session left to live or expire.
