@@ -139,9 +139,9 @@ impl Hasher {
 
 /// The hash of what only setData and setACL change: path, data and ACL.
 /// An unfinished hasher state, continued by [`node_hash`].
-pub(super) fn content_hash(path: &str, data: Option<&[u8]>, acl: &[Acl]) -> u64 {
+pub(super) fn content_hash(path: &[u8], data: Option<&[u8]>, acl: &[Acl]) -> u64 {
     let mut h = Hasher(NODE_SEED);
-    h.bytes(path.as_bytes());
+    h.bytes(path);
     match data {
         None => h.pair(0, 0),
         Some(d) => {
@@ -210,11 +210,11 @@ mod tests {
     #[test]
     fn fields_do_not_run_into_each_other() {
         let acl = [Acl::world(zkd_protocol::Perms::ALL)];
-        let a = content_hash("/ab", Some(b"c"), &acl);
-        let b = content_hash("/a", Some(b"bc"), &acl);
-        let null = content_hash("/a", None, &acl);
-        let empty = content_hash("/a", Some(b""), &acl);
-        let no_acl = content_hash("/a", Some(b""), &[]);
+        let a = content_hash(b"/ab", Some(b"c"), &acl);
+        let b = content_hash(b"/a", Some(b"bc"), &acl);
+        let null = content_hash(b"/a", None, &acl);
+        let empty = content_hash(b"/a", Some(b""), &acl);
+        let no_acl = content_hash(b"/a", Some(b""), &[]);
         let all = [a, b, null, empty, no_acl];
         for i in 0..all.len() {
             for j in 0..i {
@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn the_hash_is_pinned() {
         let acl = [Acl::world(zkd_protocol::Perms::ALL)];
-        let content = content_hash("/zkd", Some(&[7u8; 100]), &acl);
+        let content = content_hash(b"/zkd", Some(&[7u8; 100]), &acl);
         let stat = StatPersisted {
             czxid: 1,
             mzxid: 2,

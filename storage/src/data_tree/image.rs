@@ -59,7 +59,7 @@ struct NodeEncoder {
 
 impl NodeEncoder {
     fn node(&mut self, out: &mut BytesMut, node: &DataNode) {
-        put_buffer(out, Some(node.path().as_bytes()));
+        put_buffer(out, Some(node.path_bytes()));
         put_buffer(out, node.data());
         match &self.acl {
             Some((acl, encoded)) if Arc::ptr_eq(acl, &node.acl) => out.extend_from_slice(encoded),

@@ -225,7 +225,7 @@ impl DataTree {
     /// has not drifted.
     pub fn recompute_digest(&self) -> u64 {
         let nodes = self.nodes.iter().fold(0u64, |sum, n| {
-            let content = digest::content_hash(n.path(), n.data(), &n.acl);
+            let content = digest::content_hash(n.path_bytes(), n.data(), &n.acl);
             sum.wrapping_add(digest::node_hash(content, &n.stat))
         });
         self.sessions.iter().fold(nodes, |sum, (&id, &timeout)| {

@@ -63,13 +63,13 @@ impl DataNode {
             children: ChildSet::default(),
             content_hash: 0,
         };
-        node.fill(path, data);
+        node.fill(path.as_bytes(), data);
         node
     }
 
     /// The path.
     pub fn path(&self) -> &str {
-        path_in(&self.bytes, self.path_len)
+        std::str::from_utf8(self.path_bytes()).expect("a node's path was copied from a str")
     }
 
     /// The path's bytes: what lookups compare and hash, with no UTF-8 check.
@@ -85,19 +85,19 @@ impl DataNode {
     /// Replaces the data, and the content hash with it.
     pub(super) fn set_data(&mut self, data: Option<&[u8]>) {
         let old = std::mem::take(&mut self.bytes);
-        self.fill(path_in(&old, self.path_len), data);
+        self.fill(&old[..self.path_len as usize], data);
     }
 
     /// Replaces the ACL, and the content hash with it.
     pub(super) fn set_acl(&mut self, acl: Arc<Vec<Acl>>) {
         self.acl = acl;
-        self.content_hash = digest::content_hash(self.path(), self.data(), &self.acl);
+        self.content_hash = digest::content_hash(self.path_bytes(), self.data(), &self.acl);
     }
 
-    fn fill(&mut self, path: &str, data: Option<&[u8]>) {
+    fn fill(&mut self, path: &[u8], data: Option<&[u8]>) {
         let data_len = data.map_or(0, <[u8]>::len);
         let mut bytes = Vec::with_capacity(path.len() + data_len);
-        bytes.extend_from_slice(path.as_bytes());
+        bytes.extend_from_slice(path);
         bytes.extend_from_slice(data.unwrap_or_default());
         self.bytes = bytes.into_boxed_slice();
         self.null_data = data.is_none();
@@ -144,11 +144,6 @@ impl DataNode {
     pub fn ttl(&self) -> Option<i64> {
         ttl_of(self.stat.ephemeral_owner)
     }
-}
-
-/// The path at the front of a node's bytes.
-fn path_in(bytes: &[u8], len: u32) -> &str {
-    std::str::from_utf8(&bytes[..len as usize]).expect("a node's path was copied from a str")
 }
 
 #[cfg(test)]
