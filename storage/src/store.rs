@@ -124,7 +124,7 @@ pub fn install_snapshot<S: TxnLog + SnapshotStore>(
 /// replays the log after its zxid. A chunk that fails its seal or an image
 /// that does not decode is `Corrupt`.
 pub fn load_snapshot<S: SnapshotStore>(store: &S, snapshot: SnapshotRef) -> Result<DataTree> {
-    let mut decoder = ImageDecoder::new();
+    let mut decoder = ImageDecoder::for_image_of(snapshot.seal.len);
     let corrupt = |e| StorageError::Corrupt(format!("snapshot {}: {e}", snapshot.zxid));
     for chunk in read_snapshot(store, SnapshotSlot::Saved(snapshot.zxid), snapshot.seal) {
         decoder.feed(&chunk?).map_err(corrupt)?;

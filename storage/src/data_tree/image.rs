@@ -280,6 +280,20 @@ impl ImageDecoder {
         }
     }
 
+    /// A decoder for an image of `len` bytes, its tree's table sized for as
+    /// many nodes as such an image likely holds: growing it as they arrive
+    /// rehashed every node several times, a tenth of a large load. A record
+    /// is at least about 100 bytes, most more, so the guess errs high by a
+    /// small factor at worst, a few percent of the image's size in memory.
+    pub fn for_image_of(len: u64) -> ImageDecoder {
+        /// Bytes per node assumed: a node of 100 bytes of data takes about 210.
+        const BYTES_PER_NODE: u64 = 160;
+        let mut decoder = ImageDecoder::new();
+        let nodes = usize::try_from(len / BYTES_PER_NODE).unwrap_or(0);
+        decoder.build.tree.nodes.reserve(nodes);
+        decoder
+    }
+
     /// Decodes every record `chunk` completes and keeps the bytes of an
     /// incomplete one for the next feed. Errors on a malformed record, a bad
     /// magic or version, or any byte after the terminator.

@@ -111,6 +111,15 @@ impl NodeTable {
         self.slots[id.0 as usize].take()
     }
 
+    /// Makes room for `more` nodes, so that many arrive without a rehash.
+    pub fn reserve(&mut self, more: usize) {
+        self.slots.reserve(more);
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        let rehash =
+            |id: &NodeId| hasher.hash_one(slot(slots, *id).map_or(&[][..], DataNode::path_bytes));
+        self.index.reserve(more, rehash);
+    }
+
     /// How many nodes there are.
     pub fn len(&self) -> usize {
         self.index.len()
