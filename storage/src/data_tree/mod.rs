@@ -19,12 +19,11 @@ mod open_parents;
 pub use children::ChildSet;
 pub use image::{ImageDecoder, SnapshotCursor};
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
-pub use node_table::NodeId;
 
 use crate::path;
 use crate::txn::{Txn, TxnBody};
 use bytes::Bytes;
-use node_table::NodeTable;
+use node_table::{NodeId, NodeTable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, Stat, StatPersisted};

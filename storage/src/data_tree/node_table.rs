@@ -13,7 +13,7 @@ use hashbrown::HashTable;
 /// Where a node lives in its tree's [`NodeTable`]. Valid while that node
 /// lives; a deleted node's id may be handed to the next node created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NodeId(u32);
+pub(super) struct NodeId(u32);
 
 /// The nodes of a tree, by id and by path.
 #[derive(Clone, Debug, Default)]
