@@ -150,6 +150,12 @@ impl DataNode {
 mod tests {
     use super::*;
 
+    /// A tree holds millions of nodes inline in its slab: keep them small.
+    #[test]
+    fn a_node_is_112_bytes() {
+        assert_eq!(std::mem::size_of::<Option<DataNode>>(), 112);
+    }
+
     #[test]
     fn ttl_owner_round_trips() {
         assert_eq!(ttl_of(ttl_owner(5000)), Some(5000));
