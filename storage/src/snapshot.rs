@@ -13,6 +13,7 @@
 //! also hold the effects of txns applied after `Z` while it was written.
 //! Those txns were applied, hence committed, so no TRUNC removes them.
 
+use crate::data_tree::DataTree;
 use crate::error::{Result, StorageError};
 use bytes::Bytes;
 use zkd_protocol::Zxid;
@@ -200,6 +201,14 @@ pub trait SnapshotStore {
         self.sync_snapshots()?;
         Ok(Some(oldest_kept))
     }
+
+    /// The newest snapshot, if the store decoded it ahead while it opened,
+    /// taken out of the store (so a tree is never held twice):
+    /// [`crate::store::load_snapshot`] uses it when it is the one asked
+    /// for. None unless the store preloads.
+    fn take_preloaded(&self) -> Option<(SnapshotRef, Result<DataTree>)> {
+        None
+    }
 }
 
 /// Writes an image to a slot piece by piece, computing its seal as it goes.
@@ -245,6 +254,19 @@ pub fn read_snapshot<S: SnapshotStore + ?Sized>(
     slot: SnapshotSlot,
     seal: SnapshotSeal,
 ) -> impl Iterator<Item = Result<Bytes>> + '_ {
+    read_snapshot_with(
+        move |offset, max| store.read_snapshot_at(slot, offset, max),
+        slot,
+        seal,
+    )
+}
+
+/// [`read_snapshot`] through `read_at(offset, max)`, a reader of `slot`.
+pub(crate) fn read_snapshot_with<'a>(
+    read_at: impl Fn(u64, usize) -> Result<Bytes> + 'a,
+    slot: SnapshotSlot,
+    seal: SnapshotSeal,
+) -> impl Iterator<Item = Result<Bytes>> + 'a {
     let mut read = seal.empty_like();
     let mut done = false;
     std::iter::from_fn(move || {
@@ -253,7 +275,7 @@ pub fn read_snapshot<S: SnapshotStore + ?Sized>(
         }
         let want = (seal.len.saturating_sub(read.len)).min(SNAPSHOT_CHUNK as u64) as usize;
         // At the sealed length, one more read proves the image ends there.
-        let piece = match store.read_snapshot_at(slot, read.len, want.max(1)) {
+        let piece = match read_at(read.len, want.max(1)) {
             Ok(piece) => piece,
             Err(e) => {
                 done = true;

@@ -120,13 +120,28 @@ pub fn install_snapshot<S: TxnLog + SnapshotStore>(
     store.delete_snapshots_after(zxid)
 }
 
-/// Loads the tree from a sealed snapshot, a chunk at a time; the caller
-/// replays the log after its zxid. A chunk that fails its seal or an image
-/// that does not decode is `Corrupt`.
+/// Loads the tree from a sealed snapshot, a chunk at a time (or takes the
+/// copy the store preloaded, checked the same way); the caller replays the
+/// log after its zxid. A chunk that fails its seal or an image that does
+/// not decode is `Corrupt`.
 pub fn load_snapshot<S: SnapshotStore>(store: &S, snapshot: SnapshotRef) -> Result<DataTree> {
+    match store.take_preloaded() {
+        Some((preloaded, tree)) if preloaded == snapshot => tree,
+        _ => decode_snapshot(
+            snapshot,
+            read_snapshot(store, SnapshotSlot::Saved(snapshot.zxid), snapshot.seal),
+        ),
+    }
+}
+
+/// Decodes the image of `snapshot` from its `pieces`, checking the seal.
+pub(crate) fn decode_snapshot(
+    snapshot: SnapshotRef,
+    pieces: impl Iterator<Item = Result<Bytes>>,
+) -> Result<DataTree> {
     let mut decoder = ImageDecoder::for_image_of(snapshot.seal.len);
     let corrupt = |e| StorageError::Corrupt(format!("snapshot {}: {e}", snapshot.zxid));
-    for chunk in read_snapshot(store, SnapshotSlot::Saved(snapshot.zxid), snapshot.seal) {
+    for chunk in pieces {
         decoder.feed(&chunk?).map_err(corrupt)?;
     }
     decoder.finish().map_err(corrupt)

@@ -14,7 +14,10 @@ const REPLAY_PAGE: usize = 1024;
 /// TRUNC or SNAP install cut short by a crash), and must not become
 /// loadable once new txns take the log past it (ZOOKEEPER-1549).
 pub fn recover(storage: &mut (impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
-    let tree = rebuild(storage)?;
+    let tree = rebuild(storage);
+    // A preloaded snapshot recovery did not use is not kept.
+    drop(storage.take_preloaded());
+    let tree = tree?;
     storage.delete_snapshots_after(tree.last_zxid())?;
     Ok(tree)
 }
@@ -278,6 +281,48 @@ mod tests {
         refuses_a_purge_mark_no_snapshot_reaches(MemStorage::new());
         let (_dir, s) = sled();
         refuses_a_purge_mark_no_snapshot_reaches(s);
+    }
+
+    /// A store reopened over snapshots decodes the newest while it opens.
+    /// Recovery uses it only when it is the base: not when it lies past the
+    /// log's end (a crash between a TRUNC's cut and the snapshot's removal),
+    /// nor when it is damaged; and keeps none of it afterwards.
+    #[test]
+    fn a_snapshot_preloaded_at_open_is_used_only_as_the_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let reopen = |s: SledStorage| {
+            drop(s);
+            SledStorage::open(dir.path(), dir.path()).unwrap()
+        };
+        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        history(&mut s);
+        let mut s = reopen(s);
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(10));
+        assert!(s.take_preloaded().is_none(), "recovery took it");
+
+        s.save_snapshot(Zxid(3), tree_through(3).to_image())
+            .unwrap();
+        s.truncate_after(Zxid(5)).unwrap();
+        let mut s = reopen(s);
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(5));
+        assert!(s.take_preloaded().is_none(), "recovery dropped it");
+
+        for z in 6..=10 {
+            s.append(Zxid(z), create(z).to_bytes()).unwrap();
+        }
+        s.sync().unwrap();
+        s.save_snapshot(Zxid(8), tree_through(8).to_image())
+            .unwrap();
+        s.save_snapshot(Zxid(10), tree_through(10).to_image())
+            .unwrap();
+        let file = dir.path().join("version-2/snapshots/snapshot.a");
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes[40] ^= 0xff;
+        std::fs::write(&file, bytes).unwrap();
+        let mut s = reopen(s);
+        let (found, _) = load_base_snapshot(&s).unwrap().expect("a snapshot");
+        assert_eq!(found.zxid, Zxid(8));
+        assert_same_tree(&recover(&mut s).unwrap(), &tree_through(10));
     }
 
     /// The newest snapshot damaged on disk: recovery skips it (it is

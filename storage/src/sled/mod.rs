@@ -20,9 +20,13 @@
 //! database of earlier versions (`version-2/log`) is moved on open
 //! ([`log_migration`]).
 
+use crate::data_tree::DataTree;
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
-use crate::snapshot::{fnv1a_of, SnapshotSeal, SnapshotSlot, SnapshotStore};
+use crate::snapshot::{
+    fnv1a_of, read_snapshot_with, SnapshotRef, SnapshotSeal, SnapshotSlot, SnapshotStore,
+};
+use crate::store::decode_snapshot;
 use log_mark::LogMark;
 use snapshot_files::SnapshotFiles;
 
@@ -36,7 +40,7 @@ use bytes::Bytes;
 use segment_log::SegmentLog;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use zkd_protocol::Zxid;
 
 /// fdatasync of one sled database's files: its log file and its blob files.
@@ -116,6 +120,23 @@ pub struct SledStorage {
     data_db: ::sled::Db,
     snapshots: SnapshotFiles,
     epochs: ::sled::Tree,
+    /// The newest snapshot, decoded while the store opened, until recovery takes it.
+    preloaded: Arc<Mutex<Option<Preloaded>>>,
+}
+
+/// A snapshot decoded ahead, and how that went.
+type Preloaded = (SnapshotRef, Result<DataTree>);
+
+/// Decodes the newest sealed snapshot, checked against its seal, for
+/// recovery to take ([`SnapshotStore::take_preloaded`]). None if there is
+/// none, or if the directory cannot be listed (recovery lists it again and
+/// reports why).
+fn preload_newest(files: &SnapshotFiles) -> Option<Preloaded> {
+    let (zxid, seal) = files.seals().ok()?.pop()?;
+    let snapshot = SnapshotRef { zxid, seal };
+    let slot = SnapshotSlot::Saved(zxid);
+    let pieces = read_snapshot_with(|offset, max| files.read_at(slot, offset, max), slot, seal);
+    Some((snapshot, decode_snapshot(snapshot, pieces)))
 }
 
 /// sled's page cache (its default is 1 GiB): the epochs need little.
@@ -143,17 +164,24 @@ impl SledStorage {
         log_migration::migrate(&data_log_dir.join("version-2").join("log"), &log_dir)?;
         let snapshot_dir = data_dir.join("version-2").join("snapshots");
         let data_dir = data_dir.join("version-2").join("data");
-        // The log's scan (every record's CRC) and sled's open each take tens
-        // of ms on a large data dir, and a restart waits for both: side by side.
-        let (data_db, log) = std::thread::scope(|s| {
+        let snapshots = SnapshotFiles::open(snapshot_dir)?;
+        // The log's scan (every record's CRC), sled's open and the newest
+        // snapshot's decoding each take tens of ms or more on a large data
+        // dir, and a restart waits for all three: side by side. Recovery
+        // decides whether the snapshot is the one to use.
+        let (data_db, log, preloaded) = std::thread::scope(|s| {
             let log = s.spawn(|| SegmentLog::open(&log_dir));
+            let preloaded = s.spawn(|| preload_newest(&snapshots));
             let data_db = ::sled::Config::new()
                 .path(&data_dir)
                 .mode(::sled::Mode::HighThroughput)
                 .cache_capacity(CACHE_BYTES)
                 .open();
             let log = log.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (data_db, log)
+            let preloaded = preloaded
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (data_db, log, preloaded)
         });
         let (data_db, log) = (data_db?, log?);
         let io = |e: std::io::Error| StorageError::Db(e.to_string());
@@ -164,9 +192,10 @@ impl SledStorage {
             log_mark: Arc::new(Mutex::new(log_mark)),
             epochs_mark: Arc::new(Mutex::new(epochs_mark)),
             data_sync: Arc::new(Mutex::new(FileSync::open(&data_dir).map_err(io)?)),
-            snapshots: SnapshotFiles::open(snapshot_dir)?,
+            snapshots,
             epochs: data_db.open_tree("epochs")?,
             data_db,
+            preloaded: Arc::new(Mutex::new(preloaded)),
         };
         storage.check_log_reaches_its_mark(&log_dir)?;
         storage.check_epochs_reach_their_mark(&data_dir)?;
@@ -416,6 +445,13 @@ impl SnapshotStore for SledStorage {
         value[8..].copy_from_slice(&key(end));
         self.epochs.insert(FUZZY_IMAGE, &value)?;
         self.flush_data()
+    }
+
+    fn take_preloaded(&self) -> Option<Preloaded> {
+        self.preloaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     fn fuzzy_image(&self) -> Result<Option<(Zxid, Zxid)>> {
