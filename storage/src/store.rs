@@ -125,13 +125,14 @@ pub fn install_snapshot<S: TxnLog + SnapshotStore>(
 /// log after its zxid. A chunk that fails its seal or an image that does
 /// not decode is `Corrupt`.
 pub fn load_snapshot<S: SnapshotStore>(store: &S, snapshot: SnapshotRef) -> Result<DataTree> {
-    match store.take_preloaded() {
-        Some((preloaded, tree)) if preloaded == snapshot => tree,
-        _ => decode_snapshot(
-            snapshot,
-            read_snapshot(store, SnapshotSlot::Saved(snapshot.zxid), snapshot.seal),
-        ),
+    if let Some((preloaded, tree)) = store.take_preloaded() {
+        if preloaded == snapshot {
+            return tree;
+        }
+        // Another one: dropped here, before this one is decoded.
     }
+    let pieces = read_snapshot(store, SnapshotSlot::Saved(snapshot.zxid), snapshot.seal);
+    decode_snapshot(snapshot, pieces)
 }
 
 /// Decodes the image of `snapshot` from its `pieces`, checking the seal.

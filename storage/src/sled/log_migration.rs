@@ -44,7 +44,7 @@ pub(super) fn migrate(old: &Path, new: &Path) -> Result<()> {
 /// synced txns; records the synced mark of the copy. Returns how many txns
 /// and the last one.
 fn copy(old: &Path, new: &Path) -> Result<(usize, Option<Zxid>)> {
-    let db = ::sled::Config::new().path(old).open()?;
+    let db = super::open_sled(::sled::Config::new().path(old))?;
     let txns = db.open_tree("txnlog")?;
     let meta = db.open_tree("txnlog-meta")?;
     let purged = meta.get(PURGED_THROUGH)?.map(|v| zxid_of(&v)).transpose()?;

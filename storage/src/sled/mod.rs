@@ -124,6 +124,26 @@ pub struct SledStorage {
     preloaded: Arc<Mutex<Option<Preloaded>>>,
 }
 
+/// Opens a sled database. sled lets go of its file lock from a background
+/// thread after its last handle is dropped, so a database reopened in the
+/// same process (a test's restart) may find the lock held a moment longer:
+/// that is waited out, for a bounded time.
+fn open_sled(config: ::sled::Config) -> ::sled::Result<::sled::Db> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match config.open() {
+            // sled reports the lock only in its message.
+            Err(::sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            opened => return opened,
+        }
+    }
+}
+
 /// A snapshot decoded ahead, and how that went.
 type Preloaded = (SnapshotRef, Result<DataTree>);
 
@@ -172,11 +192,12 @@ impl SledStorage {
         let (data_db, log, preloaded) = std::thread::scope(|s| {
             let log = s.spawn(|| SegmentLog::open(&log_dir));
             let preloaded = s.spawn(|| preload_newest(&snapshots));
-            let data_db = ::sled::Config::new()
-                .path(&data_dir)
-                .mode(::sled::Mode::HighThroughput)
-                .cache_capacity(CACHE_BYTES)
-                .open();
+            let data_db = open_sled(
+                ::sled::Config::new()
+                    .path(&data_dir)
+                    .mode(::sled::Mode::HighThroughput)
+                    .cache_capacity(CACHE_BYTES),
+            );
             let log = log.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             let preloaded = preloaded
                 .join()
