@@ -315,14 +315,19 @@ mod tests {
             .unwrap();
         s.save_snapshot(Zxid(10), tree_through(10).to_image())
             .unwrap();
-        let file = dir.path().join("version-2/snapshots/snapshot.a");
-        let mut bytes = std::fs::read(&file).unwrap();
-        bytes[40] ^= 0xff;
-        std::fs::write(&file, bytes).unwrap();
+        damage_snapshot_10(dir.path());
         let mut s = reopen(s);
         let (found, _) = load_base_snapshot(&s).unwrap().expect("a snapshot");
         assert_eq!(found.zxid, Zxid(8));
         assert_same_tree(&recover(&mut s).unwrap(), &tree_through(10));
+    }
+
+    /// Flips a byte inside the sealed snapshot at zxid 10 under `dir`.
+    fn damage_snapshot_10(dir: &std::path::Path) {
+        let file = dir.join("version-2/snapshots/snapshot.a");
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes[40] ^= 0xff;
+        std::fs::write(&file, bytes).unwrap();
     }
 
     /// The newest snapshot damaged on disk: recovery skips it (it is
@@ -333,10 +338,7 @@ mod tests {
         history(&mut s);
         s.save_snapshot(Zxid(10), tree_through(10).to_image())
             .unwrap();
-        let file = dir.path().join("version-2/snapshots/snapshot.a");
-        let mut bytes = std::fs::read(&file).unwrap();
-        bytes[40] ^= 0xff;
-        std::fs::write(&file, bytes).unwrap();
+        damage_snapshot_10(dir.path());
         let (found, tree) = load_base_snapshot(&s).unwrap().expect("a snapshot");
         assert_eq!(found.zxid, Zxid(8));
         assert_same_tree(&tree, &tree_through(8));
