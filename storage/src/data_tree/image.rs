@@ -17,7 +17,7 @@
 //! the whole image in memory.
 
 use super::open_parents::OpenParents;
-use super::{DataNode, DataTree, NodeTable};
+use super::{DataNode, DataTree, NodeId};
 use crate::path;
 use bytes::{Buf, Bytes, BytesMut};
 use std::sync::Arc;
@@ -78,8 +78,9 @@ impl NodeEncoder {
 #[derive(Debug)]
 struct Frame {
     path: Box<str>,
-    /// The path of the last child written; the next is the first after it.
-    after: Option<Box<str>>,
+    /// The last child written; the next is the first after it in the
+    /// children's order, which a live node keeps.
+    after: Option<NodeId>,
 }
 
 impl SnapshotCursor {
@@ -113,21 +114,23 @@ impl SnapshotCursor {
             // not one per child.
             let mut last = None;
             let mut deeper = None;
-            let after = frame.after.as_deref().map(path::name);
-            for node in children_after(&tree.nodes, parent, after) {
+            for id in parent.children.after(frame.after) {
+                let Some(node) = tree.nodes.node(id) else {
+                    continue;
+                };
                 if written == budget {
                     break;
                 }
                 self.encoder.node(&mut self.out, node);
                 written += 1;
-                last = Some(node);
+                last = Some(id);
                 if !node.children.is_empty() {
                     deeper = Some(node);
                     break;
                 }
             }
             match last {
-                Some(node) => frame.after = Some(node.path().into()),
+                Some(id) => frame.after = Some(id),
                 None => {
                     self.stack.pop();
                     continue;
@@ -158,9 +161,12 @@ impl SnapshotCursor {
 
     /// The path written last (tests place txns between particular nodes).
     #[cfg(test)]
-    pub(crate) fn last_written(&self) -> Option<&str> {
+    pub(crate) fn last_written<'a>(&'a self, tree: &'a DataTree) -> Option<&'a str> {
         let frame = self.stack.last()?;
-        Some(frame.after.as_deref().unwrap_or(&frame.path))
+        match frame.after {
+            Some(id) => tree.nodes.node(id).map(DataNode::path),
+            None => Some(&frame.path),
+        }
     }
 
     /// Takes the next `max` bytes of the image off the buffer, but only once
@@ -186,16 +192,6 @@ impl SnapshotCursor {
         String::new().encode(&mut self.out);
         self.out.freeze()
     }
-}
-
-/// The children of `parent` named after `after`, in order.
-fn children_after<'a>(
-    nodes: &'a NodeTable,
-    parent: &'a DataNode,
-    after: Option<&str>,
-) -> impl Iterator<Item = &'a DataNode> + 'a {
-    let ids = parent.children.after(after, nodes);
-    ids.filter_map(move |id| nodes.node(id))
 }
 
 /// A jute string or buffer: its length (-1 for null), then its bytes.

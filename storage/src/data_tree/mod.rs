@@ -145,8 +145,8 @@ impl DataTree {
             self.nodes.id(path::parent(p))
         };
         let id = self.index(node);
-        if let Some(parent) = parent {
-            self.change_children(parent, |children, nodes| children.insert(id, nodes));
+        if let Some(children) = parent.and_then(|p| self.children_mut(p)) {
+            children.insert(id);
         }
     }
 
@@ -196,16 +196,9 @@ impl DataTree {
         self.expirable.remove(&id);
     }
 
-    /// Changes the children of node `id`, with the table at hand for their names.
-    fn change_children(&mut self, id: NodeId, change: impl FnOnce(&mut ChildSet, &NodeTable)) {
-        let Some(node) = self.nodes.node_mut(id) else {
-            return;
-        };
-        let mut children = std::mem::take(&mut node.children);
-        change(&mut children, &self.nodes);
-        if let Some(node) = self.nodes.node_mut(id) {
-            node.children = children;
-        }
+    /// The children of node `id`, to change.
+    fn children_mut(&mut self, id: NodeId) -> Option<&mut ChildSet> {
+        self.nodes.node_mut(id).map(|node| &mut node.children)
     }
 
     /// The digest of the replicated state: every node (path, data, ACL and
@@ -289,7 +282,7 @@ impl DataTree {
     }
 
     /// Paths of `p` and all its descendants, parents before children, each
-    /// level in name order. Iterative: a path may be hundreds of thousands of
+    /// level in the children's order. Iterative: a path may be hundreds of thousands of
     /// levels deep, far past what recursion on the stack survives.
     pub fn preorder<'a>(&'a self, p: &str) -> impl Iterator<Item = (&'a str, &'a DataNode)> + 'a {
         let mut stack: Vec<&'a DataNode> = self.nodes.get(p).into_iter().collect();
@@ -488,12 +481,11 @@ impl DataTree {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         let parent_path = path::parent(p);
-        // Out of the parent's set first: the set finds it by its name, read
-        // from the table.
         let parent_acl = match self.nodes.id(parent_path) {
             Some(parent) => {
-                let name = path::name(p);
-                self.change_children(parent, |children, nodes| children.remove(name, nodes));
+                if let Some(children) = self.children_mut(parent) {
+                    children.remove(id);
+                }
                 self.nodes.node(parent).map(|n| n.acl.clone())
             }
             None => None,

@@ -1,9 +1,10 @@
 //! Children gathered while an image loads, each parent's set built at once.
 //!
-//! An image lists nodes in preorder, siblings in name order, so the nodes
-//! whose children may still arrive are the ancestors of the last node read.
+//! An image lists nodes in preorder, so the nodes whose children may still
+//! arrive are the ancestors of the last node read.
 //! With those on a stack, a child goes onto its parent's list, and the
-//! parent's set is built in one bulk step when the walk leaves it: no hash
+//! parent's set is built in one bulk step when the walk leaves it (a fresh
+//! table gives siblings rising ids in the order they arrive): no hash
 //! lookup of the parent and no B-tree descent per node, which were a fifth
 //! of a large snapshot's load. A node whose parent is not on the stack (an
 //! image out of preorder) is linked into its parent directly.
@@ -49,7 +50,9 @@ impl OpenParents {
             (ParentAt::Open, Some((_, children))) => children.push(child),
             (ParentAt::Open, None) => {}
             (ParentAt::Elsewhere(id), _) => {
-                tree.change_children(id, |children, nodes| children.insert(child, nodes))
+                if let Some(children) = tree.children_mut(id) {
+                    children.insert(child);
+                }
             }
         }
     }
@@ -70,8 +73,8 @@ impl OpenParents {
         let Some((id, children)) = self.stack.pop() else {
             return;
         };
-        if !children.is_empty() {
-            tree.change_children(id, |set, nodes| set.extend(children, nodes));
+        if let Some(set) = tree.children_mut(id) {
+            set.extend(children);
         }
     }
 }
