@@ -494,9 +494,11 @@ impl NodeLoop {
                         c.flow.close();
                     }
                 }
-                Command::Persist { txn } => {
-                    self.submit(StorageJob::Persist { txn, permit: None })?
-                }
+                Command::Persist { txn } => self.submit(StorageJob::Persist {
+                    zxid: txn.zxid(),
+                    record: txn.to_bytes(),
+                    permit: None,
+                })?,
                 Command::SnapshotPiece(piece) => self.submit(StorageJob::SnapshotPiece(piece))?,
                 // A standalone node asks nothing of an ensemble.
                 Command::Forward(_) | Command::Revalidate { .. } | Command::Revalidated { .. } => {}

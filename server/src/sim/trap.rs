@@ -28,7 +28,7 @@ pub enum JobKind {
 impl JobKind {
     pub fn of(job: &StorageJob) -> JobKind {
         match job {
-            StorageJob::Persist { txn, .. } => JobKind::Append(txn.zxid()),
+            StorageJob::Persist { zxid, .. } => JobKind::Append(*zxid),
             StorageJob::InstallSnapshot {
                 zxid,
                 fuzzy_through,

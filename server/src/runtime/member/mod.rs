@@ -31,9 +31,12 @@ use std::collections::VecDeque;
 use zkd_protocol::Zxid;
 use zkd_storage::Txn;
 
+mod decoded;
 mod node_commands;
 mod ports;
 mod sync;
+
+use decoded::DecodedTxns;
 
 use sync::{Deferred, Divergence, Loaded, Reload};
 
@@ -102,6 +105,8 @@ pub(crate) struct Member {
     /// the append it leads to holds it until the txn is durable, so a
     /// follower takes in proposals no faster than its disk makes them durable.
     arriving: Option<ReadPermit>,
+    /// The role's txns in flight, decoded once, for their commits.
+    decoded: DecodedTxns,
     /// Planted (skip-epoch-write): the acceptedEpoch and currentEpoch this
     /// process meant to persist and did not. Always `(None, None)` otherwise.
     unsaved_epochs: (Option<Epoch>, Option<Epoch>),
@@ -133,6 +138,7 @@ impl Member {
             looked: None,
             diverged: Divergence::None,
             arriving: None,
+            decoded: DecodedTxns::default(),
             unsaved_epochs: (None, None),
         }
     }
@@ -582,8 +588,11 @@ impl Member {
             }
             ZabCommand::Storage(op) => self.storage_op(ctx, op)?,
             ZabCommand::Deliver { zxid, txn } => {
-                let txn = Txn::from_bytes(txn)
-                    .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?;
+                let txn = match self.decoded.take(zxid) {
+                    Some(txn) => txn,
+                    None => Txn::from_bytes(txn)
+                        .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?,
+                };
                 ctx.node.handle_event(ctx.now, Event::Committed { txn });
                 if let Some(zxid) = ctx.node.take_divergence() {
                     return self.diverge(ctx, zxid, "a committed txn failed to apply");
@@ -632,6 +641,7 @@ impl Member {
     fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), ServeError> {
         tracing::info!(role = %self.describe(), reason, "role ended; back to election");
         self.role = Role::Looking;
+        self.decoded.clear();
         // Until the drain ends and a round starts, lookers hear LOOKING.
         self.election.stand_down();
         ctx.node.stop_serving(ctx.now);
@@ -644,13 +654,28 @@ impl Member {
 
     fn storage_op(&mut self, ctx: &mut Ctx<'_>, op: StorageOp) -> Result<(), ServeError> {
         let job = match op {
-            StorageOp::Append { zxid, txn } => StorageJob::Persist {
-                txn: Txn::from_bytes(txn)
-                    .map_err(|e| ServeError::Storage(format!("txn {zxid}: {e}")))?,
-                permit: self.arriving.take(),
-            },
+            StorageOp::Append { zxid, txn } => {
+                // A leader's own proposal was kept as it was made; one from
+                // a leader is checked before it is logged, as ZooKeeper
+                // deserializes a proposal first.
+                if !self.decoded.holds(zxid) {
+                    let decoded = Txn::from_bytes(txn.clone())
+                        .map_err(|e| ServeError::Storage(format!("txn {zxid}: {e}")))?;
+                    if decoded.zxid() != zxid {
+                        let inside = decoded.zxid();
+                        return Err(ServeError::Storage(format!("txn {zxid} says {inside}")));
+                    }
+                    self.decoded.keep(decoded);
+                }
+                StorageJob::Persist {
+                    zxid,
+                    record: txn,
+                    permit: self.arriving.take(),
+                }
+            }
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
+                self.decoded.clear();
                 ctx.jobs.submit(StorageJob::Truncate(after))?;
                 let tree_at = ctx.node.tree().last_zxid();
                 let reload = if tree_at <= after {
@@ -668,6 +693,7 @@ impl Member {
                 image,
                 fuzzy_through,
             } => {
+                self.decoded.clear();
                 ctx.jobs.submit(StorageJob::InstallSnapshot {
                     zxid,
                     image,

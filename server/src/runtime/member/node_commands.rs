@@ -53,7 +53,10 @@ impl Member {
     fn propose(&mut self, ctx: &mut Ctx<'_>, txn: Txn) -> Result<(), ServeError> {
         if let Role::Leading(l) = &mut self.role {
             match l.next_zxid() {
-                Some(next) if next == txn.zxid() => l.propose(next, txn.to_bytes()),
+                Some(next) if next == txn.zxid() => {
+                    l.propose(next, txn.to_bytes());
+                    self.decoded.keep(txn);
+                }
                 Some(next) => {
                     tracing::error!(node = %txn.zxid(), leader = %next, "zxids disagree; stepping down");
                     return self.end_role(ctx, "zxid mismatch");

@@ -21,13 +21,14 @@
 
 use crate::core::types::SnapshotPiece;
 use crate::runtime::faults::DiskFaults;
+use bytes::Bytes;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotSlot;
-use zkd_storage::{StorageError, Store, Txn};
+use zkd_storage::{StorageError, Store};
 
 mod local_snapshots;
 use local_snapshots::LocalSnapshots;
@@ -35,10 +36,12 @@ use local_snapshots::LocalSnapshots;
 /// Work for the storage thread, carried out in submission order.
 #[derive(Debug)]
 pub enum StorageJob {
-    /// Append and make durable; reported as `Persisted` once synced. The
-    /// permit of the proposal it came in (a follower's) is dropped then.
+    /// Append txn `zxid`, encoded (`Txn::to_bytes`), and make it durable;
+    /// reported as `Persisted` once synced. The permit of the proposal it
+    /// came in (a follower's) is dropped then.
     Persist {
-        txn: Txn,
+        zxid: Zxid,
+        record: Bytes,
         permit: Option<super::peer::ReadPermit>,
     },
     /// A piece of a local snapshot, stored in the background; after the
@@ -301,9 +304,14 @@ impl<S: Store> Worker<S> {
     /// comes at the next non-append job or the end of the batch); any other
     /// job first syncs the appends before it.
     fn execute(&mut self, job: StorageJob) -> Result<(), StorageError> {
-        if let StorageJob::Persist { txn, permit } = job {
-            self.storage.append(txn.zxid(), txn.to_bytes())?;
-            self.unsynced = Some(txn.zxid());
+        if let StorageJob::Persist {
+            zxid,
+            record,
+            permit,
+        } = job
+        {
+            self.storage.append(zxid, record)?;
+            self.unsynced = Some(zxid);
             self.unsynced_permits.extend(permit);
             return Ok(());
         }

@@ -8,7 +8,9 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use zkd_protocol::records::{ErrorTxn, TxnHeader};
 use zkd_storage::snapshot::{SnapshotSeal, SnapshotSlot};
 use zkd_storage::store::SnapshotSource;
-use zkd_storage::{DataTree, EpochStore, MemStorage, SnapshotStore, StorageError, TxnBody, TxnLog};
+use zkd_storage::{
+    DataTree, EpochStore, MemStorage, SnapshotStore, StorageError, Txn, TxnBody, TxnLog,
+};
 
 type Result<T> = std::result::Result<T, StorageError>;
 
@@ -149,8 +151,10 @@ fn txn(z: i64) -> Txn {
 }
 
 fn persist(z: i64) -> StorageJob {
+    let txn = txn(z);
     StorageJob::Persist {
-        txn: txn(z),
+        zxid: txn.zxid(),
+        record: txn.to_bytes(),
         permit: None,
     }
 }
@@ -569,7 +573,8 @@ fn a_proposals_permit_is_given_back_once_it_is_durable() {
     };
     let jobs = (1..=3)
         .map(|z| StorageJob::Persist {
-            txn: txn(z),
+            zxid: Zxid(z),
+            record: txn(z).to_bytes(),
             permit: Some(crate::runtime::peer::ReadPermit::take(&budget, 2)),
         })
         .collect();
