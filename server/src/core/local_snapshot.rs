@@ -7,7 +7,6 @@ use super::types::{Command, SnapshotPiece};
 use std::collections::VecDeque;
 use zkd_protocol::Zxid;
 use zkd_storage::data_tree::SnapshotCursor;
-use zkd_storage::snapshot::SNAPSHOT_CHUNK;
 use zkd_storage::DataTree;
 
 /// Nodes written per snapshot slice, and the pause between slices: about
@@ -23,6 +22,11 @@ const SNAPSHOT_STEP_INTERVAL_MS: u64 = 4;
 const SNAPSHOT_STEP_BYTES: usize = 1 << 20;
 /// Nodes written between looks at the slice's bytes.
 const SNAPSHOT_NODES_PER_LOOK: usize = 16;
+/// Bytes of image per piece handed over. Each piece is written out
+/// (fdatasync) on its own, and the log's fsyncs queue behind it on the
+/// disk: with 256 KiB pieces, not 1 MiB, writes' p99 while 500k znodes
+/// were snapshotted fell from 3.1-3.8 ms to 2.0-2.6 ms (64 KiB was worse).
+const PIECE_BYTES: usize = 256 << 10;
 
 /// A snapshot being written.
 #[derive(Debug)]
@@ -75,7 +79,7 @@ impl LocalSnapshot {
                 break false;
             }
         };
-        while let Some(data) = self.cursor.take_chunk(SNAPSHOT_CHUNK) {
+        while let Some(data) = self.cursor.take_chunk(PIECE_BYTES) {
             self.hand_over(data, out);
         }
         done
