@@ -372,12 +372,20 @@ pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>, u16), Ensem
         let cfg = node_dir(&dir, m.id).join("zoo.cfg");
         let text = zoo_cfg(&members, m, data_str, args.tick_time);
         if std::fs::read_to_string(&cfg).ok().as_deref() != Some(text.as_str()) {
-            let tmp = cfg.with_extension("cfg.tmp");
-            std::fs::write(&tmp, &text).map_err(|e| io_error(&tmp, e))?;
-            std::fs::rename(&tmp, &cfg).map_err(|e| io_error(&cfg, e))?;
+            write_whole(&cfg, &text).map_err(|e| io_error(&cfg, e))?;
         }
     }
     Ok((dir, members, fault_port))
+}
+
+/// Writes `text` to `path` aside and renames it in, so that a reader (a test
+/// polling for the fault API's address, a member reading its zoo.cfg) never
+/// sees the file empty or half written.
+fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".partial");
+    std::fs::write(&aside, text)?;
+    std::fs::rename(&aside, path)
 }
 
 /// The `Mode:` value of a `srvr` reply (`leader`, `follower`, `standalone`, ...).

@@ -53,7 +53,7 @@ pub(super) fn start(
         forwarders.push(forward(err, m.id)?);
     }
     let pid_file = node.join(PID_FILE);
-    if let Err(e) = std::fs::write(&pid_file, format!("{}\n", child.id())) {
+    if let Err(e) = write_whole(&pid_file, &format!("{}\n", child.id())) {
         tracing::warn!("cannot write {}: {e}", pid_file.display());
     }
     Ok(child)
@@ -148,7 +148,7 @@ async fn supervise(dir: PathBuf, members: Vec<Member>, fault_port: u16) -> ExitC
     ));
     let api_file = dir.join(FAULT_API_FILE);
     let url = format!("http://127.0.0.1:{fault_port}");
-    if let Err(e) = std::fs::write(&api_file, format!("{url}\n")) {
+    if let Err(e) = write_whole(&api_file, &format!("{url}\n")) {
         tracing::warn!("cannot write {}: {e}", api_file.display());
     }
     status_line(&format!(
