@@ -9,25 +9,40 @@
 //! A record is `len: u32, crc32: u32, zxid: u64` (big-endian) and `len` bytes
 //! of txn; the CRC covers the zxid and the txn. Appends are buffered and
 //! written with one `write` and one `fdatasync` per [`SegmentLog::sync`].
+//!
+//! Zeros are written [`GROW_BYTES`] at a time ahead of the records of the
+//! segment being appended to, so that most syncs overwrite blocks already
+//! allocated and written, and ext4 commits no metadata for them. On this
+//! project's machine a 6 KB append and fdatasync cost 184 us of wall time
+//! and 68 us of CPU; into zeros already on disk, 98 us and 45 us. (A sparse
+//! extension, as ZooKeeper pads its logs, saved little: 147 us and 63 us,
+//! since each sync still allocated blocks.) A closed segment is cut to its
+//! records before the next one is created.
+//!
 //! A segment is synced before the next one is created, and a new file's
 //! directory entry is synced before anything in it is, so only the last
 //! segment can end in a torn record: on open, a bad record there ends the
-//! log (the file is cut back to it), and a bad record in an earlier segment
-//! is damage, refused. Whether a cut-back tail had been synced is for the
-//! synced mark beside the log to tell ([`super::log_mark`]).
+//! log (the file is cut back to it unless only zeros follow), and a bad
+//! record in an earlier segment is damage, refused. Whether a cut-back tail
+//! had been synced is for the synced mark beside the log to tell
+//! ([`super::log_mark`]).
 
 use super::log_mark::LogMark;
 use super::record_index::RecordIndex;
 use crate::error::{Result, StorageError};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use zkd_protocol::Zxid;
 
 /// A segment is closed, and the next one begun, past this size.
 const SEGMENT_BYTES: u64 = 64 << 20;
+/// Zeros written ahead of the last segment's records. With 1 MiB, the sync
+/// that writes them out (one in ~170 of 6 KB) took up to 1-2 ms; 4 MiB took
+/// up to 12 ms.
+const GROW_BYTES: u64 = 1 << 20;
 /// Record header: length, CRC, zxid.
 const HEADER: usize = 4 + 4 + 8;
 const PREFIX: &str = "zkd-log.";
@@ -43,8 +58,10 @@ struct Segment {
     path: PathBuf,
     /// Each record's zxid and offset, in order.
     index: RecordIndex,
-    /// Bytes written to the file.
+    /// Bytes of records written to the file.
     len: u64,
+    /// The file's size: `len` and zeros after it.
+    size: u64,
 }
 
 impl Segment {
@@ -184,7 +201,9 @@ impl SegmentLog {
             }
             at += len;
         }
-        if at < buf.len() {
+        let mut size = buf.len() as u64;
+        // Zeros after the records are the room the segment was grown by.
+        if at < buf.len() && (!last || buf[at..].iter().any(|b| *b != 0)) {
             if !last {
                 return Err(StorageError::Corrupt(format!(
                     "{}: a damaged record at byte {at} of a closed segment",
@@ -199,17 +218,19 @@ impl SegmentLog {
             f.set_len(at as u64)
                 .and_then(|()| f.sync_all())
                 .map_err(|e| io_error(&path, e))?;
+            size = at as u64;
         }
         Ok(Segment {
             path,
             index,
             len: at as u64,
+            size,
         })
     }
 
     fn open_for_append(path: &Path) -> Result<File> {
         OpenOptions::new()
-            .append(true)
+            .write(true)
             .open(path)
             .map_err(|e| io_error(path, e))
     }
@@ -274,10 +295,20 @@ impl SegmentLog {
     /// `zxid`, its directory entry durable before anything in it is.
     fn start_segment(&mut self, zxid: Zxid) -> Result<()> {
         self.sync()?;
+        if let (Some(file), Some(segment)) = (self.file.as_ref(), self.segments.last_mut()) {
+            // Cut to its records, durably: only the last segment may end in zeros.
+            if segment.size > segment.len {
+                file.set_len(segment.len)
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| io_error(&segment.path, e))?;
+                segment.size = segment.len;
+            }
+        }
         let path = self.dir.join(format!("{PREFIX}{:016x}", zxid.0 as u64));
         let file = OpenOptions::new()
-            .append(true)
+            .write(true)
             .create(true)
+            .truncate(true)
             .open(&path)
             .map_err(|e| io_error(&path, e))?;
         sync_dir(&self.dir)?;
@@ -285,6 +316,7 @@ impl SegmentLog {
             path,
             index: RecordIndex::default(),
             len: 0,
+            size: 0,
         });
         self.file = Some(file);
         Ok(())
@@ -298,9 +330,19 @@ impl SegmentLog {
         let (Some(file), Some(segment)) = (self.file.as_mut(), self.segments.last_mut()) else {
             return Err(StorageError::Db("txn log: records with no segment".into()));
         };
-        file.write_all(&self.pending)
+        let end = segment.len + self.pending.len() as u64;
+        file.write_all_at(&self.pending, segment.len)
             .map_err(|e| io_error(&segment.path, e))?;
-        segment.len += self.pending.len() as u64;
+        if end > segment.size {
+            // Zeros written ahead (not past a whole segment), so that most
+            // syncs overwrite blocks already on disk and commit no metadata.
+            let size = (end + GROW_BYTES).min(self.segment_bytes.max(end));
+            let zeros = vec![0u8; (size - end) as usize];
+            file.write_all_at(&zeros, end)
+                .map_err(|e| io_error(&segment.path, e))?;
+            segment.size = size;
+        }
+        segment.len = end;
         self.pending.clear();
         Ok(())
     }
@@ -393,6 +435,7 @@ impl SegmentLog {
                     .and_then(|()| f.sync_all())
                     .map_err(|e| io_error(&segment.path, e))?;
                 segment.len = cut;
+                segment.size = cut;
             }
         }
         self.file = match self.segments.last() {
@@ -520,6 +563,79 @@ mod tests {
             Err(StorageError::Corrupt(e)) => assert!(e.contains("closed segment"), "{e}"),
             other => panic!("opened a damaged closed segment: {other:?}"),
         }
+    }
+
+    fn size_of(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().len()
+    }
+
+    #[test]
+    fn the_last_segment_is_grown_ahead_and_its_zeros_are_no_tear() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SegmentLog::open(dir.path()).unwrap();
+        fill(&mut log, 1, 10);
+        let records = log.bytes();
+        let file = segment_files(dir.path()).pop().unwrap();
+        assert_eq!(size_of(&file), records + GROW_BYTES);
+        // Written, not a hole: a later sync must find its blocks allocated.
+        let allocated =
+            std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&file).unwrap()) * 512;
+        assert!(
+            allocated >= records + GROW_BYTES,
+            "{allocated} bytes allocated"
+        );
+        drop(log);
+        let mut log = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(size_of(&file), records + GROW_BYTES, "not cut at open");
+        assert_eq!(log.last_zxid(), Some(Zxid(10)));
+        fill(&mut log, 11, 20);
+        assert_eq!(size_of(&file), records + GROW_BYTES, "appended in place");
+        drop(log);
+        let log = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(
+            (log.first_zxid(), log.last_zxid()),
+            (Some(Zxid(1)), Some(Zxid(20)))
+        );
+    }
+
+    #[test]
+    fn a_torn_record_in_the_grown_room_is_cut_and_appends_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SegmentLog::open(dir.path()).unwrap();
+        fill(&mut log, 1, 10);
+        let records = log.bytes();
+        drop(log);
+        let file = segment_files(dir.path()).pop().unwrap();
+        let f = OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&[0x5a; 40], records).unwrap();
+        let mut log = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(size_of(&file), records, "the tear is cut off");
+        fill(&mut log, 11, 12);
+        drop(log);
+        let mut log = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(log.last_zxid(), Some(Zxid(12)));
+        let page = log.read_range(Zxid(10), 5).unwrap();
+        assert_eq!(page.iter().map(|(z, _)| z.0).collect::<Vec<_>>(), [11, 12]);
+    }
+
+    /// A segment closed before it filled its room (the segment size is
+    /// lowered) is cut to its records, or it would be refused as damaged.
+    #[test]
+    fn a_closed_segment_ends_at_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SegmentLog::open(dir.path()).unwrap();
+        fill(&mut log, 1, 10);
+        log.segment_bytes = 1024;
+        fill(&mut log, 11, 20);
+        drop(log);
+        let files = segment_files(dir.path());
+        assert!(files.len() >= 2, "{files:?}");
+        assert_eq!(size_of(&files[0]), 10 * (HEADER as u64 + 100));
+        let log = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(
+            (log.first_zxid(), log.last_zxid()),
+            (Some(Zxid(1)), Some(Zxid(20)))
+        );
     }
 
     #[test]

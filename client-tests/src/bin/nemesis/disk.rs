@@ -284,7 +284,7 @@ impl MemberDisk {
         let Some(file) = self.newest_log() else {
             return "no log to truncate".to_owned();
         };
-        let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        let len = std::fs::read(&file).map_or(0, |b| data_end(&b) as u64);
         let cut = rng.gen_range(1..=4096).min(len);
         let done = std::fs::OpenOptions::new()
             .write(true)
@@ -304,10 +304,11 @@ impl MemberDisk {
         let Ok(mut bytes) = std::fs::read(&file) else {
             return format!("corrupt log: {} unreadable", name(&file));
         };
-        if bytes.is_empty() {
+        let end = data_end(&bytes);
+        if end == 0 {
             return format!("corrupt log: {} empty", name(&file));
         }
-        let at = rng.gen_range(bytes.len().saturating_sub(64 * 1024)..bytes.len());
+        let at = rng.gen_range(end.saturating_sub(64 * 1024)..end);
         bytes[at] ^= 0xff;
         match std::fs::write(&file, &bytes) {
             Ok(()) => format!("corrupt log: byte {at} of {} flipped", name(&file)),
@@ -319,6 +320,13 @@ impl MemberDisk {
     pub fn root(&self) -> &Path {
         self.root.path()
     }
+}
+
+/// Where a log file's data ends: both servers grow their logs ahead with
+/// zeros (ZooKeeper pads to 64 MB, zkd 4 MiB at a time), and a nemesis that
+/// cut or flipped those zeros would change nothing.
+fn data_end(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1)
 }
 
 /// Makes member `pid`'s fsyncs (`sync`) or writes fail with EIO.
