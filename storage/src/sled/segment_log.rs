@@ -12,7 +12,7 @@
 //!
 //! Zeros are written [`GROW_BYTES`] at a time ahead of the records of the
 //! segment being appended to, so that most syncs overwrite blocks already
-//! allocated and written, and ext4 commits no metadata for them. On this
+//! allocated and written, and the file system writes no metadata for them. On this
 //! project's machine a 6 KB append and fdatasync cost 184 us of wall time
 //! and 68 us of CPU; into zeros already on disk, 98 us and 45 us. (A sparse
 //! extension, as ZooKeeper pads its logs, saved little: 147 us and 63 us,
@@ -335,7 +335,7 @@ impl SegmentLog {
             .map_err(|e| io_error(&segment.path, e))?;
         if end > segment.size {
             // Zeros written ahead (not past a whole segment), so that most
-            // syncs overwrite blocks already on disk and commit no metadata.
+            // syncs overwrite blocks already on disk and write no metadata.
             let size = (end + GROW_BYTES).min(self.segment_bytes.max(end));
             let zeros = vec![0u8; (size - end) as usize];
             file.write_all_at(&zeros, end)
