@@ -322,9 +322,9 @@ impl MemberDisk {
     }
 }
 
-/// Where a log file's data ends: both servers grow their logs ahead with
-/// zeros (ZooKeeper pads to 64 MB, zkd 4 MiB at a time), and a nemesis that
-/// cut or flipped those zeros would change nothing.
+/// Where a log file's data ends: both servers pad their logs ahead with
+/// zeros (ZooKeeper to 64 MB, zkd 1 MiB past its records), and a nemesis
+/// that cut or flipped those zeros would change nothing.
 fn data_end(bytes: &[u8]) -> usize {
     bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1)
 }
