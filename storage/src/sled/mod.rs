@@ -30,6 +30,7 @@ use crate::store::decode_snapshot;
 use log_mark::LogMark;
 use snapshot_files::SnapshotFiles;
 
+mod gradual_removal;
 mod log_mark;
 mod log_migration;
 mod record_index;

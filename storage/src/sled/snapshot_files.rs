@@ -9,6 +9,7 @@
 //! its final name and the directory fsynced. A staged SNAP is sealed the
 //! same way, so installing it is a rename, not a copy.
 
+use super::gradual_removal;
 use crate::error::{Result, StorageError};
 use crate::snapshot::{Checksum, SnapshotSeal, SnapshotSlot};
 use bytes::Bytes;
@@ -41,6 +42,7 @@ impl SnapshotFiles {
     /// Opens (creating) the directory.
     pub fn open(dir: PathBuf) -> Result<SnapshotFiles> {
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        gradual_removal::sweep(&dir);
         let files = SnapshotFiles { dir };
         files.sync_dir()?;
         Ok(files)
@@ -202,7 +204,7 @@ impl SnapshotFiles {
             paths.push(self.sealed_path(zxid));
         }
         for path in paths {
-            match std::fs::remove_file(&path) {
+            match gradual_removal::remove(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => return Err(io_error(&path, e)),

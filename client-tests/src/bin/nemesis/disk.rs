@@ -323,7 +323,7 @@ impl MemberDisk {
 }
 
 /// Where a log file's data ends: both servers pad their logs ahead with
-/// zeros (ZooKeeper to 64 MB, zkd 1 MiB past its records), and a nemesis
+/// zeros (ZooKeeper to 64 MB, zkd 64 KiB past its records), and a nemesis
 /// that cut or flipped those zeros would change nothing.
 fn data_end(bytes: &[u8]) -> usize {
     bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1)
