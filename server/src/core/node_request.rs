@@ -5,12 +5,13 @@ use super::connection::{ConnState, Queued};
 use super::node::{InFlight, Node, Origin};
 use super::pipeline::prep::Prep;
 use super::pipeline::read::ReadCtx;
+use super::pipeline::txn_changes::TxnChanges;
 use super::reply;
 use super::session::SessionId;
 use super::types::{Command, ConnId, Mode, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use zkd_protocol::records::{CreateRequest, ErrorTxn, TxnHeader};
 use zkd_protocol::request::{ClientRequest, RequestError};
 use zkd_protocol::{ErrorCode, OpCode};
@@ -229,7 +230,7 @@ impl Node {
             zxid: zxid.0,
             time: now.wall_ms,
             extended_types: self.config.extended_types,
-            scratch: BTreeMap::new(),
+            scratch: TxnChanges::default(),
         };
         let body = validate(&mut prep);
         let changes = std::mem::take(&mut prep.scratch);
@@ -256,7 +257,7 @@ impl Node {
             time: now.wall_ms,
             r#type: body.type_code(),
         };
-        let txn = Txn { header, body };
+        let txn = Arc::new(Txn { header, body });
         self.commands
             .push_back(Command::Persist { txn: txn.clone() });
         self.in_flight.push_back(InFlight { txn, origin });

@@ -139,6 +139,53 @@ fn a_write_is_answered_only_once_persisted() {
 }
 
 #[test]
+fn a_write_checks_the_version_a_pending_write_leaves_after_an_older_one_applies() {
+    let mut n = node();
+    let (a, b) = (ConnId(1), ConnId(2));
+    open_session(&mut n, a, 4000);
+    open_session(&mut n, b, 4000);
+    submit(&mut n, 1, a, 1, &create("/v", 0));
+    let c = drain(&mut n);
+    persist_all(&mut n, &c, 1);
+    drain(&mut n);
+    let set = |version| {
+        ClientRequest::SetData(SetDataRequest {
+            path: "/v".into(),
+            data: None,
+            version,
+        })
+    };
+    // Two pipelined writes of /v; only the first is durable when b's arrives.
+    submit(&mut n, 2, a, 2, &set(0));
+    submit(&mut n, 2, a, 3, &set(1));
+    let c = drain(&mut n);
+    let first = c.iter().find_map(|c| match c {
+        Command::Persist { txn } => Some(txn.zxid()),
+        _ => None,
+    });
+    n.handle_event(
+        at(3),
+        Event::Persisted {
+            zxid: first.unwrap(),
+        },
+    );
+    drain(&mut n);
+    submit(&mut n, 4, b, 1, &set(2));
+    let c = drain(&mut n);
+    persist_all(&mut n, &c, 5);
+    let replies = drain(&mut n);
+    let errs: Vec<i32> = replies
+        .iter()
+        .filter_map(|c| match c {
+            Command::Reply { frame, .. } => Some(reply_err(frame)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errs, vec![0, 0], "a's second write, then b's at version 2");
+    assert_eq!(n.tree().node("/v").unwrap().stat.version, 3);
+}
+
+#[test]
 fn a_read_waits_behind_its_own_sessions_write_but_not_others() {
     let mut n = node();
     let (a, b) = (ConnId(1), ConnId(2));

@@ -10,3 +10,4 @@ pub mod outcome;
 pub mod pending;
 pub mod prep;
 pub mod read;
+pub mod txn_changes;

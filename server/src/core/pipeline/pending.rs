@@ -2,7 +2,8 @@
 //! applied, so pipelined requests are validated against each other
 //! (ZooKeeper's `outstandingChanges`).
 
-use std::collections::BTreeMap;
+use super::txn_changes::TxnChanges;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, StatPersisted};
 use zkd_protocol::Zxid;
@@ -30,9 +31,16 @@ impl NodeMeta {
 }
 
 /// Per-path state after every prepared txn: `None` means deleted.
+///
+/// A hash map, not a `BTreeMap`: with writes streaming through, the tree's
+/// 1.4 KB nodes were allocated and freed over and over, and each such
+/// allocation made malloc consolidate its small free chunks (a tenth of a
+/// create's CPU with the scratch map, issue 15). The queue lists what each
+/// txn recorded in zxid order, so dropping applied changes visits only those.
 #[derive(Debug, Default)]
 pub struct PendingChanges {
-    changes: BTreeMap<String, (Zxid, Option<NodeMeta>)>,
+    changes: HashMap<Arc<str>, (Zxid, Option<NodeMeta>)>,
+    recorded: VecDeque<(Zxid, Arc<str>)>,
 }
 
 impl PendingChanges {
@@ -49,15 +57,29 @@ impl PendingChanges {
     }
 
     /// Records the changes of the txn `zxid`.
-    pub fn record(&mut self, zxid: Zxid, changes: BTreeMap<String, Option<NodeMeta>>) {
-        for (path, meta) in changes {
-            self.changes.insert(path, (zxid, meta));
+    pub fn record(&mut self, zxid: Zxid, changes: TxnChanges) {
+        for (path, meta) in changes.into_changes() {
+            let key = match self.changes.get_key_value(path.as_str()) {
+                Some((key, _)) => key.clone(),
+                None => Arc::from(path),
+            };
+            self.changes.insert(key.clone(), (zxid, meta));
+            self.recorded.push_back((zxid, key));
         }
     }
 
     /// Drops changes the tree now reflects (every txn up to `zxid` applied).
     pub fn applied(&mut self, zxid: Zxid) {
-        self.changes.retain(|_, (z, _)| *z > zxid);
+        while let Some((recorded, path)) = self.recorded.front() {
+            if *recorded > zxid {
+                break;
+            }
+            // A later txn's change of the same path stays.
+            if self.changes.get(path).is_some_and(|(z, _)| z == recorded) {
+                self.changes.remove(path);
+            }
+            self.recorded.pop_front();
+        }
     }
 
     /// Paths that prepared txns create as ephemerals of `session`.
@@ -67,7 +89,7 @@ impl PendingChanges {
             .filter(|(_, (_, meta))| {
                 meta.as_ref().and_then(NodeMeta::ephemeral_session) == Some(session)
             })
-            .map(|(p, _)| p.clone())
+            .map(|(p, _)| p.to_string())
             .collect()
     }
 

@@ -3,9 +3,9 @@
 //! Checks run in ZooKeeper's order, so the first failing check decides the code.
 
 use super::pending::{NodeMeta, PendingChanges};
+use super::txn_changes::TxnChanges;
 use crate::core::acl::AuthIds;
 use bytes::Bytes;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use zkd_protocol::records::*;
 use zkd_protocol::{CreateMode, ErrorCode, OpCode, Perms};
@@ -26,7 +26,7 @@ pub struct Prep<'a> {
     pub time: i64,
     pub extended_types: bool,
     /// Changes made by this txn so far.
-    pub scratch: BTreeMap<String, Option<NodeMeta>>,
+    pub scratch: TxnChanges,
 }
 
 type Outcome = Result<TxnBody, ErrorCode>;
@@ -103,7 +103,7 @@ impl<'a> Prep<'a> {
             _ if mode.is_ttl() => ttl_owner(ttl),
             _ => 0,
         };
-        self.record_create(&full, parent, parent_cversion, owner, &acl);
+        self.record_create(&full, parent_path, parent, parent_cversion, owner, &acl);
         let data = req.data.clone();
         Ok(match mode {
             _ if container => TxnBody::CreateContainer(CreateContainerTxn {
@@ -139,16 +139,22 @@ impl<'a> Prep<'a> {
     fn record_create(
         &mut self,
         full: &str,
+        parent_path: String,
         mut parent: NodeMeta,
         cversion: i32,
         owner: i64,
         acl: &[Acl],
     ) {
+        // A child mostly has its parent's ACL: share it rather than copy it.
+        let acl = if parent.acl.as_slice() == acl {
+            parent.acl.clone()
+        } else {
+            Arc::new(acl.to_vec())
+        };
         parent.stat.cversion = cversion;
         parent.stat.pzxid = self.zxid;
         parent.num_children += 1;
-        self.scratch
-            .insert(path::parent(full).to_owned(), Some(parent));
+        self.scratch.insert(parent_path, Some(parent));
         let stat = StatPersisted {
             czxid: self.zxid,
             mzxid: self.zxid,
@@ -161,7 +167,7 @@ impl<'a> Prep<'a> {
         let meta = NodeMeta {
             stat,
             num_children: 0,
-            acl: Arc::new(acl.to_vec()),
+            acl,
         };
         self.scratch.insert(full.to_owned(), Some(meta));
     }

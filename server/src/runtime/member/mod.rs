@@ -591,7 +591,8 @@ impl Member {
                 let txn = match self.decoded.take(zxid) {
                     Some(txn) => txn,
                     None => Txn::from_bytes(txn)
-                        .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?,
+                        .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?
+                        .into(),
                 };
                 ctx.node.handle_event(ctx.now, Event::Committed { txn });
                 if let Some(zxid) = ctx.node.take_divergence() {
@@ -665,7 +666,7 @@ impl Member {
                         let inside = decoded.zxid();
                         return Err(ServeError::Storage(format!("txn {zxid} says {inside}")));
                     }
-                    self.decoded.keep(decoded);
+                    self.decoded.keep(decoded.into());
                 }
                 StorageJob::Persist {
                     zxid,
