@@ -11,7 +11,6 @@ use super::watch::WatchRegistry;
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use zkd_protocol::records::{ConnectRequest, ConnectResponse};
 use zkd_protocol::{Record, Zxid};
 use zkd_storage::{DataTree, Txn};
@@ -34,7 +33,7 @@ pub(super) enum Origin {
 /// A txn handed to storage and not yet applied.
 #[derive(Debug)]
 pub(super) struct InFlight {
-    pub txn: Arc<Txn>,
+    pub txn: Txn,
     pub origin: Origin,
 }
 

@@ -9,7 +9,6 @@ use super::reply;
 use super::session::SessionId;
 use super::types::{ConnId, Now};
 use crate::failpoints::{active, Failpoint};
-use std::sync::Arc;
 use zkd_protocol::records::{ErrorTxn, SyncResponse};
 use zkd_protocol::{ErrorCode, OpCode, Perms, Zxid};
 use zkd_storage::{DataTree, Txn, TxnBody, TxnOutcome, WatchTrigger};
@@ -22,28 +21,28 @@ impl Node {
             let Some(InFlight { txn, origin }) = self.in_flight.pop_front() else {
                 break;
             };
-            self.apply_committed(now, &txn, Some(origin));
+            self.apply_committed(now, txn, Some(origin));
         }
     }
 
     /// Ensemble: the next committed txn. The leader started the ones at the
     /// head of `in_flight`; any other came from the leader's proposals.
-    pub(super) fn committed(&mut self, now: Now, txn: Arc<Txn>) {
+    pub(super) fn committed(&mut self, now: Now, txn: Txn) {
         let origin = match self.in_flight.front() {
             Some(f) if f.txn.zxid() == txn.zxid() => self.in_flight.pop_front().map(|f| f.origin),
             _ => None,
         };
-        self.apply_committed(now, &txn, origin);
+        self.apply_committed(now, txn, origin);
     }
 
     /// Applies a committed txn: the tree changes, watches fire, then the
     /// waiting client (if it is ours) gets its reply.
-    fn apply_committed(&mut self, now: Now, txn: &Txn, origin: Option<Origin>) {
+    fn apply_committed(&mut self, now: Now, txn: Txn, origin: Option<Origin>) {
         if txn.zxid() <= self.tree.last_zxid() {
             // Already in the tree (a member catching up replays from its snapshot).
             return;
         }
-        let (outcome, triggers) = apply_to_tree(&mut self.tree, txn);
+        let (outcome, triggers) = apply_to_tree(&mut self.tree, &txn);
         match failed_op(&txn.body, &outcome) {
             // Replayed over a fuzzy snapshot that already holds its effect.
             Some(code) if txn.zxid() <= self.fuzzy_through => {
@@ -59,10 +58,10 @@ impl Node {
         }
         self.pending.applied(txn.zxid());
         self.fire(txn.zxid(), &triggers);
-        self.track_session(now, txn);
+        self.track_session(now, &txn);
         match origin {
-            Some(origin) => self.deliver(now, txn, origin, &outcome),
-            None => self.deliver_to_session(now, txn, &outcome),
+            Some(origin) => self.deliver(now, &txn, origin, &outcome),
+            None => self.deliver_to_session(now, &txn, &outcome),
         }
         self.count_txn_for_snapshot(now);
         self.finish_reattaches(now, txn.zxid());

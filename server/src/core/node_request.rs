@@ -11,7 +11,6 @@ use super::session::SessionId;
 use super::types::{Command, ConnId, Mode, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
-use std::sync::Arc;
 use zkd_protocol::records::{CreateRequest, ErrorTxn, TxnHeader};
 use zkd_protocol::request::{ClientRequest, RequestError};
 use zkd_protocol::{ErrorCode, OpCode};
@@ -257,7 +256,7 @@ impl Node {
             time: now.wall_ms,
             r#type: body.type_code(),
         };
-        let txn = Arc::new(Txn { header, body });
+        let txn = Txn { header, body };
         self.commands
             .push_back(Command::Persist { txn: txn.clone() });
         self.in_flight.push_back(InFlight { txn, origin });

@@ -2,7 +2,6 @@
 
 pub use super::zab::{ForwardedRequest, SessionTouch};
 use bytes::Bytes;
-use std::sync::Arc;
 use zkd_protocol::records::ConnectRequest;
 use zkd_protocol::Zxid;
 use zkd_storage::Txn;
@@ -41,7 +40,7 @@ pub enum Event {
     /// Standalone: every txn up to `zxid` is durable, hence committed.
     Persisted { zxid: Zxid },
     /// Ensemble: the next committed txn, in zxid order, whoever proposed it.
-    Committed { txn: Arc<Txn> },
+    Committed { txn: Txn },
     /// Leader: a client request the follower `from` forwarded.
     Forwarded {
         from: u64,
@@ -69,9 +68,8 @@ pub enum Command {
     /// Close a connection after the frames sent before this command.
     Close { conn: ConnId },
     /// Standalone: append the txn to the log and fsync it, then report
-    /// `Persisted`. Leader: propose it; `Committed` reports it back. Shared
-    /// with the node's own record of it (no copy of its path, data and ACL).
-    Persist { txn: Arc<Txn> },
+    /// `Persisted`. Leader: propose it; `Committed` reports it back.
+    Persist { txn: Txn },
     /// Follower: forward a client's write (or sync) to the leader.
     Forward(ForwardedRequest),
     /// Follower: ask the leader whether a session may attach here.

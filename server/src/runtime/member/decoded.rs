@@ -5,7 +5,6 @@
 //! of an ensemble's CPU per create, issue 15).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use zkd_protocol::Zxid;
 use zkd_storage::Txn;
 
@@ -16,13 +15,13 @@ const KEPT: usize = 8192;
 /// Decoded txns in zxid order, not yet committed.
 #[derive(Debug, Default)]
 pub(super) struct DecodedTxns {
-    txns: VecDeque<Arc<Txn>>,
+    txns: VecDeque<Txn>,
 }
 
 impl DecodedTxns {
     /// Keeps `txn`, the newest proposal. One not above the last kept starts
     /// the list over, so it stays in zxid order.
-    pub fn keep(&mut self, txn: Arc<Txn>) {
+    pub fn keep(&mut self, txn: Txn) {
         if self.txns.back().is_some_and(|t| t.zxid() >= txn.zxid()) {
             self.txns.clear();
         }
@@ -39,7 +38,7 @@ impl DecodedTxns {
 
     /// The kept txn `zxid`, committing now; those before it are dropped, as
     /// commits come in zxid order.
-    pub fn take(&mut self, zxid: Zxid) -> Option<Arc<Txn>> {
+    pub fn take(&mut self, zxid: Zxid) -> Option<Txn> {
         while self.txns.front().is_some_and(|t| t.zxid() < zxid) {
             self.txns.pop_front();
         }
@@ -61,8 +60,8 @@ mod tests {
     use zkd_protocol::records::{ErrorTxn, TxnHeader};
     use zkd_storage::TxnBody;
 
-    fn txn(zxid: i64) -> Arc<Txn> {
-        Arc::new(Txn {
+    fn txn(zxid: i64) -> Txn {
+        Txn {
             header: TxnHeader {
                 client_id: 1,
                 cxid: 0,
@@ -71,7 +70,7 @@ mod tests {
                 r#type: -1,
             },
             body: TxnBody::Error(ErrorTxn { err: -101 }),
-        })
+        }
     }
 
     #[test]

@@ -591,8 +591,7 @@ impl Member {
                 let txn = match self.decoded.take(zxid) {
                     Some(txn) => txn,
                     None => Txn::from_bytes(txn)
-                        .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?
-                        .into(),
+                        .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?,
                 };
                 ctx.node.handle_event(ctx.now, Event::Committed { txn });
                 if let Some(zxid) = ctx.node.take_divergence() {
@@ -666,7 +665,7 @@ impl Member {
                         let inside = decoded.zxid();
                         return Err(ServeError::Storage(format!("txn {zxid} says {inside}")));
                     }
-                    self.decoded.keep(decoded.into());
+                    self.decoded.keep(decoded);
                 }
                 StorageJob::Persist {
                     zxid,

@@ -5,7 +5,6 @@
 
 use super::*;
 use crate::core::Command;
-use std::sync::Arc;
 
 impl Member {
     /// Carries out every command the node has queued that concerns the
@@ -51,7 +50,7 @@ impl Member {
     }
 
     /// The leader's node started a txn: propose it.
-    fn propose(&mut self, ctx: &mut Ctx<'_>, txn: Arc<Txn>) -> Result<(), ServeError> {
+    fn propose(&mut self, ctx: &mut Ctx<'_>, txn: Txn) -> Result<(), ServeError> {
         if let Role::Leading(l) = &mut self.role {
             match l.next_zxid() {
                 Some(next) if next == txn.zxid() => {
