@@ -15,6 +15,7 @@ mod image;
 mod node;
 mod node_table;
 mod open_parents;
+mod path_index;
 
 pub use children::ChildSet;
 pub use image::{ImageDecoder, SnapshotCursor};

@@ -6,9 +6,9 @@
 //! the next node created. Against a map from shared paths to boxed nodes
 //! this saved about a quarter of a tree's memory (issue 15).
 
+use super::path_index::PathIndex;
 use super::DataNode;
 use hashbrown::hash_table::Entry;
-use hashbrown::HashTable;
 
 /// Where a node lives in its tree's [`NodeTable`]. Valid while that node
 /// lives; a deleted node's id may be handed to the next node created.
@@ -21,7 +21,7 @@ pub(super) struct NodeTable {
     slots: Vec<Option<DataNode>>,
     /// Slots freed by deletes, reused first.
     free: Vec<NodeId>,
-    index: HashTable<NodeId>,
+    index: PathIndex,
     /// aHash: several times SipHash's speed on paths, and keyed at random
     /// per process, so clients cannot pick colliding paths.
     hasher: ahash::RandomState,
@@ -42,7 +42,7 @@ impl NodeTable {
     fn id_of(&self, path: &[u8]) -> Option<NodeId> {
         let slots = &self.slots;
         let is_path = |id: &NodeId| slot(slots, *id).is_some_and(|n| n.path_bytes() == path);
-        self.index.find(self.hash(path), is_path).copied()
+        self.index.find(self.hash(path), is_path)
     }
 
     /// The node at `path`.
@@ -105,7 +105,7 @@ impl NodeTable {
     /// Takes node `id` out of the table, freeing its id.
     pub fn take(&mut self, id: NodeId) -> Option<DataNode> {
         let hash = self.hash(self.node(id)?.path_bytes());
-        let entry = self.index.find_entry(hash, |x| *x == id).ok()?;
+        let entry = self.index.find_entry(hash, |x| *x == id)?;
         entry.remove();
         self.free.push(id);
         self.slots[id.0 as usize].take()
