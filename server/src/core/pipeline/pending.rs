@@ -39,7 +39,9 @@ impl NodeMeta {
 /// txn recorded in zxid order, so dropping applied changes visits only those.
 #[derive(Debug, Default)]
 pub struct PendingChanges {
-    changes: HashMap<Arc<str>, (Zxid, Option<NodeMeta>)>,
+    /// aHash, keyed at random per process as the tree's index is: several
+    /// times SipHash's speed on paths, and clients cannot pick collisions.
+    changes: HashMap<Arc<str>, (Zxid, Option<NodeMeta>), ahash::RandomState>,
     recorded: VecDeque<(Zxid, Arc<str>)>,
 }
 
