@@ -32,11 +32,12 @@ impl NodeMeta {
 
 /// Per-path state after every prepared txn: `None` means deleted.
 ///
-/// A hash map, not a `BTreeMap`: with writes streaming through, the tree's
+/// A hash map, not a `BTreeMap`: with writes streaming through, the map's
 /// 1.4 KB nodes were allocated and freed over and over, and each such
-/// allocation made malloc consolidate its small free chunks (a tenth of a
-/// create's CPU with the scratch map, issue 15). The queue lists what each
-/// txn recorded in zxid order, so dropping applied changes visits only those.
+/// allocation made malloc consolidate its small free chunks (with the
+/// per-txn map, a tenth of a create's CPU, issue 15). The queue lists what
+/// each txn recorded in zxid order, so dropping applied changes visits only
+/// those.
 #[derive(Debug, Default)]
 pub struct PendingChanges {
     /// aHash, keyed at random per process as the tree's index is: several
