@@ -66,7 +66,7 @@ impl Node {
             held,
         });
         self.in_flight.clear();
-        self.pending = PendingChanges::default();
+        self.pending = PendingChanges::new(self.config.path_hasher.clone());
         self.reattaching.clear();
         // A snapshot in progress may not survive a truncation or a SNAP.
         self.snapshot = None;

@@ -157,6 +157,10 @@ pub struct CoreConfig {
     pub container_check_interval_ms: u64,
     /// Seed for the snapshot jitter, so runs replay exactly.
     pub seed: u64,
+    /// Keys of the hash of paths in the core's own tables: random per
+    /// process in a server, so clients cannot pick colliding paths; fixed
+    /// in tests and the simulator, so runs replay exactly.
+    pub path_hasher: ahash::RandomState,
     /// jute.maxbuffer: bounds replies the server builds.
     pub max_frame_bytes: usize,
     /// An ensemble's membership as `/zookeeper/config` shows it.
@@ -176,6 +180,7 @@ impl Default for CoreConfig {
             snapshot_slice_nodes: super::local_snapshot::SNAPSHOT_SLICE_NODES,
             container_check_interval_ms: 60_000,
             seed: 1,
+            path_hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,
             ensemble_config: None,
         }

@@ -125,6 +125,7 @@ pub fn core_config(config: &Config) -> CoreConfig {
         snapshot_slice_nodes: CoreConfig::default().snapshot_slice_nodes,
         container_check_interval_ms: config.container_check_interval_ms,
         seed: config.my_id.unwrap_or(1),
+        path_hasher: ahash::RandomState::new(),
         max_frame_bytes: config.jute_max_buffer,
         ensemble_config: config
             .is_quorum()

@@ -3,7 +3,9 @@
 //! (ZooKeeper's `outstandingChanges`).
 
 use super::txn_changes::TxnChanges;
-use std::collections::{HashMap, VecDeque};
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, StatPersisted};
 use zkd_protocol::Zxid;
@@ -30,27 +32,48 @@ impl NodeMeta {
     }
 }
 
+/// A path's change by the newest prepared txn that made one.
+#[derive(Debug)]
+struct Change {
+    path: Arc<str>,
+    zxid: Zxid,
+    meta: Option<NodeMeta>,
+}
+
 /// Per-path state after every prepared txn: `None` means deleted.
 ///
-/// A hash map, not a `BTreeMap`: with writes streaming through, the map's
+/// A hash table, not a `BTreeMap`: with writes streaming through, the map's
 /// 1.4 KB nodes were allocated and freed over and over, and each such
-/// allocation made malloc consolidate its small free chunks (with the
-/// per-txn map, a tenth of a create's CPU, issue 15). The queue lists what
-/// each txn recorded in zxid order, so dropping applied changes visits only
-/// those.
-#[derive(Debug, Default)]
+/// allocation made malloc consolidate its small free chunks (a create cost
+/// the core 2.8-2.9 us with it, 1.9-2.0 without; issue 15). Its hash keys
+/// come from the config, so the core stays deterministic, and nothing is
+/// read in table order. The queue lists what each txn recorded in zxid
+/// order, so dropping applied changes visits only those.
+#[derive(Debug)]
 pub struct PendingChanges {
-    /// aHash, keyed at random per process as the tree's index is: several
-    /// times SipHash's speed on paths, and clients cannot pick collisions.
-    changes: HashMap<Arc<str>, (Zxid, Option<NodeMeta>), ahash::RandomState>,
+    changes: HashTable<Change>,
     recorded: VecDeque<(Zxid, Arc<str>)>,
+    hasher: ahash::RandomState,
 }
 
 impl PendingChanges {
+    /// No changes; paths hashed with `hasher`.
+    pub fn new(hasher: ahash::RandomState) -> PendingChanges {
+        PendingChanges {
+            changes: HashTable::new(),
+            recorded: VecDeque::new(),
+            hasher,
+        }
+    }
+
+    fn hash(&self, path: &str) -> u64 {
+        self.hasher.hash_one(path.as_bytes())
+    }
+
     /// The node at `path` as the prepared txns will leave it.
     pub fn lookup(&self, tree: &DataTree, path: &str) -> Option<NodeMeta> {
-        match self.changes.get(path) {
-            Some((_, meta)) => meta.clone(),
+        match self.changes.find(self.hash(path), |c| &*c.path == path) {
+            Some(change) => change.meta.clone(),
             None => tree.node(path).map(|n| NodeMeta {
                 stat: n.stat.clone(),
                 num_children: n.children.len() as i32,
@@ -62,38 +85,56 @@ impl PendingChanges {
     /// Records the changes of the txn `zxid`.
     pub fn record(&mut self, zxid: Zxid, changes: TxnChanges) {
         for (path, meta) in changes.into_changes() {
-            let key = match self.changes.get_key_value(path.as_str()) {
-                Some((key, _)) => key.clone(),
-                None => Arc::from(path),
+            let hash = self.hash(&path);
+            let hasher = &self.hasher;
+            let rehash = |c: &Change| hasher.hash_one(c.path.as_bytes());
+            let key = match self.changes.entry(hash, |c| *c.path == *path, rehash) {
+                Entry::Occupied(mut taken) => {
+                    let change = taken.get_mut();
+                    change.zxid = zxid;
+                    change.meta = meta;
+                    change.path.clone()
+                }
+                Entry::Vacant(free) => {
+                    let path: Arc<str> = Arc::from(path);
+                    free.insert(Change {
+                        path: path.clone(),
+                        zxid,
+                        meta,
+                    });
+                    path
+                }
             };
-            self.changes.insert(key.clone(), (zxid, meta));
             self.recorded.push_back((zxid, key));
         }
     }
 
     /// Drops changes the tree now reflects (every txn up to `zxid` applied).
     pub fn applied(&mut self, zxid: Zxid) {
-        while let Some((recorded, path)) = self.recorded.front() {
-            if *recorded > zxid {
+        while let Some((recorded, path)) = self.recorded.pop_front() {
+            if recorded > zxid {
+                self.recorded.push_front((recorded, path));
                 break;
             }
             // A later txn's change of the same path stays.
-            if self.changes.get(path).is_some_and(|(z, _)| z == recorded) {
-                self.changes.remove(path);
+            let hash = self.hash(&path);
+            let same = |c: &Change| c.path == path && c.zxid == recorded;
+            if let Ok(change) = self.changes.find_entry(hash, same) {
+                change.remove();
             }
-            self.recorded.pop_front();
         }
     }
 
-    /// Paths that prepared txns create as ephemerals of `session`.
+    /// Paths that prepared txns create as ephemerals of `session`, sorted.
     pub fn ephemerals_of(&self, session: i64) -> Vec<String> {
-        self.changes
+        let mut paths: Vec<String> = self
+            .changes
             .iter()
-            .filter(|(_, (_, meta))| {
-                meta.as_ref().and_then(NodeMeta::ephemeral_session) == Some(session)
-            })
-            .map(|(p, _)| p.to_string())
-            .collect()
+            .filter(|c| c.meta.as_ref().and_then(NodeMeta::ephemeral_session) == Some(session))
+            .map(|c| c.path.to_string())
+            .collect();
+        paths.sort_unstable();
+        paths
     }
 
     /// Whether nothing is outstanding.
