@@ -155,9 +155,7 @@ impl DataTree {
     /// digest, but not in its parent's children. A node it replaces (a
     /// damaged image may list a path twice) hands over its children.
     fn index(&mut self, node: DataNode) -> NodeId {
-        let session = node.ephemeral_session();
-        let expirable = node.is_container() || node.ttl().is_some();
-        self.digest = self.digest.wrapping_add(node.digest_term());
+        let (term, session, expirable) = Self::index_terms(&node);
         let (id, replaced) = self.nodes.insert(node);
         if let Some(old) = replaced {
             self.forget(id, &old);
@@ -165,13 +163,35 @@ impl DataTree {
                 node.children = old.children;
             }
         }
+        self.remember(id, term, session, expirable);
+        id
+    }
+
+    /// [`DataTree::index`] for a path not in the tree: `None`, and nothing
+    /// changed, if a node is there already.
+    fn index_new(&mut self, node: DataNode) -> Option<NodeId> {
+        let (term, session, expirable) = Self::index_terms(&node);
+        let id = self.nodes.insert_new(node)?;
+        self.remember(id, term, session, expirable);
+        Some(id)
+    }
+
+    /// What indexing `node` adds beside the table: its digest term, the
+    /// session owning it if ephemeral, and whether it may expire.
+    fn index_terms(node: &DataNode) -> (u64, Option<i64>, bool) {
+        let expirable = node.is_container() || node.ttl().is_some();
+        (node.digest_term(), node.ephemeral_session(), expirable)
+    }
+
+    /// Adds node `id`, just put in the table, to the digest and its sets.
+    fn remember(&mut self, id: NodeId, term: u64, session: Option<i64>, expirable: bool) {
+        self.digest = self.digest.wrapping_add(term);
         if let Some(session) = session {
             self.ephemerals.entry(session).or_default().insert(id);
         }
         if expirable {
             self.expirable.insert(id);
         }
-        id
     }
 
     /// Takes node `id` out of the table, the ephemeral and expirable sets
@@ -417,7 +437,12 @@ impl DataTree {
     ) -> TxnOutcome {
         let zxid = txn.header.zxid;
         let parent_path = path::parent(p);
-        let Some(parent) = self.nodes.get_mut(parent_path) else {
+        // The parent is looked up once and the child's path hashed once: on a
+        // large tree each lookup is a few cache misses.
+        let Some(parent_id) = self.nodes.id(parent_path) else {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
+        };
+        let Some(parent) = self.nodes.node_mut(parent_id) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         let before = parent.digest_term();
@@ -433,10 +458,12 @@ impl DataTree {
             .wrapping_sub(before)
             .wrapping_add(parent.digest_term());
         let parent_acl = parent.acl.clone();
-        if self.nodes.contains(p) {
-            return TxnOutcome::Error(zkd_protocol::ErrorCode::NodeExists.code());
-        }
-        let acl = self.share_acl(parent_path, acl);
+        // A child mostly has its parent's ACL: share it rather than copy it.
+        let acl = if parent_acl.as_slice() == acl {
+            parent_acl.clone()
+        } else {
+            Arc::new(acl.to_vec())
+        };
         let stat = StatPersisted {
             czxid: zxid,
             mzxid: zxid,
@@ -448,7 +475,12 @@ impl DataTree {
         };
         let node = DataNode::new(p, data.as_deref(), acl.clone(), stat);
         let client_stat = node.stat();
-        self.link(node);
+        let Some(id) = self.index_new(node) else {
+            return TxnOutcome::Error(zkd_protocol::ErrorCode::NodeExists.code());
+        };
+        if let Some(children) = self.children_mut(parent_id) {
+            children.insert(id);
+        }
         out.push(WatchTrigger {
             path: p.to_owned(),
             event: EventType::NodeCreated,
@@ -465,24 +497,19 @@ impl DataTree {
         }
     }
 
-    /// Reuses the parent's ACL allocation when equal: most trees use one or two ACLs.
-    fn share_acl(&self, parent_path: &str, acl: &[Acl]) -> Arc<Vec<Acl>> {
-        match self.nodes.get(parent_path) {
-            Some(parent) if parent.acl.as_slice() == acl => parent.acl.clone(),
-            _ => Arc::new(acl.to_vec()),
-        }
-    }
-
     fn delete(&mut self, p: &str, zxid: i64, out: &mut Vec<WatchTrigger>) -> TxnOutcome {
         // Before the existence check, as ZooKeeper's deleteNode: replay over a
         // fuzzy snapshot may find the child already gone, and the parent must
         // still end with this pzxid.
-        self.raise_parent_pzxid(p, zxid);
+        let parent_path = path::parent(p);
+        let parent = self.nodes.id(parent_path);
+        if let Some(parent) = parent {
+            self.raise_pzxid(parent, zxid);
+        }
         let Some(id) = self.nodes.id(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
-        let parent_path = path::parent(p);
-        let parent_acl = match self.nodes.id(parent_path) {
+        let parent_acl = match parent {
             Some(parent) => {
                 if let Some(children) = self.children_mut(parent) {
                     children.remove(id);
@@ -508,14 +535,21 @@ impl DataTree {
     }
 
     fn raise_parent_pzxid(&mut self, p: &str, zxid: i64) {
-        if let Some(parent) = self.nodes.get_mut(path::parent(p)) {
-            if zxid > parent.stat.pzxid {
-                let before = parent.digest_term();
-                parent.stat.pzxid = zxid;
+        if let Some(parent) = self.nodes.id(path::parent(p)) {
+            self.raise_pzxid(parent, zxid);
+        }
+    }
+
+    /// Raises node `id`'s pzxid to `zxid`, if lower.
+    fn raise_pzxid(&mut self, id: NodeId, zxid: i64) {
+        if let Some(node) = self.nodes.node_mut(id) {
+            if zxid > node.stat.pzxid {
+                let before = node.digest_term();
+                node.stat.pzxid = zxid;
                 self.digest = self
                     .digest
                     .wrapping_sub(before)
-                    .wrapping_add(parent.digest_term());
+                    .wrapping_add(node.digest_term());
             }
         }
     }

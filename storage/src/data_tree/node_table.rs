@@ -75,31 +75,33 @@ impl NodeTable {
     /// there, which keeps its id.
     pub fn insert(&mut self, node: DataNode) -> (NodeId, Option<DataNode>) {
         // One hash and one probe, whether the path is new or not.
-        let hash = self.hash(node.path_bytes());
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        let path_of = |id: NodeId| slot(slots, id).map_or(&[][..], DataNode::path_bytes);
-        let is_path = |id: &NodeId| path_of(*id) == node.path_bytes();
-        let rehash = |id: &NodeId| hasher.hash_one(path_of(*id));
-        let vacant = match self.index.entry(hash, is_path, rehash) {
+        let vacant = match entry(
+            &mut self.index,
+            &self.slots,
+            &self.hasher,
+            node.path_bytes(),
+        ) {
             Entry::Occupied(taken) => {
                 let id = *taken.get();
                 return (id, self.slots[id.0 as usize].replace(node));
             }
             Entry::Vacant(vacant) => vacant,
         };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.slots[id.0 as usize] = Some(node);
-                id
-            }
-            None => {
-                let id = NodeId(u32::try_from(self.slots.len()).expect("fewer than 2^32 znodes"));
-                self.slots.push(Some(node));
-                id
-            }
-        };
+        let id = place(&mut self.slots, &mut self.free, node);
         vacant.insert(id);
         (id, None)
+    }
+
+    /// Puts `node` at its path if no node is there (one hash, one probe);
+    /// otherwise leaves the table as it was and returns `None`.
+    pub fn insert_new(&mut self, node: DataNode) -> Option<NodeId> {
+        let path = node.path_bytes();
+        let Entry::Vacant(vacant) = entry(&mut self.index, &self.slots, &self.hasher, path) else {
+            return None;
+        };
+        let id = place(&mut self.slots, &mut self.free, node);
+        vacant.insert(id);
+        Some(id)
     }
 
     /// Takes node `id` out of the table, freeing its id.
@@ -128,6 +130,34 @@ impl NodeTable {
     /// Every node, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &DataNode> {
         self.slots.iter().flatten()
+    }
+}
+
+/// The index's slot for `path`, taken or free.
+fn entry<'a>(
+    index: &'a mut PathIndex,
+    slots: &[Option<DataNode>],
+    hasher: &ahash::RandomState,
+    path: &[u8],
+) -> Entry<'a, NodeId> {
+    let path_of = |id: NodeId| slot(slots, id).map_or(&[][..], DataNode::path_bytes);
+    let is_path = |id: &NodeId| path_of(*id) == path;
+    let rehash = |id: &NodeId| hasher.hash_one(path_of(*id));
+    index.entry(hasher.hash_one(path), is_path, rehash)
+}
+
+/// Puts `node` in a freed slot, or a new one, and returns its id.
+fn place(slots: &mut Vec<Option<DataNode>>, free: &mut Vec<NodeId>, node: DataNode) -> NodeId {
+    match free.pop() {
+        Some(id) => {
+            slots[id.0 as usize] = Some(node);
+            id
+        }
+        None => {
+            let id = NodeId(u32::try_from(slots.len()).expect("fewer than 2^32 znodes"));
+            slots.push(Some(node));
+            id
+        }
     }
 }
 
