@@ -161,7 +161,7 @@ mod tests {
                     CreateTxn {
                         path: "/a".into(),
                         data: None,
-                        acl: vec![Acl::world(31)],
+                        acl: vec![Acl::world(31)].into(),
                         ephemeral: false,
                         parent_c_version: 1,
                     },

@@ -5,10 +5,12 @@ mod data;
 mod multi;
 mod proto;
 mod session;
+mod shared_acl;
 mod txn;
 
 pub use data::*;
 pub use multi::*;
 pub use proto::*;
 pub use session::*;
+pub use shared_acl::SharedAcl;
 pub use txn::*;

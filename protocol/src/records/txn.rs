@@ -2,6 +2,7 @@
 //! and every member applies.
 
 use super::data::Acl;
+use super::SharedAcl;
 use crate::jute_record;
 use bytes::Bytes;
 
@@ -24,7 +25,7 @@ jute_record! {
     pub struct CreateTxn {
         pub path: String,
         pub data: Option<Bytes>,
-        pub acl: Vec<Acl>,
+        pub acl: SharedAcl,
         pub ephemeral: bool,
         /// The parent's persisted cversion after this create.
         pub parent_c_version: i32,
@@ -35,7 +36,7 @@ jute_record! {
     pub struct CreateTtlTxn {
         pub path: String,
         pub data: Option<Bytes>,
-        pub acl: Vec<Acl>,
+        pub acl: SharedAcl,
         pub parent_c_version: i32,
         pub ttl: i64,
     }
@@ -45,7 +46,7 @@ jute_record! {
     pub struct CreateContainerTxn {
         pub path: String,
         pub data: Option<Bytes>,
-        pub acl: Vec<Acl>,
+        pub acl: SharedAcl,
         pub parent_c_version: i32,
     }
 }

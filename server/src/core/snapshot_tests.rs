@@ -24,7 +24,7 @@ pub(crate) fn create(epoch: u32, counter: u32, prefix: &str) -> Txn {
         CreateTxn {
             path: format!("/{prefix}{counter}"),
             data: Some(Bytes::from_static(b"v")),
-            acl: vec![Acl::world(31)],
+            acl: vec![Acl::world(31)].into(),
             ephemeral: false,
             parent_c_version: 0,
         },

@@ -173,7 +173,8 @@ mod tests {
                             scheme: "world".into(),
                             id: "anyone".into(),
                         },
-                    }],
+                    }]
+                    .into(),
                     ephemeral: false,
                     parent_c_version: z as i32,
                 },

@@ -27,7 +27,7 @@ use bytes::Bytes;
 use node_table::{NodeId, NodeTable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use zkd_protocol::records::{Acl, Stat, StatPersisted};
+use zkd_protocol::records::{Acl, SharedAcl, Stat, StatPersisted};
 use zkd_protocol::{EventType, Perms, Zxid};
 
 /// A change that may fire watches: `(path, event)`, with the ACL that decides
@@ -429,7 +429,7 @@ impl DataTree {
         &mut self,
         p: &str,
         data: &Option<Bytes>,
-        acl: &[Acl],
+        acl: &SharedAcl,
         owner: i64,
         parent_cversion: i32,
         txn: &Txn,
@@ -458,11 +458,12 @@ impl DataTree {
             .wrapping_sub(before)
             .wrapping_add(parent.digest_term());
         let parent_acl = parent.acl.clone();
-        // A child mostly has its parent's ACL: share it rather than copy it.
-        let acl = if parent_acl.as_slice() == acl {
+        // A child mostly has its parent's ACL: share that rather than keep
+        // another; else keep the txn's own.
+        let acl = if Arc::ptr_eq(&parent_acl, acl) || parent_acl == *acl {
             parent_acl.clone()
         } else {
-            Arc::new(acl.to_vec())
+            acl.clone()
         };
         let stat = StatPersisted {
             czxid: zxid,

@@ -22,7 +22,7 @@ fn create(path: &str, ephemeral: bool, parent_cversion: i32) -> TxnBody {
         CreateTxn {
             path: path.into(),
             data: Some(Bytes::from_static(b"d")),
-            acl: vec![Acl::world(Perms::ALL)],
+            acl: vec![Acl::world(Perms::ALL)].into(),
             ephemeral,
             parent_c_version: parent_cversion,
         },
@@ -224,13 +224,13 @@ fn random_op(tree: &DataTree, g: &mut Gen) -> Option<TxnBody> {
                 0 => TxnBody::CreateContainer(CreateContainerTxn {
                     path: p.into(),
                     data,
-                    acl,
+                    acl: acl.into(),
                     parent_c_version,
                 }),
                 1 => TxnBody::CreateTtl(CreateTtlTxn {
                     path: p.into(),
                     data,
-                    acl,
+                    acl: acl.into(),
                     parent_c_version,
                     ttl: 1 + g.next(10_000) as i64,
                 }),
@@ -239,7 +239,7 @@ fn random_op(tree: &DataTree, g: &mut Gen) -> Option<TxnBody> {
                     CreateTxn {
                         path: p.into(),
                         data,
-                        acl,
+                        acl: acl.into(),
                         ephemeral: kind == 2,
                         parent_c_version,
                     },
@@ -699,7 +699,7 @@ fn one_field_apart_means_another_digest() {
             base(&|t| {
                 if let TxnBody::Create(_, c) = &mut t.body {
                     if c.path == "/a/e" {
-                        c.acl = vec![Acl::world(Perms::READ)];
+                        c.acl = vec![Acl::world(Perms::READ)].into();
                     }
                 }
             }),
@@ -785,7 +785,7 @@ fn streaming_fixture() -> DataTree {
         let create = CreateTxn {
             path,
             data,
-            acl: acl.clone(),
+            acl: acl.clone().into(),
             ephemeral,
             parent_c_version: 1,
         };

@@ -103,7 +103,7 @@ impl<'a> Prep<'a> {
             _ if mode.is_ttl() => ttl_owner(ttl),
             _ => 0,
         };
-        self.record_create(&full, parent_path, parent, parent_cversion, owner, &acl);
+        let acl = self.record_create(&full, parent_path, parent, parent_cversion, owner, acl);
         let data = req.data.clone();
         Ok(match mode {
             _ if container => TxnBody::CreateContainer(CreateContainerTxn {
@@ -143,13 +143,14 @@ impl<'a> Prep<'a> {
         mut parent: NodeMeta,
         cversion: i32,
         owner: i64,
-        acl: &[Acl],
-    ) {
-        // A child mostly has its parent's ACL: share it rather than copy it.
-        let acl = if parent.acl.as_slice() == acl {
+        acl: Vec<Acl>,
+    ) -> SharedAcl {
+        // A child mostly has its parent's ACL: share it rather than keep
+        // another (the txn carries the shared one too).
+        let acl = if *parent.acl == acl {
             parent.acl.clone()
         } else {
-            Arc::new(acl.to_vec())
+            Arc::new(acl)
         };
         parent.stat.cversion = cversion;
         parent.stat.pzxid = self.zxid;
@@ -167,9 +168,10 @@ impl<'a> Prep<'a> {
         let meta = NodeMeta {
             stat,
             num_children: 0,
-            acl,
+            acl: acl.clone(),
         };
         self.scratch.insert(full.to_owned(), Some(meta));
+        acl
     }
 
     /// delete (`container` false) and deleteContainer (`container` true).
