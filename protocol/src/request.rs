@@ -99,6 +99,13 @@ impl ClientRequest {
         Ok((header, request))
     }
 
+    /// The request of type `op_type` whose body (no header) is `body`, if
+    /// it decodes: what a follower forwards to its leader.
+    pub fn decode_forwarded(op_type: i32, mut body: Bytes) -> Option<ClientRequest> {
+        let op = OpCode::from_i32(op_type)?;
+        Self::decode_body(op, &mut body).ok()
+    }
+
     fn decode_body(op: OpCode, buf: &mut Bytes) -> Result<ClientRequest, BodyError> {
         use ClientRequest as R;
         Ok(match op {

@@ -10,10 +10,10 @@ use super::pipeline::pending::PendingChanges;
 use super::session::{SessionId, SessionTable};
 use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
 use crate::failpoints::{active, Failpoint};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use zkd_protocol::records::{ConnectRequest, CreateSessionTxn, ErrorTxn, Id, RequestHeader};
+use bytes::{Buf, Bytes, BytesMut};
+use zkd_protocol::records::{ConnectRequest, CreateSessionTxn, ErrorTxn, Id};
 use zkd_protocol::request::ClientRequest;
-use zkd_protocol::{ErrorCode, OpCode, Record, Zxid};
+use zkd_protocol::{ErrorCode, OpCode, Zxid};
 use zkd_storage::{DataTree, TxnBody};
 
 impl Node {
@@ -229,7 +229,8 @@ impl Node {
                 .map(|id| (id.scheme.clone(), id.id.clone()))
                 .collect()
         });
-        let mut body = BytesMut::new();
+        // Room for a typical write, so encoding it seldom grows the buffer.
+        let mut body = BytesMut::with_capacity(256);
         request.encode_body(&mut body);
         self.count_forwarded(conn);
         self.commands.push_back(Command::Forward(ForwardedRequest {
@@ -372,14 +373,5 @@ impl Node {
 
 /// The client request inside a forwarded REQUEST, if it decodes.
 fn decode_forwarded(request: &ForwardedRequest) -> Option<ClientRequest> {
-    let mut frame = BytesMut::new();
-    RequestHeader {
-        xid: request.cxid,
-        r#type: request.op_type,
-    }
-    .encode(&mut frame);
-    frame.put_slice(&request.body);
-    ClientRequest::decode_frame(frame.freeze())
-        .ok()
-        .map(|(_, r)| r)
+    ClientRequest::decode_forwarded(request.op_type, request.body.clone())
 }
