@@ -11,6 +11,7 @@ use super::session::{SessionId, SessionTable};
 use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
 use crate::failpoints::{active, Failpoint};
 use bytes::{Buf, Bytes, BytesMut};
+use std::sync::Arc;
 use zkd_protocol::records::{ConnectRequest, CreateSessionTxn, ErrorTxn, Id};
 use zkd_protocol::request::ClientRequest;
 use zkd_protocol::{ErrorCode, OpCode, Zxid};
@@ -133,8 +134,8 @@ impl Node {
         self.next_container_check_ms = now.mono_ms + self.config.container_check_interval_ms;
         let held = self.take_held();
         self.mode = ModeState::Leading(Leading {
-            owners: Default::default(),
             epoch_base,
+            ..Leading::default()
         });
         self.answer_held(now, held);
     }
@@ -287,14 +288,33 @@ impl Node {
                 if let ClientRequest::CloseSession = client_request {
                     self.sessions.set_closing(session);
                 }
-                let auth = AuthIds::from_added(request.auth.iter().map(|(scheme, id)| Id {
-                    scheme: scheme.clone(),
-                    id: id.clone(),
-                }));
+                let auth = self.forwarded_auth(&request.auth);
                 self.prepare_request(now, &auth, session, &client_request)
             }
         };
         self.start_txn(now, session.0, request.cxid, body, Origin::Forwarded);
+    }
+
+    /// Leader: the identities a forwarded request carries (in the order
+    /// they were added), built once for a run of requests carrying the same.
+    fn forwarded_auth(&mut self, added: &[(String, String)]) -> Arc<AuthIds> {
+        let build = || {
+            Arc::new(AuthIds::from_added(added.iter().map(|(scheme, id)| Id {
+                scheme: scheme.clone(),
+                id: id.clone(),
+            })))
+        };
+        let Some(l) = self.mode.leading() else {
+            return build();
+        };
+        match &l.forwarded_auth {
+            Some((last, auth)) if last.as_slice() == added => auth.clone(),
+            _ => {
+                let auth = build();
+                l.forwarded_auth = Some((added.to_vec(), auth.clone()));
+                auth
+            }
+        }
     }
 
     /// Leader: whether `member` may act for `session`. A session nobody has

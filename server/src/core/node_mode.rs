@@ -3,9 +3,11 @@
 //! the handshakes a member not serving holds for a moment. Each mode's state
 //! lives in its variant, so it is gone when the mode ends.
 
+use super::acl::AuthIds;
 use super::session::SessionId;
 use super::types::{ConnId, Mode};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use zkd_protocol::records::ConnectRequest;
 use zkd_protocol::Zxid;
 
@@ -49,7 +51,14 @@ pub(super) struct Leading {
     /// `epoch << 32`, which it reports as processed before the epoch's
     /// first txn, as ZooKeeper's leader does.
     pub epoch_base: Zxid,
+    /// The identities the last forwarded request carried, and what they
+    /// were built into: a follower's connections mostly hold the same few.
+    pub forwarded_auth: Option<(ForwardedIds, Arc<AuthIds>)>,
 }
+
+/// Identities as a forwarded request carries them: `(scheme, id)`, in the
+/// order the connection added them.
+pub(super) type ForwardedIds = Vec<(String, String)>;
 
 /// An up-to-date follower.
 #[derive(Debug, Default)]
