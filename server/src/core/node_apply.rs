@@ -200,7 +200,10 @@ impl Node {
 /// Applies `txn` to `tree`. Live apply and startup recovery both come
 /// through here, so a planted bug in applying acts the same in both, as a
 /// bug in ZooKeeper's `DataTree.processTxn` would.
-pub(crate) fn apply_to_tree(tree: &mut DataTree, txn: &Txn) -> (TxnOutcome, Vec<WatchTrigger>) {
+pub(crate) fn apply_to_tree<'t>(
+    tree: &mut DataTree,
+    txn: &'t Txn,
+) -> (TxnOutcome, Vec<WatchTrigger<'t>>) {
     if active(Failpoint::CloseKeepsEphemerals) && matches!(txn.body, TxnBody::CloseSession(_)) {
         // Planted: the close is applied as a txn that changes nothing but
         // the zxid, so the session's ephemerals stay (and so does its

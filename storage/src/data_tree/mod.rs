@@ -25,6 +25,7 @@ use crate::path;
 use crate::txn::{Txn, TxnBody};
 use bytes::Bytes;
 use node_table::{NodeId, NodeTable};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, SharedAcl, Stat, StatPersisted};
@@ -32,10 +33,11 @@ use zkd_protocol::{EventType, Perms, Zxid};
 
 /// A change that may fire watches: `(path, event)`, with the ACL that decides
 /// who may hear of it (the node's, or the parent's for NodeChildrenChanged).
+/// The path is borrowed from the txn applied, which outlives the triggers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WatchTrigger {
+pub struct WatchTrigger<'t> {
     /// The path the event names.
-    pub path: String,
+    pub path: Cow<'t, str>,
     /// What happened.
     pub event: EventType,
     /// The ACL a receiver needs READ on.
@@ -338,7 +340,7 @@ impl DataTree {
 
     /// Applies one txn, returning the outcome for its client and the watch
     /// triggers in firing order.
-    pub fn apply(&mut self, txn: &Txn) -> (TxnOutcome, Vec<WatchTrigger>) {
+    pub fn apply<'t>(&mut self, txn: &'t Txn) -> (TxnOutcome, Vec<WatchTrigger<'t>>) {
         let mut triggers = Vec::new();
         let outcome = self.apply_body(&txn.body, txn, &mut triggers);
         if txn.zxid() > self.last_zxid {
@@ -347,7 +349,12 @@ impl DataTree {
         (outcome, triggers)
     }
 
-    fn apply_body(&mut self, body: &TxnBody, txn: &Txn, out: &mut Vec<WatchTrigger>) -> TxnOutcome {
+    fn apply_body<'t>(
+        &mut self,
+        body: &'t TxnBody,
+        txn: &Txn,
+        out: &mut Vec<WatchTrigger<'t>>,
+    ) -> TxnOutcome {
         let h = &txn.header;
         match body {
             TxnBody::Create(_, t) => {
@@ -380,7 +387,7 @@ impl DataTree {
                 txn,
                 out,
             ),
-            TxnBody::Delete(_, t) => self.delete(&t.path, h.zxid, out),
+            TxnBody::Delete(_, t) => self.delete(Cow::Borrowed(&t.path), h.zxid, out),
             TxnBody::SetData(t) => self.set_data(&t.path, &t.data, t.version, txn, out),
             TxnBody::SetAcl(t) => self.set_acl(&t.path, &t.acl, t.version),
             TxnBody::Check(_) => TxnOutcome::Checked,
@@ -395,15 +402,15 @@ impl DataTree {
             TxnBody::CloseSession(t) => {
                 let mut doomed: BTreeSet<String> = t.paths2_delete.iter().cloned().collect();
                 doomed.extend(self.ephemerals_of(h.client_id));
-                for p in &doomed {
+                for p in doomed {
                     // Only the session's own ephemerals: a listed path may have been
                     // deleted and re-created by another session since (replay, races).
                     let owned =
-                        self.node(p).and_then(DataNode::ephemeral_session) == Some(h.client_id);
+                        self.node(&p).and_then(DataNode::ephemeral_session) == Some(h.client_id);
                     if owned {
-                        self.delete(p, h.zxid, out);
+                        self.delete(Cow::Owned(p), h.zxid, out);
                     } else {
-                        self.raise_parent_pzxid(p, h.zxid);
+                        self.raise_parent_pzxid(&p, h.zxid);
                     }
                 }
                 self.ephemerals.remove(&h.client_id);
@@ -425,15 +432,15 @@ impl DataTree {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn create(
+    fn create<'t>(
         &mut self,
-        p: &str,
+        p: &'t str,
         data: &Option<Bytes>,
         acl: &SharedAcl,
         owner: i64,
         parent_cversion: i32,
         txn: &Txn,
-        out: &mut Vec<WatchTrigger>,
+        out: &mut Vec<WatchTrigger<'t>>,
     ) -> TxnOutcome {
         let zxid = txn.header.zxid;
         let parent_path = path::parent(p);
@@ -483,12 +490,12 @@ impl DataTree {
             children.insert(id);
         }
         out.push(WatchTrigger {
-            path: p.to_owned(),
+            path: Cow::Borrowed(p),
             event: EventType::NodeCreated,
             acl,
         });
         out.push(WatchTrigger {
-            path: parent_path.to_owned(),
+            path: Cow::Borrowed(parent_path),
             event: EventType::NodeChildrenChanged,
             acl: parent_acl,
         });
@@ -498,16 +505,20 @@ impl DataTree {
         }
     }
 
-    fn delete(&mut self, p: &str, zxid: i64, out: &mut Vec<WatchTrigger>) -> TxnOutcome {
+    fn delete<'t>(
+        &mut self,
+        p: Cow<'t, str>,
+        zxid: i64,
+        out: &mut Vec<WatchTrigger<'t>>,
+    ) -> TxnOutcome {
         // Before the existence check, as ZooKeeper's deleteNode: replay over a
         // fuzzy snapshot may find the child already gone, and the parent must
         // still end with this pzxid.
-        let parent_path = path::parent(p);
-        let parent = self.nodes.id(parent_path);
+        let parent = self.nodes.id(path::parent(&p));
         if let Some(parent) = parent {
             self.raise_pzxid(parent, zxid);
         }
-        let Some(id) = self.nodes.id(p) else {
+        let Some(id) = self.nodes.id(&p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         let parent_acl = match parent {
@@ -522,13 +533,17 @@ impl DataTree {
         let Some(node) = self.unindex(id) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
+        let parent_path = match &p {
+            Cow::Borrowed(p) => Cow::Borrowed(path::parent(p)),
+            Cow::Owned(p) => Cow::Owned(path::parent(p).to_owned()),
+        };
         out.push(WatchTrigger {
-            path: p.to_owned(),
+            path: p,
             event: EventType::NodeDeleted,
             acl: node.acl,
         });
         out.push(WatchTrigger {
-            path: parent_path.to_owned(),
+            path: parent_path,
             event: EventType::NodeChildrenChanged,
             acl: parent_acl.unwrap_or_default(),
         });
@@ -555,13 +570,13 @@ impl DataTree {
         }
     }
 
-    fn set_data(
+    fn set_data<'t>(
         &mut self,
-        p: &str,
+        p: &'t str,
         data: &Option<Bytes>,
         version: i32,
         txn: &Txn,
-        out: &mut Vec<WatchTrigger>,
+        out: &mut Vec<WatchTrigger<'t>>,
     ) -> TxnOutcome {
         let Some(node) = self.nodes.get_mut(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
@@ -576,7 +591,7 @@ impl DataTree {
             .wrapping_sub(before)
             .wrapping_add(node.digest_term());
         out.push(WatchTrigger {
-            path: p.to_owned(),
+            path: Cow::Borrowed(p),
             event: EventType::NodeDataChanged,
             acl: node.acl.clone(),
         });

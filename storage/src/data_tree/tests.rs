@@ -70,7 +70,8 @@ fn fresh_tree_matches_zookeeper() {
 #[test]
 fn create_then_delete_updates_parent_counters() {
     let mut tree = DataTree::new();
-    let (outcome, triggers) = tree.apply(&txn(1, 7, create("/a", false, 1)));
+    let first = txn(1, 7, create("/a", false, 1));
+    let (outcome, triggers) = tree.apply(&first);
     assert!(matches!(outcome, TxnOutcome::Created { ref path, .. } if path == "/a"));
     assert_eq!(triggers.len(), 2);
     assert_eq!(triggers[0].event, EventType::NodeCreated);
@@ -104,13 +105,14 @@ fn close_session_deletes_its_ephemerals() {
     tree.apply(&txn(2, 7, create("/e", true, 1)));
     assert_eq!(tree.node("/e").unwrap().stat().ephemeral_owner, 7);
     assert_eq!(tree.ephemerals_of(7), vec!["/e".to_string()]);
-    let (_, triggers) = tree.apply(&txn(
+    let close = txn(
         3,
         7,
         TxnBody::CloseSession(CloseSessionTxn {
             paths2_delete: vec!["/e".into()],
         }),
-    ));
+    );
+    let (_, triggers) = tree.apply(&close);
     assert!(tree.node("/e").is_none());
     assert!(tree.sessions().is_empty());
     assert_eq!(triggers[0].event, EventType::NodeDeleted);
