@@ -33,7 +33,8 @@ use zkd_protocol::{EventType, Perms, Zxid};
 
 /// A change that may fire watches: `(path, event)`, with the ACL that decides
 /// who may hear of it (the node's, or the parent's for NodeChildrenChanged).
-/// The path is borrowed from the txn applied, which outlives the triggers.
+/// The path is borrowed from the txn applied, which outlives the triggers,
+/// except the paths of a closing session's ephemerals, which are owned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WatchTrigger<'t> {
     /// The path the event names.
