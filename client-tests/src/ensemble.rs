@@ -5,7 +5,9 @@
 //! others while the test still reaches its client port.
 
 use crate::netns::Topology;
-use crate::process::{four_letter_word_at, free_port, ServerOptions, ZkdProcess};
+use crate::process::{
+    four_letter_word_at, free_port, port_clash, ServerOptions, ZkdProcess, PORT_CLASH_ATTEMPTS,
+};
 use std::time::{Duration, Instant};
 
 /// How long an ensemble may take to elect a leader and sync.
@@ -73,8 +75,22 @@ impl Ensemble {
 
     /// Starts one member per entry of `options` (which share their
     /// `tick_time_ms` and limits: the first member's) on loopback, and
-    /// waits until every one serves.
+    /// waits until every one serves. After a [`port_clash`] every member
+    /// starts again on other ports.
     pub fn start_each(options: Vec<ServerOptions>) -> Ensemble {
+        let mut attempt = 1;
+        loop {
+            match Ensemble::try_start_each(options.clone()) {
+                Ok(ensemble) => break ensemble,
+                Err(e) if port_clash(&e) && attempt < PORT_CLASH_ATTEMPTS => attempt += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// As [`Ensemble::start_each`], once; the error says which member did
+    /// not start and why (the members started are killed).
+    fn try_start_each(options: Vec<ServerOptions>) -> Result<Ensemble, String> {
         let n = options.len();
         let peers: Vec<PeerAddr> = (0..n)
             .map(|_| PeerAddr {
@@ -91,16 +107,18 @@ impl Ensemble {
             .into_iter()
             .enumerate()
             .map(|(i, member)| {
-                ZkdProcess::start_configured(member, free_port(), &servers, Some(i as u64 + 1))
+                let myid = Some(i as u64 + 1);
+                ZkdProcess::try_start_at(member, "127.0.0.1", free_port(), &servers, myid)
+                    .map_err(|e| format!("member {}: {e}", i + 1))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let ensemble = Ensemble {
             members,
             peers,
             net: None,
         };
         ensemble.wait_until_serving(&(0..n).collect::<Vec<_>>());
-        ensemble
+        Ok(ensemble)
     }
 
     /// Starts one member per entry of `options`, each in a network namespace

@@ -114,32 +114,32 @@ pub fn zkd_failpoints_binary() -> &'static Path {
     })
 }
 
-/// A free loopback port, below the kernel's ephemeral range (so no outbound
+/// A free loopback port outside the kernel's ephemeral range (so no outbound
 /// connection can take it between now and the moment a server binds it)
 /// and never the same one twice in this process.
 pub fn free_port() -> u16 {
     static TAKEN: OnceLock<std::sync::Mutex<std::collections::BTreeSet<u16>>> = OnceLock::new();
-    const LOWEST: u16 = 10_000;
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
     let mut taken = TAKEN
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
+    let ranges: Vec<(u16, u16)> = non_ephemeral_ports()
+        .into_iter()
+        .filter(|(low, high)| low <= high)
+        .collect();
     let mut rng = rand::thread_rng();
     for _ in 0..1000 {
-        if ephemeral_low <= LOWEST + 1000 {
+        let Some(&(low, high)) = ranges.get(rand::Rng::gen_range(&mut rng, 0..ranges.len().max(1)))
+        else {
             break;
-        }
-        let port = rand::Rng::gen_range(&mut rng, LOWEST..ephemeral_low);
+        };
+        let port = rand::Rng::gen_range(&mut rng, low..=high);
         if !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             taken.insert(port);
             return port;
         }
     }
-    // A machine whose ephemeral range starts low: let the kernel choose.
+    // A machine whose ephemeral range covers nearly everything: let the kernel choose.
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("bind")
@@ -147,6 +147,37 @@ pub fn free_port() -> u16 {
     taken.insert(port);
     port
 }
+
+/// The port ranges below and above the kernel's ephemeral range (from
+/// 10000, to stay clear of well-known services); an empty one has its low
+/// bound above its high.
+fn non_ephemeral_ports() -> [(u16, u16); 2] {
+    const LOWEST: u16 = 10_000;
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok();
+    let mut bounds = range
+        .iter()
+        .flat_map(|r| r.split_whitespace())
+        .filter_map(|b| b.parse::<u16>().ok());
+    let (first, last) = match (bounds.next(), bounds.next()) {
+        (Some(first), Some(last)) => (first, last),
+        _ => (32_768, 60_999),
+    };
+    let above = match last.checked_add(1) {
+        Some(next) => (next.max(LOWEST), u16::MAX),
+        None => (1, 0),
+    };
+    [(LOWEST, first.saturating_sub(1)), above]
+}
+
+/// Whether a failed start says a port [`free_port`] chose was taken before
+/// the server bound it (by a process outside this one), so that starting
+/// again on other ports is the remedy.
+pub fn port_clash(error: &str) -> bool {
+    error.contains("Address already in use")
+}
+
+/// How many times a test server is started on fresh ports after a [`port_clash`].
+pub const PORT_CLASH_ATTEMPTS: usize = 3;
 
 /// The `Mode:` of a `srvr` reply (`leader`, `follower`, `standalone`), if it has one.
 pub fn srvr_mode(reply: &str) -> Option<String> {
@@ -202,9 +233,17 @@ impl ZkdProcess {
         ZkdProcess::start_with(ServerOptions::default())
     }
 
-    /// Starts a standalone server with `options`.
+    /// Starts a standalone server with `options` (on other ports again
+    /// after a [`port_clash`]).
     pub fn start_with(options: ServerOptions) -> ZkdProcess {
-        ZkdProcess::start_configured(options, free_port(), "", None)
+        let mut attempt = 1;
+        loop {
+            match ZkdProcess::try_start_at(options.clone(), "127.0.0.1", free_port(), "", None) {
+                Ok(p) => return p,
+                Err(e) if port_clash(&e) && attempt < PORT_CLASH_ATTEMPTS => attempt += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     /// Starts a server on `port` whose zoo.cfg also holds `more` (an
@@ -227,6 +266,17 @@ impl ZkdProcess {
         more: &str,
         myid: Option<u64>,
     ) -> ZkdProcess {
+        ZkdProcess::try_start_at(options, host, port, more, myid).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`ZkdProcess::start_at`]; the error says why it did not start, with its log.
+    pub fn try_start_at(
+        options: ServerOptions,
+        host: &str,
+        port: u16,
+        more: &str,
+        myid: Option<u64>,
+    ) -> Result<ZkdProcess, String> {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("zoo.cfg");
         let data = options
@@ -256,8 +306,8 @@ impl ZkdProcess {
             wrapper: options.wrapper,
             planted: options.planted,
         };
-        p.spawn().unwrap_or_else(|e| panic!("{e}"));
-        p
+        p.spawn()?;
+        Ok(p)
     }
 
     /// Starts the process and waits until it answers; the error says why not,
