@@ -26,7 +26,7 @@ pub mod storage_worker;
 
 use crate::config::Config;
 use crate::core::election::ServerId;
-use crate::core::{Command, ConnId, CoreConfig, Event, Node};
+use crate::core::{Command, ConnId, CoreConfig, Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
@@ -198,6 +198,7 @@ pub async fn serve<S: Store>(
     let info = four_letter::ServerInfo::new(config, Box::new(move || disk.disk_usage()), clock);
     let mut node_loop = NodeLoop {
         node,
+        now: clock.now(),
         clock,
         jobs: job_tx,
         conns: BTreeMap::new(),
@@ -289,6 +290,10 @@ struct ConnHandle {
 struct NodeLoop {
     node: Node,
     clock: Clock,
+    /// The time the loop last woke. Everything done for one wake-up happens at
+    /// that instant as far as the core can tell, so the clock is read once per
+    /// wake-up, not at each step (the reads were 2% of a member's CPU under load).
+    now: Now,
     jobs: std::sync::mpsc::Sender<StorageJob>,
     conns: BTreeMap<ConnId, ConnHandle>,
     info: four_letter::ServerInfo,
@@ -322,7 +327,7 @@ impl NodeLoop {
         loop {
             // Timeouts run even when requests never stop coming: the select below
             // is biased towards I/O, so a busy loop could otherwise starve expiry.
-            let now = self.clock.now();
+            let now = self.now;
             if self
                 .node
                 .poll_timeout()
@@ -389,19 +394,27 @@ impl NodeLoop {
             tokio::select! {
                 biased;
                 _ = &mut shutdown => return Ok(()),
-                report = reports.recv() => match report {
-                    Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
-                    Some(StorageReport::Persisted(zxid)) => self.node.handle_event(self.clock.now(), Event::Persisted { zxid }),
-                    // Standalone submits no barriers or rebuilds.
-                    Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_) | StorageReport::Logged(_)) => {}
-                    Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
-                    None => return Err(ServeError::Storage("storage worker stopped".into())),
-                },
-                Some(event) = peer_event => self.with_member(|m, ctx| m.handle_peer(ctx, event))?,
+                report = reports.recv() => {
+                    let now = self.woke();
+                    match report {
+                        Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
+                        Some(StorageReport::Persisted(zxid)) => self.node.handle_event(now, Event::Persisted { zxid }),
+                        // Standalone submits no barriers or rebuilds.
+                        Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_) | StorageReport::Logged(_)) => {}
+                        Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
+                        None => return Err(ServeError::Storage("storage worker stopped".into())),
+                    }
+                }
+                Some(event) = peer_event => {
+                    self.woke();
+                    self.with_member(|m, ctx| m.handle_peer(ctx, event))?
+                }
                 Some((command, reply)) = fault_request => {
+                    self.woke();
                     let _ = reply.send(self.fault(command));
                 }
                 Some(FourLetterWord { word, reply }) = words.recv(), if clients => {
+                    self.woke();
                     let followers = self.member.as_ref().and_then(|m| m.member.followers());
                     let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
                 }
@@ -410,7 +423,8 @@ impl NodeLoop {
                     None => return Ok(()),
                 },
                 _ = sleep => {
-                    self.node.handle_timeout(self.clock.now());
+                    let now = self.woke();
+                    self.node.handle_timeout(now);
                     self.with_member(|m, ctx| m.handle_timeout(ctx))?;
                 }
             }
@@ -431,14 +445,20 @@ impl NodeLoop {
             node: &mut self.node,
             links: peers,
             jobs: &mut self.jobs,
-            now: self.clock.now(),
+            now: self.now,
         };
         step(member, &mut ctx)?;
         self.route_commands()
     }
 
+    /// Reads the clock after a wake-up.
+    fn woke(&mut self) -> Now {
+        self.now = self.clock.now();
+        self.now
+    }
+
     fn inbound(&mut self, msg: Inbound) {
-        let now = self.clock.now();
+        let now = self.woke();
         match msg {
             Inbound::Connected {
                 conn,
@@ -480,7 +500,7 @@ impl NodeLoop {
                     node: &mut self.node,
                     links: peers,
                     jobs: &mut self.jobs,
-                    now: self.clock.now(),
+                    now: self.now,
                 };
                 member.route_node_commands(&mut ctx)?
             }
@@ -530,7 +550,7 @@ impl NodeLoop {
         if let Some(c) = self.conns.remove(&conn) {
             c.writer.abort();
             self.node
-                .handle_event(self.clock.now(), Event::Disconnected { conn });
+                .handle_event(self.now, Event::Disconnected { conn });
         }
     }
 

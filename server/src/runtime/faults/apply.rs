@@ -47,7 +47,7 @@ impl NodeLoop {
                     .store(true, std::sync::atomic::Ordering::Relaxed);
             }
             FaultCommand::ExpireSession(session) => {
-                if !self.node.expire_session(self.clock.now(), session) {
+                if !self.node.expire_session(self.now, session) {
                     return Err(match self.node.mode().name() {
                         "leader" | "standalone" => format!("no live session {session}"),
                         mode => format!("this member is a {mode}; sessions expire on the leader"),
