@@ -5,7 +5,7 @@
 //! java command, classpath and flags); [`ZooKeeperProcess`] here and the
 //! ensemble members of [`crate::oracle_ensemble`] both start through it.
 
-use crate::process::{four_letter_word, free_port};
+use crate::process::{four_letter_word, free_port, port_clash, PORT_CLASH_ATTEMPTS};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -165,28 +165,46 @@ impl ZooKeeperProcess {
         heap: &str,
     ) -> ZooKeeperProcess {
         require_tool(ZOOKEEPER_JAR);
+        let properties: Vec<(String, String)> = properties
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut attempt = 1;
+        loop {
+            let mut zk = ZooKeeperProcess::spawn(tick_time_ms, &properties, more, heap);
+            match zk.try_wait_ready() {
+                Ok(()) => return zk,
+                // Another process bound the port first: a new port.
+                Err(e) if port_clash(&e) && attempt < PORT_CLASH_ATTEMPTS => attempt += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// Writes a new directory and config, on a new port, and starts the JVM
+    /// without waiting.
+    fn spawn(
+        tick_time_ms: u64,
+        properties: &[(String, String)],
+        more: &str,
+        heap: &str,
+    ) -> ZooKeeperProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let config = dir.path().join("zoo.cfg");
         let text = base_config(tick_time_ms, &dir.path().join("data"), port) + more;
         std::fs::write(&config, text).expect("write zoo.cfg");
-        let properties: Vec<(String, String)> = properties
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
         let log = dir.path().join("zookeeper.log");
-        let child = launch(STANDALONE_MAIN, &config, &properties, heap, &log);
-        let mut zk = ZooKeeperProcess {
+        let child = launch(STANDALONE_MAIN, &config, properties, heap, &log);
+        ZooKeeperProcess {
             child,
             port,
             log,
             config,
-            properties,
+            properties: properties.to_vec(),
             heap: heap.to_owned(),
             _dir: dir,
-        };
-        zk.wait_ready();
-        zk
+        }
     }
 
     /// kill -9, then starts it again on the same port and data directory
@@ -205,20 +223,28 @@ impl ZooKeeperProcess {
     }
 
     fn wait_ready(&mut self) {
+        self.try_wait_ready().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Waits until it answers `srvr` with its mode; the error says why not, with its log.
+    fn try_wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + ZOOKEEPER_START_TIMEOUT;
         while Instant::now() < deadline {
             if four_letter_word(self.port, "srvr").is_ok_and(|r| r.contains("Mode:")) {
-                return;
+                return Ok(());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("ZooKeeper exited early with {status}; log:\n{}", self.log());
+                return Err(format!(
+                    "ZooKeeper exited early with {status}; log:\n{}",
+                    self.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!(
+        Err(format!(
             "ZooKeeper did not start within {ZOOKEEPER_START_TIMEOUT:?}; log:\n{}",
             self.log()
-        );
+        ))
     }
 
     /// The JVM's process id.

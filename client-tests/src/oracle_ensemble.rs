@@ -17,16 +17,15 @@ use crate::oracle::{
     base_config, base_config_at, launch_wrapped, require_tool, QUORUM_PEER_MAIN, TEST_HEAP,
     ZOOKEEPER_JAR, ZOOKEEPER_START_TIMEOUT,
 };
-use crate::process::{four_letter_word_at, free_port, ServerOptions};
+use crate::process::{
+    four_letter_word_at, free_port, port_clash, ServerOptions, PORT_CLASH_ATTEMPTS,
+};
 use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// How long a restarted member may take to open its client port.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Starts of a whole ensemble, when a member lost a port before binding it.
-const START_ATTEMPTS: usize = 3;
 
 /// One ZooKeeper ensemble member: a JVM that can be killed and restarted on
 /// the same ports and data directory.
@@ -180,15 +179,12 @@ impl ZooKeeperEnsemble {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        for attempt in 1..=START_ATTEMPTS {
+        for attempt in 1..=PORT_CLASH_ATTEMPTS {
             let mut ensemble = ZooKeeperEnsemble::spawn_all(n, tick_time_ms, &properties, heap);
             match ensemble.wait_serving(&(0..n).collect::<Vec<_>>()) {
                 Ok(_) => return ensemble,
                 // Another process bound one of the ports first: new ports.
-                Err(e)
-                    if attempt < START_ATTEMPTS
-                        && ensemble.logs().contains("Address already in use") =>
-                {
+                Err(e) if attempt < PORT_CLASH_ATTEMPTS && port_clash(&ensemble.logs()) => {
                     eprintln!("ZooKeeper ensemble start {attempt} lost a port, retrying: {e}");
                 }
                 Err(e) => panic!("{e}"),
