@@ -27,13 +27,16 @@ pub const MAX_TTL_MS: i64 = (1 << 40) - 1;
 /// Kept small, as a tree holds millions: the path and the data share one
 /// exact-size allocation (the data is a copy, not a slice that could pin the
 /// request buffer it came in), and a leaf's child set allocates nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct DataNode {
     /// The path's bytes, then the data's.
     bytes: Box<[u8]>,
+    /// The path's length, and in the top bit [`NULL_DATA`] (one word, so that
+    /// `path_hash` fits in what was padding).
     path_len: u32,
-    /// Null data, which clients tell from empty data.
-    null_data: bool,
+    /// The path's hash in its table's index ([`NodeTable`](super::node_table::NodeTable)
+    /// sets it), kept so that a growing index rehashes without reading paths.
+    pub(super) path_hash: u32,
     /// The ACL, shared between nodes that were given the same list.
     pub acl: Arc<Vec<Acl>>,
     /// The stat as stored.
@@ -46,6 +49,24 @@ pub struct DataNode {
     content_hash: u64,
 }
 
+/// The bit of `path_len` that marks null data, which clients tell from empty data.
+const NULL_DATA: u32 = 1 << 31;
+
+/// Equal nodes have equal paths, data, ACLs, stats and children; the path's
+/// hash depends on the table's random keys, not on the node.
+impl PartialEq for DataNode {
+    fn eq(&self, other: &DataNode) -> bool {
+        self.bytes == other.bytes
+            && self.path_len == other.path_len
+            && self.acl == other.acl
+            && self.stat == other.stat
+            && self.children == other.children
+            && self.content_hash == other.content_hash
+    }
+}
+
+impl Eq for DataNode {}
+
 impl DataNode {
     /// A childless node at `path`, its content hash computed.
     pub(super) fn new(
@@ -56,8 +77,11 @@ impl DataNode {
     ) -> DataNode {
         let mut node = DataNode {
             bytes: Box::default(),
-            path_len: u32::try_from(path.len()).expect("a path shorter than 4 GiB"),
-            null_data: false,
+            path_len: u32::try_from(path.len())
+                .ok()
+                .filter(|len| len & NULL_DATA == 0)
+                .expect("a path shorter than 2 GiB"),
+            path_hash: 0,
             acl,
             stat,
             children: ChildSet::default(),
@@ -74,18 +98,22 @@ impl DataNode {
 
     /// The path's bytes: what lookups compare and hash, with no UTF-8 check.
     pub(super) fn path_bytes(&self) -> &[u8] {
-        &self.bytes[..self.path_len as usize]
+        &self.bytes[..self.path_end()]
+    }
+
+    fn path_end(&self) -> usize {
+        (self.path_len & !NULL_DATA) as usize
     }
 
     /// The data; `None` and empty stay apart, as clients can tell.
     pub fn data(&self) -> Option<&[u8]> {
-        (!self.null_data).then(|| &self.bytes[self.path_len as usize..])
+        (self.path_len & NULL_DATA == 0).then(|| &self.bytes[self.path_end()..])
     }
 
     /// Replaces the data, and the content hash with it.
     pub(super) fn set_data(&mut self, data: Option<&[u8]>) {
         let old = std::mem::take(&mut self.bytes);
-        self.fill(&old[..self.path_len as usize], data);
+        self.fill(&old[..self.path_end()], data);
     }
 
     /// Replaces the ACL, and the content hash with it.
@@ -100,7 +128,10 @@ impl DataNode {
         bytes.extend_from_slice(path);
         bytes.extend_from_slice(data.unwrap_or_default());
         self.bytes = bytes.into_boxed_slice();
-        self.null_data = data.is_none();
+        self.path_len = match data {
+            Some(_) => self.path_len & !NULL_DATA,
+            None => self.path_len | NULL_DATA,
+        };
         self.content_hash = digest::content_hash(path, data, &self.acl);
     }
 

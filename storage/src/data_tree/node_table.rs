@@ -30,8 +30,9 @@ pub(super) struct NodeTable {
 impl NodeTable {
     /// Paths are hashed and compared as bytes: they are valid UTF-8
     /// already, and checking that again was a fifth of a snapshot's load.
-    fn hash(&self, path: &[u8]) -> u64 {
-        self.hasher.hash_one(path)
+    /// 32 bits, as each node keeps its own ([`DataNode::path_hash`]).
+    fn hash(&self, path: &[u8]) -> u32 {
+        self.hasher.hash_one(path) as u32
     }
 
     /// The id of the node at `path`.
@@ -73,14 +74,10 @@ impl NodeTable {
 
     /// Puts `node` at its path, replacing (and returning) a node already
     /// there, which keeps its id.
-    pub fn insert(&mut self, node: DataNode) -> (NodeId, Option<DataNode>) {
+    pub fn insert(&mut self, mut node: DataNode) -> (NodeId, Option<DataNode>) {
         // One hash and one probe, whether the path is new or not.
-        let vacant = match entry(
-            &mut self.index,
-            &self.slots,
-            &self.hasher,
-            node.path_bytes(),
-        ) {
+        node.path_hash = self.hash(node.path_bytes());
+        let vacant = match entry(&mut self.index, &self.slots, &node) {
             Entry::Occupied(taken) => {
                 let id = *taken.get();
                 return (id, self.slots[id.0 as usize].replace(node));
@@ -94,9 +91,9 @@ impl NodeTable {
 
     /// Puts `node` at its path if no node is there (one hash, one probe);
     /// otherwise leaves the table as it was and returns `None`.
-    pub fn insert_new(&mut self, node: DataNode) -> Option<NodeId> {
-        let path = node.path_bytes();
-        let Entry::Vacant(vacant) = entry(&mut self.index, &self.slots, &self.hasher, path) else {
+    pub fn insert_new(&mut self, mut node: DataNode) -> Option<NodeId> {
+        node.path_hash = self.hash(node.path_bytes());
+        let Entry::Vacant(vacant) = entry(&mut self.index, &self.slots, &node) else {
             return None;
         };
         let id = place(&mut self.slots, &mut self.free, node);
@@ -106,7 +103,7 @@ impl NodeTable {
 
     /// Takes node `id` out of the table, freeing its id.
     pub fn take(&mut self, id: NodeId) -> Option<DataNode> {
-        let hash = self.hash(self.node(id)?.path_bytes());
+        let hash = self.node(id)?.path_hash;
         let entry = self.index.find_entry(hash, |x| *x == id)?;
         entry.remove();
         self.free.push(id);
@@ -116,10 +113,8 @@ impl NodeTable {
     /// Makes room for `more` nodes, so that many arrive without a rehash.
     pub fn reserve(&mut self, more: usize) {
         self.slots.reserve(more);
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        let rehash =
-            |id: &NodeId| hasher.hash_one(slot(slots, *id).map_or(&[][..], DataNode::path_bytes));
-        self.index.reserve(more, rehash);
+        let slots = &self.slots;
+        self.index.reserve(more, |id| path_hash(slots, *id));
     }
 
     /// How many nodes there are.
@@ -133,17 +128,21 @@ impl NodeTable {
     }
 }
 
-/// The index's slot for `path`, taken or free.
+/// The index's slot for `node`'s path (its hash set), taken or free.
 fn entry<'a>(
     index: &'a mut PathIndex,
     slots: &[Option<DataNode>],
-    hasher: &ahash::RandomState,
-    path: &[u8],
+    node: &DataNode,
 ) -> Entry<'a, NodeId> {
-    let path_of = |id: NodeId| slot(slots, id).map_or(&[][..], DataNode::path_bytes);
-    let is_path = |id: &NodeId| path_of(*id) == path;
-    let rehash = |id: &NodeId| hasher.hash_one(path_of(*id));
-    index.entry(hasher.hash_one(path), is_path, rehash)
+    let path = node.path_bytes();
+    let is_path = |id: &NodeId| slot(slots, *id).is_some_and(|n| n.path_bytes() == path);
+    index.entry(node.path_hash, is_path, |id| path_hash(slots, *id))
+}
+
+/// The path hash node `id` keeps: what its index entry is rehashed by,
+/// read from the slab alone.
+fn path_hash(slots: &[Option<DataNode>], id: NodeId) -> u32 {
+    slot(slots, id).map_or(0, |n| n.path_hash)
 }
 
 /// Puts `node` in a freed slot, or a new one, and returns its id.
