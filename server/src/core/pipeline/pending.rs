@@ -96,7 +96,6 @@ impl PendingChanges {
                     change.path.clone()
                 }
                 Entry::Vacant(free) => {
-                    let path: Arc<str> = Arc::from(path);
                     free.insert(Change {
                         path: path.clone(),
                         zxid,

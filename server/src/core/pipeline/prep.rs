@@ -78,8 +78,8 @@ impl<'a> Prep<'a> {
             return Err(ErrorCode::BadArguments);
         }
         let acl = self.auth.fix_up(&req.acl)?;
-        let parent_path = path::parent(base).to_owned();
-        let parent = self.require(&parent_path)?;
+        let parent_path = path::parent(base);
+        let parent = self.require(parent_path)?;
         self.check_perm(&parent, Perms::CREATE)?;
         let full = if mode.is_sequential() {
             format!("{base}{:010}", parent.stat.cversion)
@@ -139,7 +139,7 @@ impl<'a> Prep<'a> {
     fn record_create(
         &mut self,
         full: &str,
-        parent_path: String,
+        parent_path: &str,
         mut parent: NodeMeta,
         cversion: i32,
         owner: i64,
@@ -155,7 +155,7 @@ impl<'a> Prep<'a> {
         parent.stat.cversion = cversion;
         parent.stat.pzxid = self.zxid;
         parent.num_children += 1;
-        self.scratch.insert(parent_path, Some(parent));
+        self.scratch.insert(parent_path.into(), Some(parent));
         let stat = StatPersisted {
             czxid: self.zxid,
             mzxid: self.zxid,
@@ -170,7 +170,7 @@ impl<'a> Prep<'a> {
             num_children: 0,
             acl: acl.clone(),
         };
-        self.scratch.insert(full.to_owned(), Some(meta));
+        self.scratch.insert(full.into(), Some(meta));
         acl
     }
 
@@ -179,8 +179,8 @@ impl<'a> Prep<'a> {
         if !p.contains('/') || p.contains('\0') || UNDELETABLE.contains(&p) {
             return Err(ErrorCode::BadArguments);
         }
-        let parent_path = path::parent(p).to_owned();
-        let mut parent = self.require(&parent_path)?;
+        let parent_path = path::parent(p);
+        let mut parent = self.require(parent_path)?;
         if !container {
             self.check_perm(&parent, Perms::DELETE)?;
         }
@@ -201,8 +201,8 @@ impl<'a> Prep<'a> {
         }
         parent.num_children -= 1;
         parent.stat.pzxid = self.zxid;
-        self.scratch.insert(parent_path, Some(parent));
-        self.scratch.insert(p.to_owned(), None);
+        self.scratch.insert(parent_path.into(), Some(parent));
+        self.scratch.insert(p.into(), None);
         let op = if container {
             OpCode::DeleteContainer
         } else {
@@ -221,7 +221,7 @@ impl<'a> Prep<'a> {
         node.stat.version = new_version;
         node.stat.mzxid = self.zxid;
         node.stat.mtime = self.time;
-        self.scratch.insert(p.to_owned(), Some(node));
+        self.scratch.insert(p.into(), Some(node));
         Ok(TxnBody::SetData(SetDataTxn {
             path: p.to_owned(),
             data: data.clone(),
@@ -239,7 +239,7 @@ impl<'a> Prep<'a> {
         let new_version = node.stat.aversion.wrapping_add(1);
         node.stat.aversion = new_version;
         node.acl = Arc::new(acl.clone());
-        self.scratch.insert(p.to_owned(), Some(node));
+        self.scratch.insert(p.into(), Some(node));
         Ok(TxnBody::SetAcl(SetAclTxn {
             path: p.to_owned(),
             acl,
@@ -272,13 +272,13 @@ impl<'a> Prep<'a> {
             if !owned {
                 continue;
             }
-            let parent_path = path::parent(&p).to_owned();
-            if let Some(mut parent) = self.view(&parent_path) {
+            let parent_path = path::parent(&p);
+            if let Some(mut parent) = self.view(parent_path) {
                 parent.num_children -= 1;
                 parent.stat.pzxid = self.zxid;
-                self.scratch.insert(parent_path, Some(parent));
+                self.scratch.insert(parent_path.into(), Some(parent));
             }
-            self.scratch.insert(p.clone(), None);
+            self.scratch.insert(p.as_str().into(), None);
             doomed.push(p);
         }
         TxnBody::CloseSession(CloseSessionTxn {

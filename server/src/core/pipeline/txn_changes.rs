@@ -3,6 +3,7 @@
 
 use super::pending::NodeMeta;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Past this many paths a txn's changes move from the list to a map.
 const FEW: usize = 8;
@@ -11,25 +12,26 @@ const FEW: usize = 8;
 /// txn changes one or two paths, so they live in a short list: a
 /// `BTreeMap`'s first node is 1.2 KB, and allocating one per create cost
 /// more than a tenth of a create's CPU (issue 15). A large multi moves to a
-/// map, so its lookups stay logarithmic.
+/// map, so its lookups stay logarithmic. Paths are kept as the `Arc<str>`
+/// the pending changes key by, so recording them copies none.
 #[derive(Debug, Default)]
 pub struct TxnChanges {
-    few: Vec<(String, Option<NodeMeta>)>,
-    many: BTreeMap<String, Option<NodeMeta>>,
+    few: Vec<(Arc<str>, Option<NodeMeta>)>,
+    many: BTreeMap<Arc<str>, Option<NodeMeta>>,
 }
 
 impl TxnChanges {
     /// The node at `path` as this txn leaves it, if the txn touched it.
     pub fn get(&self, path: &str) -> Option<&Option<NodeMeta>> {
         if self.many.is_empty() {
-            self.few.iter().find(|(p, _)| p == path).map(|(_, m)| m)
+            self.few.iter().find(|(p, _)| **p == *path).map(|(_, m)| m)
         } else {
             self.many.get(path)
         }
     }
 
     /// Records the node at `path` as this txn leaves it.
-    pub fn insert(&mut self, path: String, meta: Option<NodeMeta>) {
+    pub fn insert(&mut self, path: Arc<str>, meta: Option<NodeMeta>) {
         if !self.many.is_empty() {
             self.many.insert(path, meta);
         } else if let Some(entry) = self.few.iter_mut().find(|(p, _)| *p == path) {
@@ -49,7 +51,7 @@ impl TxnChanges {
     }
 
     /// Every change, each path once.
-    pub fn into_changes(self) -> impl Iterator<Item = (String, Option<NodeMeta>)> {
+    pub fn into_changes(self) -> impl Iterator<Item = (Arc<str>, Option<NodeMeta>)> {
         self.few.into_iter().chain(self.many)
     }
 }
@@ -57,7 +59,6 @@ impl TxnChanges {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use zkd_protocol::records::StatPersisted;
 
     fn meta(version: i32) -> Option<NodeMeta> {
@@ -76,9 +77,9 @@ mod tests {
         let mut changes = TxnChanges::default();
         for round in 0..2 {
             for i in 0..20 {
-                changes.insert(format!("/n{i}"), meta(round));
+                changes.insert(format!("/n{i}").into(), meta(round));
             }
-            changes.insert("/gone".to_owned(), None);
+            changes.insert("/gone".into(), None);
         }
         for i in 0..20 {
             assert_eq!(changes.get(&format!("/n{i}")), Some(&meta(1)));
@@ -92,9 +93,9 @@ mod tests {
     #[test]
     fn a_short_list_is_searched_and_cleared() {
         let mut changes = TxnChanges::default();
-        changes.insert("/a".to_owned(), meta(1));
-        changes.insert("/a".to_owned(), meta(2));
-        changes.insert("/b".to_owned(), None);
+        changes.insert("/a".into(), meta(1));
+        changes.insert("/a".into(), meta(2));
+        changes.insert("/b".into(), None);
         assert_eq!(changes.get("/a"), Some(&meta(2)));
         assert_eq!(changes.get("/b"), Some(&None));
         changes.clear();
