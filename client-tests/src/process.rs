@@ -123,17 +123,12 @@ pub fn free_port() -> u16 {
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let ranges: Vec<(u16, u16)> = non_ephemeral_ports()
-        .into_iter()
-        .filter(|(low, high)| low <= high)
-        .collect();
+    let ranges = non_ephemeral_ports();
     let mut rng = rand::thread_rng();
-    for _ in 0..1000 {
-        let Some(&(low, high)) = ranges.get(rand::Rng::gen_range(&mut rng, 0..ranges.len().max(1)))
-        else {
-            break;
-        };
-        let port = rand::Rng::gen_range(&mut rng, low..=high);
+    let tries = if ranges.is_empty() { 0 } else { 1000 };
+    for _ in 0..tries {
+        let range = ranges[rand::Rng::gen_range(&mut rng, 0..ranges.len())].clone();
+        let port = rand::Rng::gen_range(&mut rng, range);
         if !taken.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             taken.insert(port);
             return port;
@@ -148,10 +143,9 @@ pub fn free_port() -> u16 {
     port
 }
 
-/// The port ranges below and above the kernel's ephemeral range (from
-/// 10000, to stay clear of well-known services); an empty one has its low
-/// bound above its high.
-fn non_ephemeral_ports() -> [(u16, u16); 2] {
+/// The non-empty port ranges below and above the kernel's ephemeral range
+/// (from 10000, to stay clear of well-known services).
+fn non_ephemeral_ports() -> Vec<std::ops::RangeInclusive<u16>> {
     const LOWEST: u16 = 10_000;
     let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok();
     let mut bounds = range
@@ -162,11 +156,13 @@ fn non_ephemeral_ports() -> [(u16, u16); 2] {
         (Some(first), Some(last)) => (first, last),
         _ => (32_768, 60_999),
     };
-    let above = match last.checked_add(1) {
-        Some(next) => (next.max(LOWEST), u16::MAX),
-        None => (1, 0),
-    };
-    [(LOWEST, first.saturating_sub(1)), above]
+    let below = LOWEST..=first.saturating_sub(1);
+    let above = last.checked_add(1).map(|next| next.max(LOWEST)..=u16::MAX);
+    [Some(below), above]
+        .into_iter()
+        .flatten()
+        .filter(|r| !r.is_empty())
+        .collect()
 }
 
 /// Whether a failed start says a port [`free_port`] chose was taken before
