@@ -169,6 +169,7 @@ fn zxid_queries(h: &mut impl Harness) {
     assert!(!s.contains(z(1, 1)).unwrap());
     assert_eq!(s.last_zxid_at_or_before(z(9, 9)).unwrap(), None);
     assert_eq!(s.last_zxid_in_epoch(1).unwrap(), None);
+    assert_eq!(s.zxid_before_last(0).unwrap(), None);
     for zx in [z(1, 1), z(1, 2), z(1, 3), z(2, 1), z(2, 2), z(4, 1)] {
         s.append(zx, b("x")).unwrap();
     }
@@ -192,12 +193,18 @@ fn zxid_queries(h: &mut impl Harness) {
     assert_eq!(s.last_zxid_in_epoch(4).unwrap(), Some(z(4, 2)));
     assert_eq!(s.last_zxid_in_epoch(5).unwrap(), None);
     assert_eq!(s.last_zxid_in_epoch(u32::MAX).unwrap(), None);
+    assert_eq!(s.zxid_before_last(0).unwrap(), Some(z(4, 2)));
+    assert_eq!(s.zxid_before_last(2).unwrap(), Some(z(2, 2)));
+    assert_eq!(s.zxid_before_last(6).unwrap(), Some(z(1, 1)));
+    assert_eq!(s.zxid_before_last(7).unwrap(), None);
     // Purged txns are no longer in the log.
     s.sync().unwrap();
     s.purge_through(z(1, 3)).unwrap();
     assert!(!s.contains(z(1, 2)).unwrap());
     assert_eq!(s.last_zxid_in_epoch(1).unwrap(), None);
     assert_eq!(s.last_zxid_at_or_before(z(2, 0)).unwrap(), None);
+    assert_eq!(s.zxid_before_last(3).unwrap(), Some(z(2, 1)));
+    assert_eq!(s.zxid_before_last(4).unwrap(), None);
 }
 
 fn truncate_and_purge(h: &mut impl Harness) {

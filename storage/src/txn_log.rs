@@ -65,6 +65,23 @@ pub trait TxnLog {
     /// is no longer in the log. Cost: one reverse seek.
     fn last_zxid_at_or_before(&self, zxid: Zxid) -> Result<Option<Zxid>>;
 
+    /// The zxid of the txn that has exactly `n` txns after it in the log
+    /// (synced or not), or `None` if the log holds `n` txns or fewer: where
+    /// to start reading the newest `n`. Default: reads the whole log.
+    fn zxid_before_last(&self, n: usize) -> Result<Option<Zxid>>
+    where
+        Self: Sized,
+    {
+        let mut newest = VecDeque::with_capacity(n.saturating_add(1).min(1 << 16));
+        for item in self.txns_after(Zxid::ZERO, 0) {
+            newest.push_back(item?.0);
+            if newest.len() > n + 1 {
+                newest.pop_front();
+            }
+        }
+        Ok((newest.len() == n + 1).then(|| newest[0]))
+    }
+
     /// Whether the log holds a txn with exactly this zxid (synced or not).
     /// Cost: one seek.
     fn contains(&self, zxid: Zxid) -> Result<bool> {

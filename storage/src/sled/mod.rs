@@ -35,6 +35,7 @@ mod log_mark;
 mod log_migration;
 mod record_index;
 mod segment_log;
+mod segment_reader;
 mod snapshot_files;
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
@@ -399,6 +400,10 @@ impl TxnLog for SledStorage {
 
     fn last_zxid_at_or_before(&self, zxid: Zxid) -> Result<Option<Zxid>> {
         Ok(self.log().last_zxid_at_or_before(zxid))
+    }
+
+    fn zxid_before_last(&self, n: usize) -> Result<Option<Zxid>> {
+        Ok(self.log().zxid_before_last(n))
     }
 
     fn truncate_after(&mut self, zxid: Zxid) -> Result<()> {

@@ -30,10 +30,10 @@
 use super::gradual_removal;
 use super::log_mark::LogMark;
 use super::record_index::RecordIndex;
+use super::segment_reader::SegmentReader;
 use crate::error::{Result, StorageError};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use zkd_protocol::Zxid;
@@ -186,50 +186,66 @@ impl SegmentLog {
     /// Reads and checks one segment; the last one is cut back to its last
     /// whole record.
     fn scan(path: PathBuf, last: bool) -> Result<Segment> {
-        let mut buf = Vec::new();
-        File::open(&path)
-            .and_then(|mut f| {
-                // Sized up front: growing by doubling copied a 64 MiB segment twice.
-                buf.reserve_exact(f.metadata()?.len() as usize);
-                f.read_to_end(&mut buf)
-            })
-            .map_err(|e| io_error(&path, e))?;
-        let mut index = RecordIndex::default();
-        let mut at = 0usize;
-        while at < buf.len() {
-            let Some((zxid, _, len)) = decode(&buf[at..]) else {
-                break;
-            };
-            if index.last().is_some_and(|prev| zxid <= prev) || !index.push(zxid, at as u64) {
-                break;
-            }
-            at += len;
-        }
-        let mut size = buf.len() as u64;
+        let file = File::open(&path).map_err(|e| io_error(&path, e))?;
+        let size = file.metadata().map_err(|e| io_error(&path, e))?.len();
+        let mut reader = SegmentReader::new(file);
+        let index = Self::index_records(&mut reader).map_err(|e| io_error(&path, e))?;
+        let at = reader.offset();
         // Zeros after the records are the room the segment was grown by.
-        if at < buf.len() && (!last || buf[at..].iter().any(|b| *b != 0)) {
+        let clean =
+            at == size || (last && reader.rest_is_zeros().map_err(|e| io_error(&path, e))?);
+        let mut size = size;
+        if !clean {
             if !last {
                 return Err(StorageError::Corrupt(format!(
                     "{}: a damaged record at byte {at} of a closed segment",
                     path.display()
                 )));
             }
-            tracing::warn!(file = %path.display(), at, dropped = buf.len() - at, "txn log: cutting a torn tail");
+            tracing::warn!(file = %path.display(), at, dropped = size - at, "txn log: cutting a torn tail");
             let f = OpenOptions::new()
                 .write(true)
                 .open(&path)
                 .map_err(|e| io_error(&path, e))?;
-            f.set_len(at as u64)
+            f.set_len(at)
                 .and_then(|()| f.sync_all())
                 .map_err(|e| io_error(&path, e))?;
-            size = at as u64;
+            size = at;
         }
         Ok(Segment {
             path,
             index,
-            len: at as u64,
+            len: at,
             size,
         })
+    }
+
+    /// Indexes the whole records from the reader's cursor on, each checked,
+    /// and leaves the cursor after the last of them.
+    fn index_records(reader: &mut SegmentReader) -> std::io::Result<RecordIndex> {
+        let mut index = RecordIndex::default();
+        loop {
+            let offset = reader.offset();
+            let header = reader.ahead(HEADER)?;
+            let Some(len) = header
+                .get(..4)
+                .map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]))
+            else {
+                break;
+            };
+            // Damage, not a record: do not read that far to find out.
+            if len as usize > MAX_RECORD {
+                break;
+            }
+            let Some((zxid, _, len)) = decode(reader.ahead(HEADER + len as usize)?) else {
+                break;
+            };
+            if index.last().is_some_and(|prev| zxid <= prev) || !index.push(zxid, offset) {
+                break;
+            }
+            reader.advance(len);
+        }
+        Ok(index)
     }
 
     fn open_for_append(path: &Path) -> Result<File> {
@@ -270,6 +286,20 @@ impl SegmentLog {
     pub fn last_zxid(&self) -> Option<Zxid> {
         let last = self.segments.iter().rev().find_map(Segment::last)?;
         self.live(last).then_some(last)
+    }
+
+    /// The zxid with exactly `n` live records after it, if the log holds more.
+    pub fn zxid_before_last(&self, n: usize) -> Option<Zxid> {
+        let mut after = n;
+        for segment in self.segments.iter().rev() {
+            let len = segment.index.len();
+            if len > after {
+                let found = segment.index.zxid(len - 1 - after);
+                return self.live(found).then_some(found);
+            }
+            after -= len;
+        }
+        None
     }
 
     /// Buffers one record; written and synced by [`sync`](Self::sync).
@@ -538,6 +568,11 @@ mod tests {
         );
         assert_eq!(log.first_zxid(), Some(Zxid(26)));
         assert_eq!(log.last_zxid_at_or_before(Zxid(20)), None, "purged");
+        // Counted back across segments, purged records left out.
+        assert_eq!(log.zxid_before_last(0), Some(Zxid(50)));
+        assert_eq!(log.zxid_before_last(20), Some(Zxid(30)));
+        assert_eq!(log.zxid_before_last(24), Some(Zxid(26)));
+        assert_eq!(log.zxid_before_last(25), None);
         log.truncate_after(Zxid(40)).unwrap();
         drop(log);
         let mut log = small(dir.path());
@@ -620,6 +655,41 @@ mod tests {
         assert_eq!(log.last_zxid(), Some(Zxid(12)));
         let page = log.read_range(Zxid(10), 5).unwrap();
         assert_eq!(page.iter().map(|(z, _)| z.0).collect::<Vec<_>>(), [11, 12]);
+    }
+
+    /// The scan reads a segment a piece at a time: records that straddle
+    /// pieces, and one longer than a piece, are read whole; a tear past
+    /// the first piece is still found and cut.
+    #[test]
+    fn records_across_the_scans_pieces_open_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SegmentLog::open(dir.path()).unwrap();
+        // 1,000-byte records put a boundary inside one every piece.
+        for z in 1..=3000i64 {
+            log.append(Zxid(z), &[z as u8; 1000]).unwrap();
+        }
+        log.append(Zxid(3001), &vec![7u8; 3 << 20]).unwrap();
+        log.append(Zxid(3002), &[2u8; 10]).unwrap();
+        log.sync().unwrap();
+        let records = log.bytes();
+        drop(log);
+        let log = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(
+            (log.first_zxid(), log.last_zxid()),
+            (Some(Zxid(1)), Some(Zxid(3002)))
+        );
+        let mut log = log;
+        let page = log.read_range(Zxid(2999), 5).unwrap();
+        let lens: Vec<usize> = page.iter().map(|(_, t)| t.len()).collect();
+        assert_eq!(lens, [1000, 3 << 20, 10]);
+        assert!(page[1].1.iter().all(|b| *b == 7));
+        drop(log);
+        let file = segment_files(dir.path()).pop().unwrap();
+        let f = OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&[0x5a; 40], records).unwrap();
+        let log = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(size_of(&file), records, "the tear is cut off");
+        assert_eq!(log.last_zxid(), Some(Zxid(3002)));
     }
 
     /// A segment closed before it filled its room (the segment size is
