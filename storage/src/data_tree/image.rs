@@ -16,7 +16,8 @@
 //! record it is in the middle of plus the latest chunk. Neither side ever needs
 //! the whole image in memory.
 
-use super::open_parents::OpenParents;
+use super::open_parents::{OpenParents, ParentAt};
+use super::path_index::Unindexed;
 use super::{DataNode, DataTree, NodeId};
 use crate::path;
 use bytes::{Buf, Bytes, BytesMut};
@@ -231,6 +232,10 @@ struct Build {
     stat_len: usize,
     /// The nodes whose children may still arrive.
     open: OpenParents,
+    /// Nodes in the tree's slab not yet in its path index, while the load
+    /// indexes in bulk: until a lookup by path is needed (an image out of
+    /// preorder) or the image ends.
+    unindexed: Option<Unindexed>,
 }
 
 /// Which record comes next.
@@ -272,6 +277,7 @@ impl ImageDecoder {
                 last_acl_bytes: Vec::new(),
                 stat_len: StatPersisted::default().to_bytes().len(),
                 open: OpenParents::default(),
+                unindexed: Some(Unindexed::with_capacity(0)),
             },
         }
     }
@@ -287,6 +293,7 @@ impl ImageDecoder {
         let mut decoder = ImageDecoder::new();
         let nodes = usize::try_from(len / BYTES_PER_NODE).unwrap_or(0);
         decoder.build.tree.nodes.reserve(nodes);
+        decoder.build.unindexed = Some(Unindexed::with_capacity(nodes));
         decoder
     }
 
@@ -406,6 +413,7 @@ impl Build {
         let mut at = 0;
         let path_len = read_len(rec, &mut at)?;
         if path_len == 0 {
+            self.index_unindexed();
             self.open.close_all(&mut self.tree);
             self.stage = Stage::Done;
             return Ok(());
@@ -428,22 +436,57 @@ impl Build {
             self.last_acl = Arc::new(decoded);
             self.last_acl_bytes = acl.to_vec();
         }
+        self.link(DataNode::new(&p, data, self.last_acl.clone(), stat));
+        Ok(())
+    }
+
+    /// Puts `node` in the tree under its parent and opens it for children.
+    fn link(&mut self, node: DataNode) {
         // A fuzzy image may hold a node whose parent was re-created after the
         // parent was visited; the log re-creates both, so skip the orphan.
-        let parent = match &*p {
+        let parent = match node.path() {
             "/" => None,
-            p => match self.open.locate(&mut self.tree, path::parent(p)) {
+            p => match self.parent_of(path::parent(p)) {
                 Some(at) => Some(at),
-                None => return Ok(()),
+                None => return,
             },
         };
-        let node = DataNode::new(&p, data, self.last_acl.clone(), stat);
-        let id = self.tree.index(node);
+        let id = match &mut self.unindexed {
+            Some(unindexed) => self.tree.place_unindexed(node, unindexed),
+            None => self.tree.index(node),
+        };
         if let Some(parent) = parent {
             self.open.add_child(&mut self.tree, parent, id);
         }
         self.open.open(id);
-        Ok(())
+    }
+
+    /// Where the parent at `path` is: open, or elsewhere in the tree (then
+    /// the index must answer, so what is unindexed is indexed first).
+    fn parent_of(&mut self, path: &str) -> Option<ParentAt> {
+        if self.open.locate_open(&mut self.tree, path) {
+            return Some(ParentAt::Open);
+        }
+        self.index_unindexed();
+        self.tree.nodes.id(path).map(ParentAt::Elsewhere)
+    }
+
+    /// Indexes the nodes placed in bulk; from here on each node is indexed
+    /// as it arrives. If a path came twice (a fuzzy image can list a node
+    /// deleted and re-created during its walk), every node so far is
+    /// linked again one at a time, as a node arriving indexes: the later
+    /// node replaces the earlier, which hands it its children.
+    fn index_unindexed(&mut self) {
+        let Some(unindexed) = self.unindexed.take() else {
+            return;
+        };
+        if self.tree.nodes.index_placed(unindexed).is_ok() {
+            return;
+        }
+        self.open = OpenParents::default();
+        for node in self.tree.take_all_nodes() {
+            self.link(node);
+        }
     }
 }
 

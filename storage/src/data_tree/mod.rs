@@ -170,6 +170,28 @@ impl DataTree {
         id
     }
 
+    /// [`DataTree::index`] but for the path index: the node goes into
+    /// `unindexed`, for [`NodeTable::index_placed`] to index in bulk.
+    fn place_unindexed(&mut self, node: DataNode, unindexed: &mut path_index::Unindexed) -> NodeId {
+        let (term, session, expirable) = Self::index_terms(&node);
+        let id = self.nodes.place_unindexed(node, unindexed);
+        self.remember(id, term, session, expirable);
+        id
+    }
+
+    /// Takes every node out, in id order, each childless, and out of the
+    /// digest and the ephemeral and expirable sets (the sessions stay).
+    fn take_all_nodes(&mut self) -> Vec<DataNode> {
+        let mut nodes = self.nodes.take_all();
+        for node in &mut nodes {
+            self.digest = self.digest.wrapping_sub(node.digest_term());
+            node.children = ChildSet::default();
+        }
+        self.ephemerals.clear();
+        self.expirable.clear();
+        nodes
+    }
+
     /// [`DataTree::index`] for a path not in the tree: `None`, and nothing
     /// changed, if a node is there already.
     fn index_new(&mut self, node: DataNode) -> Option<NodeId> {

@@ -6,7 +6,7 @@
 //! the next node created. Against a map from shared paths to boxed nodes
 //! this saved about a quarter of a tree's memory (issue 15).
 
-use super::path_index::PathIndex;
+use super::path_index::{PathIndex, Unindexed};
 use super::DataNode;
 use hashbrown::hash_table::Entry;
 
@@ -99,6 +99,39 @@ impl NodeTable {
         let id = place(&mut self.slots, &mut self.free, node);
         vacant.insert(id);
         Some(id)
+    }
+
+    /// Puts `node` in the slab but not in the index, and adds it to
+    /// `unindexed`: a bulk load's nodes, indexed all at once by
+    /// [`NodeTable::index_placed`]. Until then no lookup by path finds it.
+    pub fn place_unindexed(&mut self, mut node: DataNode, unindexed: &mut Unindexed) -> NodeId {
+        node.path_hash = self.hash(node.path_bytes());
+        let hash = node.path_hash;
+        let id = place(&mut self.slots, &mut self.free, node);
+        unindexed.push(hash, id);
+        id
+    }
+
+    /// Indexes the nodes [`NodeTable::place_unindexed`] put in the slab.
+    /// `Err` if one has the path of a node indexed already: the index is
+    /// then incomplete, and only [`NodeTable::take_all`] may follow.
+    pub fn index_placed(&mut self, unindexed: Unindexed) -> Result<(), ()> {
+        let slots = &self.slots;
+        let path = |id: NodeId| slot(slots, id).map(DataNode::path_bytes);
+        let same = |a: NodeId, b: NodeId| path(a) == path(b);
+        self.index
+            .insert_all(unindexed, same, |id| path_hash(slots, *id))
+            .map_err(|_| ())
+    }
+
+    /// Takes every node out, in id order, leaving the table empty.
+    pub fn take_all(&mut self) -> Vec<DataNode> {
+        self.index.clear();
+        self.free.clear();
+        std::mem::take(&mut self.slots)
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// Takes node `id` out of the table, freeing its id.

@@ -27,24 +27,24 @@ pub(super) enum ParentAt {
 }
 
 impl OpenParents {
-    /// Finds `parent`, closing the open nodes the walk has left; `None` if
-    /// it is not in the tree (a fuzzy image's orphan, to be skipped).
-    pub fn locate(&mut self, tree: &mut DataTree, parent: &str) -> Option<ParentAt> {
+    /// Whether `parent` is the innermost open node, after closing the open
+    /// nodes the walk has left. If not, the caller looks it up by path.
+    pub fn locate_open(&mut self, tree: &mut DataTree, parent: &str) -> bool {
         let parent_bytes = parent.as_bytes();
         while let Some((top, _)) = self.stack.last() {
             let top = tree.nodes.node(*top).map_or(&[][..], DataNode::path_bytes);
             if top == parent_bytes {
-                return Some(ParentAt::Open);
+                return true;
             }
             if is_ancestor_or_self(top, parent_bytes) {
                 break;
             }
             self.close(tree);
         }
-        tree.nodes.id(parent).map(ParentAt::Elsewhere)
+        false
     }
 
-    /// Records `child`, now in the tree, as a child of the parent `locate` found.
+    /// Records `child`, now in the tree, as a child of `parent`.
     pub fn add_child(&mut self, tree: &mut DataTree, parent: ParentAt, child: NodeId) {
         match (parent, self.stack.last_mut()) {
             (ParentAt::Open, Some((_, children))) => children.push(child),

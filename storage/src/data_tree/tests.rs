@@ -992,3 +992,52 @@ fn an_image_out_of_preorder_loads_the_same_tree() {
     assert!(loaded.node("/b/z").is_none());
     assert_eq!(names(&loaded, "/"), "a,zookeeper");
 }
+
+/// A load indexes its nodes in bulk, which finds a path listed twice only
+/// when it indexes them (at the end, or when a node out of preorder needs
+/// a lookup): the nodes so far are then linked again one at a time, and the
+/// later record replaces the earlier, keeping the children of both, as when
+/// every node was indexed on arrival.
+#[test]
+fn an_image_listing_a_path_twice_loads_the_later_node() {
+    let mut old = DataTree::new();
+    for (z, p) in ["/a", "/a/x", "/b", "/b/z"].iter().enumerate() {
+        let cversion = old.node(path::parent(p)).unwrap().stat.cversion + 1;
+        old.apply(&txn(z as i64 + 1, 7, create(p, false, cversion)));
+    }
+    let mut new = old.clone();
+    new.apply(&txn(
+        5,
+        7,
+        TxnBody::SetData(SetDataTxn {
+            path: "/a".into(),
+            data: Some(Bytes::from_static(b"later")),
+            version: 1,
+        }),
+    ));
+    let record_of = |records: &[Vec<u8>], p: &str| {
+        let mut start = (p.len() as i32).to_be_bytes().to_vec();
+        start.extend_from_slice(p.as_bytes());
+        records.iter().position(|r| r.starts_with(&start)).unwrap()
+    };
+    let (_, old_records, _) = image_records(&old.to_image());
+    let (header, records, end) = image_records(&new.to_image());
+    // The earlier "/a" in its place, the later one after every other node.
+    let mut twice = records.clone();
+    let at = record_of(&twice, "/a");
+    twice[at] = old_records[record_of(&old_records, "/a")].clone();
+    twice.push(records[at].clone());
+    let image: Vec<u8> = [header.clone(), twice.concat(), end.clone()].concat();
+    let loaded = DataTree::from_image(Bytes::from(image)).unwrap();
+    assert_eq!(listing(&loaded), listing(&new));
+    assert_eq!(loaded.digest(), new.digest());
+    // The same, with "/b/z" after the later "/a": its lookup of "/b" finds
+    // the path listed twice halfway, and the load goes on one at a time.
+    let moved = twice.remove(record_of(&twice, "/b/z"));
+    twice.push(moved);
+    let image: Vec<u8> = [header, twice.concat(), end].concat();
+    let loaded = DataTree::from_image(Bytes::from(image)).unwrap();
+    assert_eq!(listing(&loaded), listing(&new));
+    assert_eq!(loaded.digest(), new.digest());
+    assert_eq!(loaded.node_count(), new.node_count());
+}
