@@ -484,7 +484,9 @@ impl Build {
             return;
         }
         self.open = OpenParents::default();
-        for node in self.tree.take_all_nodes() {
+        let nodes = self.tree.take_all_nodes();
+        self.tree.nodes.reserve(nodes.len());
+        for node in nodes {
             self.link(node);
         }
     }
