@@ -673,12 +673,11 @@ mod tests {
         log.sync().unwrap();
         let records = log.bytes();
         drop(log);
-        let log = SegmentLog::open(dir.path()).unwrap();
+        let mut log = SegmentLog::open(dir.path()).unwrap();
         assert_eq!(
             (log.first_zxid(), log.last_zxid()),
             (Some(Zxid(1)), Some(Zxid(3002)))
         );
-        let mut log = log;
         let page = log.read_range(Zxid(2999), 5).unwrap();
         let lens: Vec<usize> = page.iter().map(|(_, t)| t.len()).collect();
         assert_eq!(lens, [1000, 3 << 20, 10]);
