@@ -16,7 +16,8 @@
 
 use super::node_table::NodeId;
 
-/// A chunk is split in two past this many ids.
+/// A chunk holds at most this many ids: one more splits it in two, or (past
+/// the last) starts a new one.
 const CHUNK: usize = 512;
 
 /// A node's children; a leaf (most nodes) holds no allocation at all.
@@ -62,13 +63,33 @@ impl ChildSet {
         let Err(at) = found else {
             return;
         };
-        let chunk = &mut set.chunks[c];
-        chunk.insert(at, id);
         set.len += 1;
-        if chunk.len() > CHUNK {
-            let tail = chunk.split_off(chunk.len() / 2);
+        let last = c + 1 == set.chunks.len();
+        let chunk = &mut set.chunks[c];
+        if chunk.len() < CHUNK {
+            chunk.insert(at, id);
+        } else if at == CHUNK && last {
+            // Past the end (the usual create): a chunk of its own, so that
+            // children created in order fill whole chunks.
+            set.chunks.push(vec![id]);
+        } else {
+            // Split before the chunk grows past CHUNK: grown to twice that,
+            // a head never refilled held 4 KiB for 1 KiB of ids.
+            let tail = chunk.split_off(CHUNK / 2);
             set.chunks.insert(c + 1, tail);
+            match at.checked_sub(CHUNK / 2) {
+                Some(in_tail) if in_tail > 0 => set.chunks[c + 1].insert(in_tail, id),
+                _ => set.chunks[c].insert(at, id),
+            }
         }
+    }
+
+    /// Ids the chunks have room for, whether used or not (their memory).
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |set| set.chunks.iter().map(Vec::capacity).sum())
     }
 
     /// Adds many children at once: an empty set takes ids given in rising

@@ -439,6 +439,29 @@ fn a_wide_parent_changing_in_random_order_keeps_its_children() {
     assert_eq!(tree.node("/w").unwrap().children.len(), model.len());
 }
 
+/// Children created in order (the usual case: a queue, a lock's contenders,
+/// sequential nodes) fill whole chunks: the set holds little more room than
+/// ids. Split only once grown past a chunk, a set kept each full chunk's
+/// first half in room for twice a chunk, about four times its ids.
+#[test]
+fn children_created_in_order_fill_whole_chunks() {
+    let mut tree = DataTree::new();
+    tree.apply(&txn(1, 7, create("/q", false, 1)));
+    for zxid in 2..5_002 {
+        let path = format!("/q/n{zxid:010}");
+        tree.apply(&txn(zxid, 7, create(&path, false, zxid as i32)));
+    }
+    let q = tree.node("/q").unwrap();
+    assert_eq!(q.children.len(), 5_000);
+    assert!(
+        q.children.capacity() <= 5_000 + 512,
+        "room for {} ids",
+        q.children.capacity()
+    );
+    let ids: Vec<NodeId> = q.children.ids().collect();
+    assert!(ids.windows(2).all(|p| p[0] < p[1]), "in id order");
+}
+
 /// The cursor has written /p but not /p/c when /p/c is deleted: replaying the
 /// delete finds no child, yet /p must still get the delete's pzxid, as
 /// ZooKeeper's deleteNode does (it raises pzxid before the existence check).
