@@ -34,12 +34,43 @@ pub trait Record: Sized {
     /// Reads one value from the front of `buf`.
     fn decode(buf: &mut Bytes) -> Result<Self, DecodeError>;
 
-    /// Encodes `self` into a fresh buffer.
+    /// Encodes `self` into a buffer of its own (see [`encode_exact`]).
     fn to_bytes(&self) -> Bytes {
-        let mut out = Vec::new();
-        self.encode(&mut out);
-        Bytes::from(out)
+        encode_exact(|out| self.encode(out))
     }
+}
+
+thread_local! {
+    /// Where [`encode_exact`] encodes.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The scratch buffer's largest kept capacity: a large reply's buffer is not
+/// kept for the small ones after it.
+const MAX_SCRATCH: usize = 64 << 10;
+
+/// What `encode` writes, as `Bytes` of exactly that size: written into this
+/// thread's scratch buffer, then copied once. A fresh `Vec` grew several
+/// times for a create or a read's reply, and `Bytes` took another allocation
+/// for one with slack.
+pub fn encode_exact(encode: impl FnOnce(&mut Vec<u8>)) -> Bytes {
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut out) => {
+            out.clear();
+            encode(&mut out);
+            let bytes = Bytes::copy_from_slice(&out);
+            if out.capacity() > MAX_SCRATCH {
+                *out = Vec::new();
+            }
+            bytes
+        }
+        // Called from inside an encode: a buffer of its own.
+        Err(_) => {
+            let mut out = Vec::new();
+            encode(&mut out);
+            Bytes::from(out)
+        }
+    })
 }
 
 fn need(buf: &Bytes, n: usize) -> Result<(), DecodeError> {

@@ -127,10 +127,10 @@ impl Txn {
 
     /// Encodes header and record, as stored in the log.
     pub fn to_bytes(&self) -> Bytes {
-        let mut out = Vec::with_capacity(64);
-        self.header.encode(&mut out);
-        self.body.encode(&mut out);
-        Bytes::from(out)
+        zkd_protocol::jute::encode_exact(|out| {
+            self.header.encode(out);
+            self.body.encode(out);
+        })
     }
 
     /// Decodes a log entry.

@@ -5,7 +5,7 @@ use super::java_order;
 use base64::Engine;
 use sha1::{Digest, Sha1};
 use std::net::IpAddr;
-use zkd_protocol::records::{Acl, Id};
+use zkd_protocol::records::{Acl, Id, SharedAcl};
 use zkd_protocol::{ErrorCode, Perms};
 
 /// Identities one connection may hold: each auth packet can add one, and
@@ -144,7 +144,7 @@ impl AuthIds {
         };
         for a in acl {
             match a.id.scheme.as_str() {
-                "world" if a.id.id == "anyone" => push(a.clone()),
+                _ if valid_as_is(a) => push(a.clone()),
                 "auth" => {
                     // Only authenticated identities count; ip is not one.
                     let mut any = false;
@@ -159,12 +159,43 @@ impl AuthIds {
                         return Err(ErrorCode::InvalidAcl);
                     }
                 }
-                "digest" if a.id.id.split(':').count() == 2 => push(a.clone()),
-                "ip" if valid_ip_id(&a.id.id) => push(a.clone()),
                 _ => return Err(ErrorCode::InvalidAcl),
             }
         }
         Ok(out)
+    }
+
+    /// [`fix_up`](Self::fix_up), shared: an ACL that fixes up to `like` (as a
+    /// child mostly repeats its parent's) is `like` itself. One that fix_up
+    /// would keep as it is is compared in place, not copied first.
+    pub fn fix_up_like(
+        &self,
+        acl: &[Acl],
+        like: Option<&SharedAcl>,
+    ) -> Result<SharedAcl, ErrorCode> {
+        let as_is = !acl.is_empty()
+            && acl.iter().all(valid_as_is)
+            && acl.iter().enumerate().all(|(i, a)| !acl[..i].contains(a));
+        let fixed = match like {
+            Some(like) if as_is && like.as_slice() == acl => return Ok(like.clone()),
+            _ if as_is => acl.to_vec(),
+            _ => self.fix_up(acl)?,
+        };
+        Ok(match like {
+            Some(like) if **like == fixed => like.clone(),
+            _ => SharedAcl::new(fixed),
+        })
+    }
+}
+
+/// An entry fix-up keeps as it is: `world:anyone`, a `digest` id of
+/// `user:hash`, or a valid `ip` id (`auth` entries are expanded instead).
+fn valid_as_is(a: &Acl) -> bool {
+    match a.id.scheme.as_str() {
+        "world" => a.id.id == "anyone",
+        "digest" => a.id.id.split(':').count() == 2,
+        "ip" => valid_ip_id(&a.id.id),
+        _ => false,
     }
 }
 
@@ -275,5 +306,56 @@ mod tests {
         assert_eq!(fixed[0].id.id, "user:smGaoVKd/cQkjm7b88GyorAUz20=");
         assert!(ids.allows(&fixed, Perms::READ));
         assert!(!AuthIds::for_remote("127.0.0.1").allows(&fixed, Perms::READ));
+    }
+
+    fn entry(scheme: &str, id: &str) -> Acl {
+        Acl {
+            perms: 31,
+            id: Id {
+                scheme: scheme.into(),
+                id: id.into(),
+            },
+        }
+    }
+
+    /// A child's ACL that fixes up to its parent's shares the parent's list;
+    /// anything else gets what fix_up gives, errors included, whatever the
+    /// parent holds.
+    #[test]
+    fn fix_up_like_shares_only_what_fix_up_would_give() {
+        let mut ids = AuthIds::for_remote("127.0.0.1");
+        ids.authenticate("digest", b"user:pass", None).unwrap();
+        let world = vec![entry("world", "anyone")];
+        let parent = SharedAcl::new(world.clone());
+        let same = ids.fix_up_like(&world, Some(&parent)).unwrap();
+        assert!(SharedAcl::ptr_eq(&same, &parent));
+        // Expanded, then equal: shared too.
+        let digest = SharedAcl::new(ids.fix_up(&[entry("auth", "")]).unwrap());
+        let expanded = ids
+            .fix_up_like(&[entry("auth", "")], Some(&digest))
+            .unwrap();
+        assert!(SharedAcl::ptr_eq(&expanded, &digest));
+        // A repeated entry is dropped, as fix_up drops it.
+        let twice = [world.clone(), world.clone()].concat();
+        let once = ids.fix_up_like(&twice, Some(&parent)).unwrap();
+        assert!(SharedAcl::ptr_eq(&once, &parent));
+        let alone = ids.fix_up_like(&twice, None).unwrap();
+        assert_eq!(*alone, world);
+        // Invalid stays invalid, even where a parent holds the same list.
+        for bad in [
+            entry("world", "someone"),
+            entry("sasl", "user"),
+            entry("ip", "1.2.3"),
+        ] {
+            let held = SharedAcl::new(vec![bad.clone()]);
+            assert_eq!(
+                ids.fix_up_like(&[bad], Some(&held)),
+                Err(ErrorCode::InvalidAcl)
+            );
+        }
+        assert_eq!(
+            ids.fix_up_like(&[], Some(&parent)),
+            Err(ErrorCode::InvalidAcl)
+        );
     }
 }

@@ -13,12 +13,10 @@ const SYNC_CONNECTED: i32 = 3;
 
 /// A reply carrying a record.
 pub fn with_record(xid: i32, zxid: i64, record: &impl Record) -> Bytes {
-    // Room for the header and a Stat (84 bytes) or a short path, so most
-    // replies encode without growing the buffer.
-    let mut out = Vec::with_capacity(128);
-    ReplyHeader { xid, zxid, err: 0 }.encode(&mut out);
-    record.encode(&mut out);
-    Bytes::from(out)
+    zkd_protocol::jute::encode_exact(|out| {
+        ReplyHeader { xid, zxid, err: 0 }.encode(out);
+        record.encode(out);
+    })
 }
 
 /// A reply with no body: an error (clients read no body when err != 0), or an

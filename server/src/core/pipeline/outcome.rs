@@ -15,8 +15,9 @@ pub fn write_reply(
 ) -> bytes::Bytes {
     match outcome {
         TxnOutcome::Error(code) => reply::bare(xid, zxid, *code),
-        TxnOutcome::Created { path, stat } if op == OpCode::Create => {
-            reply::with_record(xid, zxid, &CreateResponse { path: path.clone() })
+        // A CreateResponse is its path alone: encoded from the outcome's, not a copy.
+        TxnOutcome::Created { path, .. } if op == OpCode::Create => {
+            reply::with_record(xid, zxid, path)
         }
         TxnOutcome::Created { path, stat } => reply::with_record(
             xid,

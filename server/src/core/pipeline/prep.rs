@@ -77,9 +77,11 @@ impl<'a> Prep<'a> {
         if !base.contains('/') || base.contains('\0') {
             return Err(ErrorCode::BadArguments);
         }
-        let acl = self.auth.fix_up(&req.acl)?;
         let parent_path = path::parent(base);
-        let parent = self.require(parent_path)?;
+        let parent = self.view(parent_path);
+        // Before the parent's own checks: an invalid ACL is the error ZooKeeper gives first.
+        let acl = (self.auth).fix_up_like(&req.acl, parent.as_ref().map(|p| &p.acl))?;
+        let parent = parent.ok_or(ErrorCode::NoNode)?;
         self.check_perm(&parent, Perms::CREATE)?;
         let full = if mode.is_sequential() {
             format!("{base}{:010}", parent.stat.cversion)
@@ -143,15 +145,8 @@ impl<'a> Prep<'a> {
         mut parent: NodeMeta,
         cversion: i32,
         owner: i64,
-        acl: Vec<Acl>,
+        acl: SharedAcl,
     ) -> SharedAcl {
-        // A child mostly has its parent's ACL: share it rather than keep
-        // another (the txn carries the shared one too).
-        let acl = if *parent.acl == acl {
-            parent.acl.clone()
-        } else {
-            Arc::new(acl)
-        };
         parent.stat.cversion = cversion;
         parent.stat.pzxid = self.zxid;
         parent.num_children += 1;
