@@ -31,7 +31,7 @@ pub mod zab;
 
 pub use node::Node;
 pub(crate) use node_apply::apply_to_tree;
-pub use types::{Command, ConnId, CoreConfig, Event, Mode, Now};
+pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]
 pub(crate) mod snapshot_tests;

@@ -178,6 +178,11 @@ impl Node {
         self.commands.drain(..)
     }
 
+    /// Moves the commands produced so far to the back of `into` (see [`take_queued`](super::take_queued)).
+    pub fn take_commands(&mut self, into: &mut VecDeque<Command>) {
+        super::take_queued(&mut self.commands, into);
+    }
+
     /// The monotonic time at which `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
         let mut due = u64::MAX;

@@ -13,9 +13,15 @@ const SYNC_CONNECTED: i32 = 3;
 
 /// A reply carrying a record.
 pub fn with_record(xid: i32, zxid: i64, record: &impl Record) -> Bytes {
+    with_fields(xid, zxid, |out| record.encode(out))
+}
+
+/// A reply whose body `encode` writes field by field, for a record whose
+/// fields the caller holds but not the record itself.
+pub fn with_fields(xid: i32, zxid: i64, encode: impl FnOnce(&mut Vec<u8>)) -> Bytes {
     zkd_protocol::jute::encode_exact(|out| {
         ReplyHeader { xid, zxid, err: 0 }.encode(out);
-        record.encode(out);
+        encode(out);
     })
 }
 

@@ -186,3 +186,17 @@ impl Default for CoreConfig {
         }
     }
 }
+
+/// Moves everything queued in `queue` to the back of `into`, in order; into
+/// an empty list by swapping the two, so that a caller keeping its list from
+/// one event to the next allocates none per event.
+pub fn take_queued<T>(
+    queue: &mut std::collections::VecDeque<T>,
+    into: &mut std::collections::VecDeque<T>,
+) {
+    if into.is_empty() {
+        std::mem::swap(queue, into);
+    } else {
+        into.append(queue);
+    }
+}

@@ -30,7 +30,7 @@ use crate::core::{Command, ConnId, CoreConfig, Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -204,6 +204,7 @@ pub async fn serve<S: Store>(
         conns: BTreeMap::new(),
         info,
         member,
+        routed: VecDeque::new(),
         faults,
     };
     let result = node_loop
@@ -299,6 +300,9 @@ struct NodeLoop {
     info: four_letter::ServerInfo,
     /// The election and Zab side, in an ensemble.
     member: Option<Membership>,
+    /// The node's commands being carried out: a list kept from one wake-up
+    /// to the next (see [`take_queued`](crate::core::take_queued)).
+    routed: VecDeque<Command>,
     /// A test's fault switches (`zkd.faults.enable` only).
     faults: Option<faults::Faults>,
 }
@@ -494,7 +498,8 @@ impl NodeLoop {
     /// the ensemble itself; the rest is written to connections (or, standalone,
     /// submitted to storage).
     fn route_commands(&mut self) -> Result<(), ServeError> {
-        let commands: Vec<Command> = match self.member.as_mut() {
+        let mut commands = std::mem::take(&mut self.routed);
+        match self.member.as_mut() {
             Some(Membership { member, peers }) => {
                 let mut ctx = member::Ctx {
                     node: &mut self.node,
@@ -502,11 +507,11 @@ impl NodeLoop {
                     jobs: &mut self.jobs,
                     now: self.now,
                 };
-                member.route_node_commands(&mut ctx)?
+                member.route_node_commands(&mut ctx, &mut commands)?
             }
-            None => self.node.drain_commands().collect(),
-        };
-        for command in commands {
+            None => self.node.take_commands(&mut commands),
+        }
+        while let Some(command) = commands.pop_front() {
             match command {
                 Command::Reply { conn, frame } => self.write(conn, frame, true),
                 Command::Send { conn, frame } => self.write(conn, frame, false),
@@ -525,6 +530,7 @@ impl NodeLoop {
                 Command::Forward(_) | Command::Revalidate { .. } | Command::Revalidated { .. } => {}
             }
         }
+        self.routed = commands;
         Ok(())
     }
 

@@ -440,9 +440,10 @@ impl WholeSim {
             jobs: &mut p.submitted,
             now,
         };
-        let result =
-            step(&mut p.member, &mut ctx).and_then(|()| p.member.route_node_commands(&mut ctx));
-        let for_clients = result.map_err(|e| Violation(format!("member {id} stopped: {e}")))?;
+        let mut for_clients = std::collections::VecDeque::new();
+        let result = step(&mut p.member, &mut ctx)
+            .and_then(|()| p.member.route_node_commands(&mut ctx, &mut for_clients));
+        result.map_err(|e| Violation(format!("member {id} stopped: {e}")))?;
         checks::check_answers(id, p)?;
         self.flush(id);
         self.check_decision(id)?;

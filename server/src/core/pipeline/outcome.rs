@@ -2,7 +2,7 @@
 
 use crate::core::reply;
 use zkd_protocol::records::*;
-use zkd_protocol::OpCode;
+use zkd_protocol::{OpCode, Record};
 use zkd_storage::{TxnBody, TxnOutcome};
 
 /// The reply to a write request with opcode `op`, once its txn `body` was applied.
@@ -19,14 +19,11 @@ pub fn write_reply(
         TxnOutcome::Created { path, .. } if op == OpCode::Create => {
             reply::with_record(xid, zxid, path)
         }
-        TxnOutcome::Created { path, stat } => reply::with_record(
-            xid,
-            zxid,
-            &Create2Response {
-                path: path.clone(),
-                stat: stat.clone(),
-            },
-        ),
+        // A Create2Response: the path, then the stat.
+        TxnOutcome::Created { path, stat } => reply::with_fields(xid, zxid, |out| {
+            path.encode(out);
+            stat.encode(out);
+        }),
         TxnOutcome::DataSet { stat } => {
             reply::with_record(xid, zxid, &SetDataResponse { stat: stat.clone() })
         }
@@ -71,5 +68,37 @@ fn multi_result(body: &TxnBody, outcome: &TxnOutcome) -> MultiResult {
         _ => MultiResult::Error {
             err: zkd_protocol::ErrorCode::SystemError.code(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The create replies, encoded from the outcome's fields, are the
+    /// records ZooKeeper sends.
+    #[test]
+    fn create_replies_are_their_records() {
+        let stat = Stat {
+            czxid: 7,
+            mzxid: 7,
+            pzxid: 7,
+            data_length: 3,
+            ..Stat::default()
+        };
+        let outcome = TxnOutcome::Created {
+            path: "/a/b".into(),
+            stat: stat.clone(),
+        };
+        let body = TxnBody::Error(ErrorTxn { err: 0 });
+        let path = "/a/b".to_owned();
+        assert_eq!(
+            write_reply(5, 7, OpCode::Create, &body, &outcome),
+            reply::with_record(5, 7, &CreateResponse { path: path.clone() })
+        );
+        assert_eq!(
+            write_reply(5, 7, OpCode::Create2, &body, &outcome),
+            reply::with_record(5, 7, &Create2Response { path, stat })
+        );
     }
 }

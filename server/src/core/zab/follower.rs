@@ -261,6 +261,11 @@ impl Follower {
         self.commands.drain(..)
     }
 
+    /// Moves the commands produced so far to the back of `into` (see [`take_queued`](crate::core::take_queued)).
+    pub fn take_commands(&mut self, into: &mut VecDeque<ZabCommand>) {
+        crate::core::take_queued(&mut self.commands, into);
+    }
+
     /// The leader followed.
     pub fn leader(&self) -> ServerId {
         self.leader

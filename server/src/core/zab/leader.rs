@@ -291,6 +291,11 @@ impl Leader {
         self.commands.drain(..)
     }
 
+    /// Moves the commands produced so far to the back of `into` (see [`take_queued`](crate::core::take_queued)).
+    pub fn take_commands(&mut self, into: &mut VecDeque<ZabCommand>) {
+        crate::core::take_queued(&mut self.commands, into);
+    }
+
     /// The epoch being established (0 before one is chosen).
     pub fn epoch(&self) -> Epoch {
         self.epoch

@@ -24,7 +24,7 @@ use crate::core::election::{
 use crate::core::zab::{
     DurableState, Epoch, Follower, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
 };
-use crate::core::{Event, Node, Now};
+use crate::core::{Command, Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
 pub(crate) use ports::{PeerLinks, StorageJobs};
 use std::collections::VecDeque;
@@ -107,6 +107,10 @@ pub(crate) struct Member {
     arriving: Option<ReadPermit>,
     /// The role's txns in flight, decoded once, for their commits.
     decoded: DecodedTxns,
+    /// The node's commands being routed, and the role's being run: lists
+    /// kept from one event to the next (see [`take_queued`](crate::core::take_queued)).
+    node_commands: VecDeque<Command>,
+    zab_commands: VecDeque<ZabCommand>,
     /// Planted (skip-epoch-write): the acceptedEpoch and currentEpoch this
     /// process meant to persist and did not. Always `(None, None)` otherwise.
     unsaved_epochs: (Option<Epoch>, Option<Epoch>),
@@ -139,6 +143,8 @@ impl Member {
             diverged: Divergence::None,
             arriving: None,
             decoded: DecodedTxns::default(),
+            node_commands: VecDeque::new(),
+            zab_commands: VecDeque::new(),
             unsaved_epochs: (None, None),
         }
     }
@@ -537,26 +543,31 @@ impl Member {
     }
 
     fn after_zab(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        let mut commands = std::mem::take(&mut self.zab_commands);
         loop {
-            let commands: Vec<ZabCommand> = match &mut self.role {
-                Role::Leading(l) => l.drain_commands().collect(),
-                Role::Following(f) => f.drain_commands().collect(),
-                Role::Looking => return Ok(()),
-            };
-            if commands.is_empty() {
-                return Ok(());
+            match &mut self.role {
+                Role::Leading(l) => l.take_commands(&mut commands),
+                Role::Following(f) => f.take_commands(&mut commands),
+                Role::Looking => break,
             }
-            for command in commands {
+            if commands.is_empty() {
+                break;
+            }
+            while let Some(command) = commands.pop_front() {
                 if let Waiting::Reload { deferred, .. } = &mut self.waiting {
                     deferred.push_back(Deferred::Command(command));
                     continue;
                 }
                 self.run(ctx, command)?;
                 if matches!(self.role, Role::Looking) {
-                    return Ok(());
+                    // The role's commands after it ended are dropped with it.
+                    commands.clear();
+                    break;
                 }
             }
         }
+        self.zab_commands = commands;
+        Ok(())
     }
 
     /// Carries out one command of the role.

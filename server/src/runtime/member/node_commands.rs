@@ -4,24 +4,29 @@
 //! commands through here, and only write to client connections themselves.
 
 use super::*;
-use crate::core::Command;
 
 impl Member {
     /// Carries out every command the node has queued that concerns the
-    /// ensemble or storage (and those they lead to); returns the rest, the
-    /// frames and closes for client connections, in the order queued.
-    pub fn route_node_commands(&mut self, ctx: &mut Ctx<'_>) -> Result<Vec<Command>, ServeError> {
-        let mut for_clients = Vec::new();
+    /// ensemble or storage (and those they lead to); the rest, the frames
+    /// and closes for client connections, go to `for_clients` in the order
+    /// queued.
+    pub fn route_node_commands(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        for_clients: &mut VecDeque<Command>,
+    ) -> Result<(), ServeError> {
+        let mut commands = std::mem::take(&mut self.node_commands);
         loop {
             // Proposing may end the role, which queues closes of connections.
-            let commands: Vec<Command> = ctx.node.drain_commands().collect();
+            ctx.node.take_commands(&mut commands);
             if commands.is_empty() {
-                return Ok(for_clients);
+                self.node_commands = commands;
+                return Ok(());
             }
-            for command in commands {
+            while let Some(command) = commands.pop_front() {
                 match command {
                     Command::Reply { .. } | Command::Send { .. } | Command::Close { .. } => {
-                        for_clients.push(command)
+                        for_clients.push_back(command)
                     }
                     Command::Persist { txn } => self.propose(ctx, txn)?,
                     Command::Forward(request) => {
