@@ -145,13 +145,7 @@ impl Record for String {
 /// `buffer` where null and empty must stay apart (znode data).
 impl Record for Option<Bytes> {
     fn encode(&self, buf: &mut impl BufMut) {
-        match self {
-            None => buf.put_i32(-1),
-            Some(b) => {
-                buf.put_i32(b.len() as i32);
-                buf.put_slice(b);
-            }
-        }
+        encode_buffer(self.as_deref(), buf);
     }
     fn decode(buf: &mut Bytes) -> Result<Self, DecodeError> {
         let Some(len) = read_len(buf)? else {
@@ -159,6 +153,18 @@ impl Record for Option<Bytes> {
         };
         need(buf, len)?;
         Ok(Some(buf.split_to(len)))
+    }
+}
+
+/// Writes `data` as a jute `buffer` (null as length -1), as `Option<Bytes>`
+/// does, for data held elsewhere than in `Bytes` (a znode's, in the tree).
+pub fn encode_buffer(data: Option<&[u8]>, buf: &mut impl BufMut) {
+    match data {
+        None => buf.put_i32(-1),
+        Some(b) => {
+            buf.put_i32(b.len() as i32);
+            buf.put_slice(b);
+        }
     }
 }
 

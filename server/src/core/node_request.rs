@@ -4,7 +4,7 @@
 use super::connection::{ConnState, Queued};
 use super::node::{InFlight, Node, Origin};
 use super::pipeline::prep::Prep;
-use super::pipeline::read::ReadCtx;
+use super::pipeline::read::{Frames, ReadCtx};
 use super::pipeline::txn_changes::TxnChanges;
 use super::reply;
 use super::session::SessionId;
@@ -299,8 +299,8 @@ impl Node {
                             reply: Some(frame),
                             received_ms,
                             ..
-                        }) => (vec![frame], Some(received_ms)),
-                        Some(Queued::Ready(frame)) => (vec![frame], None),
+                        }) => (Frames::reply(frame), Some(received_ms)),
+                        Some(Queued::Ready(frame)) => (Frames::reply(frame), None),
                         _ => return,
                     }
                 }
@@ -313,21 +313,19 @@ impl Node {
                     else {
                         return;
                     };
-                    (self.execute_read(conn, xid, &request), Some(received_ms))
+                    let Some(frames) = self.execute_read(conn, xid, &request) else {
+                        return;
+                    };
+                    (frames, Some(received_ms))
                 }
             };
             if let Some(received) = received_ms {
                 self.note_reply(now, conn, received);
             }
-            // The last frame is the reply; any before it are SetWatches' catch-up events.
-            let last = frames.len().saturating_sub(1);
-            for (i, frame) in frames.into_iter().enumerate() {
-                if i == last {
-                    self.reply(conn, frame);
-                } else {
-                    self.send(conn, frame);
-                }
+            for event in frames.events {
+                self.send(conn, event);
             }
+            self.reply(conn, frames.reply);
         }
         if self.conns.get(&conn).is_some_and(|c| c.close_when_drained) {
             self.close(conn);
@@ -345,10 +343,8 @@ impl Node {
         }
     }
 
-    fn execute_read(&mut self, conn: ConnId, xid: i32, request: &ClientRequest) -> Vec<Bytes> {
-        let Some(c) = self.conns.get(&conn) else {
-            return Vec::new();
-        };
+    fn execute_read(&mut self, conn: ConnId, xid: i32, request: &ClientRequest) -> Option<Frames> {
+        let c = self.conns.get(&conn)?;
         let session = c.session().map_or(0, |s| s.0);
         let zxid = self.processed_zxid().0;
         let mut ctx = ReadCtx {
@@ -360,7 +356,7 @@ impl Node {
             session,
             max_reply_bytes: self.config.max_frame_bytes,
         };
-        ctx.execute(xid, request)
+        Some(ctx.execute(xid, request))
     }
 }
 

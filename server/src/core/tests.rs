@@ -213,6 +213,44 @@ fn a_read_waits_behind_its_own_sessions_write_but_not_others() {
     assert_eq!(reply_err(frame), 0, "the read sees the write");
 }
 
+/// getData answers with the node's data (null, empty or not) and stat, as a
+/// GetDataResponse, encoded from the node itself.
+#[test]
+fn get_data_answers_the_nodes_data_and_stat() {
+    let mut n = node();
+    let conn = ConnId(1);
+    open_session(&mut n, conn, 4000);
+    let datas = [None, Some(Bytes::new()), Some(Bytes::from_static(b"abc"))];
+    for (i, data) in datas.iter().enumerate() {
+        let ClientRequest::Create(op, mut req) = create(&format!("/d{i}"), 0) else {
+            unreachable!()
+        };
+        req.data = data.clone();
+        submit(&mut n, 10, conn, i as i32, &ClientRequest::Create(op, req));
+    }
+    let commands = drain(&mut n);
+    persist_all(&mut n, &commands, 11);
+    drain(&mut n);
+    for (i, data) in datas.iter().enumerate() {
+        let path = format!("/d{i}");
+        let get = ClientRequest::GetData(GetDataRequest {
+            path: path.clone(),
+            watch: false,
+        });
+        submit(&mut n, 12, conn, 10 + i as i32, &get);
+        let commands = drain(&mut n);
+        let [Command::Reply { frame, .. }] = &commands[..] else {
+            panic!("one reply: {commands:?}")
+        };
+        let mut body = frame.clone();
+        assert_eq!(ReplyHeader::decode(&mut body).unwrap().err, 0);
+        let got = GetDataResponse::decode(&mut body).unwrap();
+        assert!(body.is_empty());
+        assert_eq!(&got.data, data);
+        assert_eq!(got.stat, n.tree().node(&path).unwrap().stat());
+    }
+}
+
 #[test]
 fn a_silent_session_expires_at_the_tick_after_its_timeout() {
     let mut n = node();

@@ -9,7 +9,7 @@ use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use zkd_protocol::records::*;
 use zkd_protocol::request::ClientRequest;
-use zkd_protocol::{AddWatchMode, ErrorCode, EventType, Perms, Record, WatcherType};
+use zkd_protocol::{jute, AddWatchMode, ErrorCode, EventType, Perms, Record, WatcherType};
 use zkd_storage::{DataNode, DataTree};
 
 /// What a read may touch.
@@ -36,8 +36,24 @@ fn approximate_size(result: &MultiResult) -> usize {
         }
 }
 
-/// Frames a read produces: SetWatches may emit notifications before its reply.
-pub type Frames = Vec<Bytes>;
+/// What a read produces: its reply, after the events SetWatches catches a
+/// client up on (no list at all for any other read).
+pub struct Frames {
+    /// Notifications to send before the reply.
+    pub events: Vec<Bytes>,
+    /// The reply.
+    pub reply: Bytes,
+}
+
+impl Frames {
+    /// A reply alone.
+    pub(in crate::core) fn reply(reply: Bytes) -> Frames {
+        Frames {
+            events: Vec::new(),
+            reply,
+        }
+    }
+}
 
 impl ReadCtx<'_> {
     fn zxid(&self) -> i64 {
@@ -45,11 +61,11 @@ impl ReadCtx<'_> {
     }
 
     fn err(&self, xid: i32, code: ErrorCode) -> Frames {
-        vec![reply::bare(xid, self.zxid(), code.code())]
+        Frames::reply(reply::bare(xid, self.zxid(), code.code()))
     }
 
     fn ok(&self, xid: i32, record: &impl Record) -> Frames {
-        vec![reply::with_record(xid, self.zxid(), record)]
+        Frames::reply(reply::with_record(xid, self.zxid(), record))
     }
 
     /// A node the connection may read, or the error ZooKeeper gives.
@@ -83,7 +99,7 @@ impl ReadCtx<'_> {
                     path: r.path.clone(),
                 },
             ),
-            R::Ping => vec![reply::bare(reply::PING_XID, self.zxid(), 0)],
+            R::Ping => Frames::reply(reply::bare(reply::PING_XID, self.zxid(), 0)),
             R::GetEphemerals(r) => {
                 let prefix = r.prefix_path.as_str();
                 let all = prefix.is_empty() || prefix == "/";
@@ -172,15 +188,19 @@ impl ReadCtx<'_> {
     }
 
     fn get_data(&mut self, xid: i32, path: &str, watch: bool) -> Frames {
-        let (data, stat) = match self.readable(path) {
-            Ok(node) => (node.data().map(Bytes::copy_from_slice), node.stat()),
+        // A GetDataResponse, encoded from the node: its data is not copied first.
+        let reply = match self.readable(path) {
+            Ok(node) => reply::with_fields(xid, self.zxid(), |out| {
+                jute::encode_buffer(node.data(), out);
+                node.stat().encode(out);
+            }),
             Err(code) => return self.err(xid, code),
         };
         if watch {
             self.watches
                 .add(Table::Data, path, self.conn, Mode::Standard);
         }
-        self.ok(xid, &GetDataResponse { data, stat })
+        Frames::reply(reply)
     }
 
     fn children(&mut self, path: &str, watch: bool) -> Result<(Vec<String>, Stat), ErrorCode> {
@@ -245,7 +265,7 @@ impl ReadCtx<'_> {
             self.watches.has(path, self.conn, kind)
         };
         if found {
-            vec![reply::bare(xid, self.zxid(), 0)]
+            Frames::reply(reply::bare(xid, self.zxid(), 0))
         } else {
             self.err(xid, ErrorCode::NoWatcher)
         }
@@ -255,8 +275,8 @@ impl ReadCtx<'_> {
     /// client missed (zxid -1), then the reply.
     fn set_watches(&mut self, xid: i32, r: &SetWatches2) -> Frames {
         let rel = r.relative_zxid;
-        let mut frames = Vec::new();
-        let mut missed = |event, path: &str| frames.push(reply::notification(-1, event, path));
+        let mut events = Vec::new();
+        let mut missed = |event, path: &str| events.push(reply::notification(-1, event, path));
         for path in &r.data_watches {
             match self.tree.node(path) {
                 None => missed(EventType::NodeDeleted, path),
@@ -297,8 +317,10 @@ impl ReadCtx<'_> {
             self.watches
                 .add(Table::Data, path, self.conn, Mode::PersistentRecursive);
         }
-        frames.push(reply::bare(xid, self.zxid(), 0));
-        frames
+        Frames {
+            events,
+            reply: reply::bare(xid, self.zxid(), 0),
+        }
     }
 
     fn multi_read_op(&self, op: &MultiOp) -> MultiResult {

@@ -569,20 +569,16 @@ impl Leader {
         }
         let before = self.last_committed;
         while let Some((&zxid, _)) = self.outstanding.first_key_value() {
-            let mut durable = Vec::new();
-            if self.own_durable >= zxid {
-                durable.push(self.me);
-            }
-            durable.extend(
-                self.learners
-                    .values()
-                    .filter(|h| h.phase == HandlerPhase::Synced && h.acked >= zxid)
-                    .map(|h| h.sid),
+            let own = (self.own_durable >= zxid).then_some(&self.me);
+            let durable = own.into_iter().chain(
+                (self.learners.values())
+                    .filter(move |h| h.phase == HandlerPhase::Synced && h.acked >= zxid)
+                    .map(|h| &h.sid),
             );
             // Planted (commit-without-quorum): the leader's own fsync taken
             // for a quorum, as a standalone server's is.
-            let alone = active(Failpoint::CommitWithoutQuorum) && durable.contains(&self.me);
-            if !self.voters.is_quorum(&durable) && !alone {
+            let alone = active(Failpoint::CommitWithoutQuorum) && own.is_some();
+            if !self.voters.is_quorum(durable) && !alone {
                 break;
             }
             let Some((zxid, txn)) = self.outstanding.pop_first() else {
@@ -601,14 +597,9 @@ impl Leader {
 
     /// Sends to every follower whose sync is under way or done.
     fn send_to_forwarding(&mut self, message: ZabMessage) {
-        let forwarding: Vec<ServerId> = self
-            .learners
-            .values()
-            .filter(|h| h.is_forwarding())
-            .map(|h| h.sid)
-            .collect();
-        for sid in forwarding {
-            self.send(sid, message.clone());
+        for h in self.learners.values().filter(|h| h.is_forwarding()) {
+            let (to, message) = (h.sid, message.clone());
+            self.commands.push_back(ZabCommand::Send { to, message });
         }
     }
 

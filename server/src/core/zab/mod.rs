@@ -211,13 +211,18 @@ pub struct DurableState {
 pub struct Voters(pub BTreeSet<ServerId>);
 
 impl Voters {
-    /// Whether `members` holds more than half of the voters.
-    pub fn is_quorum<'a>(&self, members: impl IntoIterator<Item = &'a ServerId>) -> bool {
-        let n = members
-            .into_iter()
-            .filter(|m| self.0.contains(m))
-            .collect::<BTreeSet<_>>()
-            .len();
+    /// Whether `members` holds more than half of the voters. Each voter
+    /// counts once however often it is listed, and no set is built: this
+    /// runs at every ACK.
+    pub fn is_quorum<'a, M>(&self, members: M) -> bool
+    where
+        M: IntoIterator<Item = &'a ServerId>,
+        M::IntoIter: Clone,
+    {
+        let members = members.into_iter();
+        let n = (self.0.iter())
+            .filter(|v| members.clone().any(|m| m == *v))
+            .count();
         n > self.0.len() / 2
     }
 

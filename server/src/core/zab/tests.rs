@@ -279,6 +279,21 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
     );
 }
 
+/// A quorum is more than half of the voters: a voter listed twice counts
+/// once, and a member that does not vote counts not at all.
+#[test]
+fn a_quorum_counts_each_voter_once() {
+    let three = voters(3);
+    let ids = |ids: &[u64]| ids.iter().map(|&i| ServerId(i)).collect::<Vec<_>>();
+    assert!(three.is_quorum(&ids(&[1, 2])));
+    assert!(three.is_quorum(&ids(&[3, 1, 2])));
+    assert!(!three.is_quorum(&ids(&[1])));
+    assert!(!three.is_quorum(&ids(&[1, 1])));
+    assert!(!three.is_quorum(&ids(&[2, 4, 5])));
+    assert!(!voters(4).is_quorum(&ids(&[1, 2])));
+    assert!(voters(5).is_quorum(&ids(&[5, 3, 1])));
+}
+
 #[test]
 fn a_leader_steps_down_before_the_zxid_counter_rolls_over() {
     // Four billion txns in one epoch, short-cut: the log ends a few txns
