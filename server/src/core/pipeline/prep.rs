@@ -80,7 +80,8 @@ impl<'a> Prep<'a> {
         let parent_path = path::parent(base);
         let parent = self.view(parent_path);
         // Before the parent's own checks: an invalid ACL is the error ZooKeeper gives first.
-        let acl = (self.auth).fix_up_like(&req.acl, parent.as_ref().map(|p| &p.acl))?;
+        let like = parent.as_ref().map(|p| &p.acl);
+        let acl = self.auth.fix_up_like(&req.acl, like)?;
         let parent = parent.ok_or(ErrorCode::NoNode)?;
         self.check_perm(&parent, Perms::CREATE)?;
         let full = if mode.is_sequential() {
