@@ -12,6 +12,7 @@
 
 use clap::Parser;
 use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zkd_client_tests::oracle::{ZooKeeperProcess, BENCH_HEAP};
@@ -69,6 +70,12 @@ struct Args {
     /// Seconds of steady writes before the leader is killed (ensembles only).
     #[arg(long, default_value_t = 3)]
     warmup: u64,
+    /// Seconds each server is driven, untimed, through a workload before
+    /// that workload is timed (0: none). ZooKeeper's JVM compiles its hot
+    /// paths in the first seconds of load: timed cold, a 3-member ZooKeeper
+    /// wrote at half its warm rate, and applications meet it warm.
+    #[arg(long, default_value_t = 5)]
+    warm: u64,
 }
 
 /// The parts of a standalone run.
@@ -158,7 +165,10 @@ async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) ->
     let hist = Arc::new(Mutex::new(
         Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram"),
     ));
-    let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let ops = Arc::new(AtomicU64::new(0));
+    // Each phase creates names of its own, never those of a phase before.
+    static PASSES: AtomicU64 = AtomicU64::new(0);
+    let pass = PASSES.fetch_add(1, Ordering::Relaxed);
     let cpu_before = cpu_secs(pids);
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.seconds);
@@ -181,13 +191,13 @@ async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) ->
                         Phase::Read => client.get_data(&path).await.is_ok(),
                         Phase::Create => {
                             created += 1;
-                            let new = format!("{path}-c{created}");
+                            let new = format!("{path}-p{pass}c{created}");
                             client.create(&new, &data, &persistent()).await.is_ok()
                         }
                     };
                     if ok {
                         let _ = local.record(t.elapsed().as_micros().max(1) as u64);
-                        ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        ops.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 let _ = hist.lock().map(|mut h| h.add(&local));
@@ -201,7 +211,7 @@ async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) ->
     let cpu_secs = cpu_secs(pids) - cpu_before;
     let latency_us = hist.lock().map(|h| h.clone()).expect("histogram lock");
     PhaseResult {
-        ops: ops.load(std::sync::atomic::Ordering::Relaxed),
+        ops: ops.load(Ordering::Relaxed),
         elapsed,
         latency_us,
         cpu_secs,
@@ -250,15 +260,27 @@ async fn populate(addr: &str, count: usize, payload: usize) {
     }
 }
 
-async fn bench(addr: &str, pid: u32, args: &Args) -> ServerRun {
-    let addrs = [addr.to_owned()];
-    let write = run_phase(&addrs, &[pid], args, Phase::Write).await;
-    let read = run_phase(&addrs, &[pid], args, Phase::Read).await;
-    let create = run_phase(&addrs, &[pid], args, Phase::Create).await;
+/// Drives `phase` untimed for `--warm` seconds, as [`run_phase`] would.
+async fn warm_up(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) {
+    if args.warm > 0 {
+        let warm = Args {
+            seconds: args.warm,
+            ..args.clone()
+        };
+        run_phase(addrs, pids, &warm, phase).await;
+    }
+}
+
+/// The write, read and create phases, each timed after its warm-up.
+async fn run_phases(addrs: &[String], pids: &[u32], args: &Args) -> ServerRun {
+    let warmed = |phase| async move {
+        warm_up(addrs, pids, args, phase).await;
+        run_phase(addrs, pids, args, phase).await
+    };
     ServerRun {
-        write,
-        read,
-        create,
+        write: warmed(Phase::Write).await,
+        read: warmed(Phase::Read).await,
+        create: warmed(Phase::Create).await,
     }
 }
 
@@ -301,10 +323,10 @@ async fn main() {
         || ZooKeeperProcess::start_sized(2000, &[], "maxClientCnxns=0\n", BENCH_HEAP);
     if args.only.contains(&Part::Phases) {
         let zkd = start_zkd();
-        let ours = bench(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+        let ours = run_phases(&[zkd.addr()], &[zkd.pid().unwrap_or(0)], &args).await;
         drop(zkd);
         let zk = start_zookeeper();
-        let theirs = bench(&zk.addr(), zk.pid(), &args).await;
+        let theirs = run_phases(&[zk.addr()], &[zk.pid()], &args).await;
         drop(zk);
         print_phases(&ours, &theirs);
     }

@@ -12,7 +12,7 @@
 //! have been committed already and says nothing about the new leader). Every
 //! wait is bounded; a stall longer than [`RECOVERY_LIMIT`] is reported as such.
 
-use crate::{header, memory, populate, row, rss_kib, run_phase, Args, Phase, PhaseResult};
+use crate::{header, memory, populate, row, rss_kib, run_phases, Args, PhaseResult, ServerRun};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -149,9 +149,11 @@ async fn measure(cluster: &mut impl Cluster, args: &Args) -> EnsembleRun {
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
     let pids = cluster.pids();
-    let write = run_phase(&addrs, &pids, args, Phase::Write).await;
-    let read = run_phase(&addrs, &pids, args, Phase::Read).await;
-    let create = run_phase(&addrs, &pids, args, Phase::Create).await;
+    let ServerRun {
+        write,
+        read,
+        create,
+    } = run_phases(&addrs, &pids, args).await;
     let failover = failover(cluster, args).await;
     let rejoin = rejoin(cluster, args, failover.killed).await;
     EnsembleRun {

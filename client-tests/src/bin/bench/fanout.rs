@@ -1,12 +1,13 @@
 //! Watch fan-out and idle sessions, on a fresh server of each kind:
 //! `--watchers` sessions each hold a data watch on one znode and one setData
 //! fires them all; the time until the last session hears of it is the row
-//! (median of three rounds). The same sessions, idle, give the server's
-//! resident memory per session.
+//! (median of three rounds, after untimed rounds for `--warm` seconds). The
+//! same sessions, idle, give the server's resident memory per session.
 
 use super::{rss_kib, Args};
 use std::time::{Duration, Instant};
 use zkd_client_tests::{connect, persistent};
+use zookeeper_client as zk;
 
 /// Rounds of watch, setData, notify.
 const ROUNDS: usize = 3;
@@ -50,35 +51,47 @@ pub async fn measure(addr: &str, pid: u32, args: &Args) -> Fanout {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_per_session =
         rss_kib(pid).saturating_sub(empty) as f64 * 1024.0 / args.watchers.max(1) as f64;
+    let warm = Instant::now();
+    let mut round = 0;
+    while warm.elapsed() < Duration::from_secs(args.warm) {
+        notify_all(&writer, &sessions, round).await;
+        round += 1;
+    }
     let mut notified_ms = Vec::new();
-    for round in 0..ROUNDS {
-        let mut heard = Vec::with_capacity(sessions.len());
-        for s in &sessions {
-            let (_, _, watcher) = s.get_and_watch_data("/fan").await.expect("watch");
-            heard.push(tokio::spawn(async move {
-                watcher.changed().await;
-                Instant::now()
-            }));
-        }
-        let sent = Instant::now();
-        writer
-            .set_data("/fan", format!("{round}").as_bytes(), None)
-            .await
-            .expect("setData");
-        let mut last = sent;
-        for h in heard {
-            let at = tokio::time::timeout(Duration::from_secs(60), h)
-                .await
-                .expect("every watcher notified within 60 s")
-                .expect("watch task");
-            last = last.max(at);
-        }
-        notified_ms.push(last.duration_since(sent).as_secs_f64() * 1000.0);
+    for round in round..round + ROUNDS {
+        notified_ms.push(notify_all(&writer, &sessions, round).await);
     }
     Fanout {
         notified_ms,
         rss_per_session,
     }
+}
+
+/// One round: every session watches `/fan`, `writer` sets it; the time from
+/// the setData sent to the last session notified, ms.
+async fn notify_all(writer: &zk::Client, sessions: &[zk::Client], round: usize) -> f64 {
+    let mut heard = Vec::with_capacity(sessions.len());
+    for s in sessions {
+        let (_, _, watcher) = s.get_and_watch_data("/fan").await.expect("watch");
+        heard.push(tokio::spawn(async move {
+            watcher.changed().await;
+            Instant::now()
+        }));
+    }
+    let sent = Instant::now();
+    writer
+        .set_data("/fan", format!("{round}").as_bytes(), None)
+        .await
+        .expect("setData");
+    let mut last = sent;
+    for h in heard {
+        let at = tokio::time::timeout(Duration::from_secs(60), h)
+            .await
+            .expect("every watcher notified within 60 s")
+            .expect("watch task");
+        last = last.max(at);
+    }
+    last.duration_since(sent).as_secs_f64() * 1000.0
 }
 
 /// Prints both servers' rows with their ratios.

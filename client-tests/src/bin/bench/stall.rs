@@ -4,7 +4,7 @@
 //! The p99.9 latency is the row that matters: a snapshot that blocks the
 //! write path shows there first.
 
-use super::{populate, row, run_phase, Args, Phase, PhaseResult};
+use super::{populate, row, run_phase, warm_up, Args, Phase, PhaseResult};
 
 /// snapCount for both servers: each snapshots after snapCount/2 plus a
 /// random share of snapCount/2 txns, so several land in one phase.
@@ -27,12 +27,14 @@ pub async fn measure(
     saved: &str,
 ) -> Stall {
     populate(addr, args.stall_nodes, args.payload).await;
+    let addrs = [addr.to_owned()];
+    warm_up(&addrs, &[pid], args, Phase::Write).await;
     let before = log().matches(saved).count();
     let timed = Args {
         seconds: args.stall_seconds,
         ..args.clone()
     };
-    let phase = run_phase(&[addr.to_owned()], &[pid], &timed, Phase::Write).await;
+    let phase = run_phase(&addrs, &[pid], &timed, Phase::Write).await;
     Stall {
         phase,
         snapshots: log().matches(saved).count().saturating_sub(before),
