@@ -305,8 +305,8 @@ fn row(name: &str, op: &str, r: &PhaseResult) {
 async fn main() {
     let args = Args::parse();
     println!(
-        "zkd-bench: {} member(s), {} sessions x {} in flight, {} B payload, {} s per phase (stock zookeeper-client)",
-        args.members, args.sessions, args.window, args.payload, args.seconds
+        "zkd-bench: {} member(s), {} sessions x {} in flight, {} B payload, {} s per phase after {} s of warm-up (stock zookeeper-client)",
+        args.members, args.sessions, args.window, args.payload, args.seconds, args.warm
     );
     if args.members > 1 {
         ensemble::run(&args).await;
