@@ -146,6 +146,21 @@ fn cpu_secs(pids: &[u32]) -> f64 {
 /// One timed phase; session `s` connects to `addrs[s % addrs.len()]` only.
 /// `pids`: the server processes whose CPU time the phase counts.
 async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) -> PhaseResult {
+    run_phase_at(addrs, pids, args, phase, None).await
+}
+
+/// [`run_phase`], offering `pace` ops/s in all if given (each in-flight slot
+/// sends on a fixed schedule, catching up at once when an answer came late),
+/// else as fast as the server answers. A request is timed from when it was
+/// sent: tokio's timer wakes up to a millisecond late, which timing from
+/// the due moment would charge to the server.
+async fn run_phase_at(
+    addrs: &[String],
+    pids: &[u32],
+    args: &Args,
+    phase: Phase,
+    pace: Option<f64>,
+) -> PhaseResult {
     let setup = connect(&addrs[0], Duration::from_secs(30)).await;
     let _ = setup.create("/bench", b"", &persistent()).await;
     let mut clients = Vec::new();
@@ -172,9 +187,14 @@ async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) ->
     let cpu_before = cpu_secs(pids);
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.seconds);
+    let slots = clients.len() * args.window;
+    let interval = pace.map(|rate| Duration::from_secs_f64(slots as f64 / rate));
     let mut tasks = Vec::new();
     for (s, client) in clients.iter().enumerate() {
         for w in 0..args.window {
+            // Paced slots start spread over one interval, so the load is even.
+            let mut due =
+                interval.map(|i| start + i.mul_f64((s * args.window + w) as f64 / slots as f64));
             let client = client.clone();
             let hist = hist.clone();
             let ops = ops.clone();
@@ -185,7 +205,17 @@ async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) ->
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
                 let mut created = 0u64;
                 while Instant::now() < deadline {
-                    let t = Instant::now();
+                    let t = match (due.as_mut(), interval) {
+                        (Some(at), Some(interval)) => {
+                            if *at >= deadline {
+                                break;
+                            }
+                            tokio::time::sleep_until((*at).into()).await;
+                            *at += interval;
+                            Instant::now()
+                        }
+                        _ => Instant::now(),
+                    };
                     let ok = match phase {
                         Phase::Write => client.set_data(&path, &data, None).await.is_ok(),
                         Phase::Read => client.get_data(&path).await.is_ok(),

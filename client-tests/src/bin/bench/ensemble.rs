@@ -12,7 +12,10 @@
 //! have been committed already and says nothing about the new leader). Every
 //! wait is bounded; a stall longer than [`RECOVERY_LIMIT`] is reported as such.
 
-use crate::{header, memory, populate, row, rss_kib, run_phases, Args, PhaseResult, ServerRun};
+use crate::{
+    header, memory, populate, row, rss_kib, run_phase_at, run_phases, Args, Phase, PhaseResult,
+    ServerRun,
+};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -122,27 +125,39 @@ struct EnsembleRun {
     write: PhaseResult,
     read: PhaseResult,
     create: PhaseResult,
+    /// setData at the equal load ([`EQUAL_LOAD`] of ZooKeeper's write rate), and that rate.
+    equal_load: (f64, PhaseResult),
     failover: Failover,
     rejoin: Rejoin,
 }
 
 /// Runs every phase on a zkd ensemble, then on a ZooKeeper ensemble, and
 /// prints both with zkd/ZooKeeper ratios.
+///
+/// ZooKeeper runs first, so that zkd's equal-load phase can offer the load
+/// ZooKeeper's had.
 pub async fn run(args: &Args) {
-    let ours = {
-        let mut zkd = tokio::task::block_in_place(|| Ensemble::start(args.members));
-        measure(&mut zkd, args).await
-    };
     let theirs = {
         let mut zk = tokio::task::block_in_place(|| {
             ZooKeeperEnsemble::start_sized(args.members, 500, &[], BENCH_HEAP)
         });
-        measure(&mut zk, args).await
+        measure(&mut zk, args, None).await
+    };
+    let ours = {
+        let mut zkd = tokio::task::block_in_place(|| Ensemble::start(args.members));
+        measure(&mut zkd, args, Some(theirs.equal_load.0)).await
     };
     print(&ours, &theirs, args);
 }
 
-async fn measure(cluster: &mut impl Cluster, args: &Args) -> EnsembleRun {
+/// The share of ZooKeeper's write rate both servers are offered in the
+/// equal-load phase: below what either can take, so neither queues up to
+/// its limit, and their latencies compare at the same work.
+const EQUAL_LOAD: f64 = 0.8;
+
+/// Every phase on `cluster`; the equal-load phase offers `equal_load` ops/s,
+/// or [`EQUAL_LOAD`] of this cluster's own write rate if `None`.
+async fn measure(cluster: &mut impl Cluster, args: &Args, equal_load: Option<f64>) -> EnsembleRun {
     let addrs: Vec<String> = cluster
         .ports()
         .iter()
@@ -154,12 +169,15 @@ async fn measure(cluster: &mut impl Cluster, args: &Args) -> EnsembleRun {
         read,
         create,
     } = run_phases(&addrs, &pids, args).await;
+    let rate = equal_load.unwrap_or(EQUAL_LOAD * write.throughput());
+    let paced = run_phase_at(&addrs, &pids, args, Phase::Write, Some(rate)).await;
     let failover = failover(cluster, args).await;
     let rejoin = rejoin(cluster, args, failover.killed).await;
     EnsembleRun {
         write,
         read,
         create,
+        equal_load: (rate, paced),
         failover,
         rejoin,
     }
@@ -466,6 +484,28 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
     ] {
         phase_ratio_rows(op, o, t);
     }
+    let ((_, o), (_, t)) = (&ours.equal_load, &theirs.equal_load);
+    ratio_row("write at equal load: ops/s", o.throughput(), t.throughput());
+    ratio_row(
+        "write at equal load: p50 latency (ms)",
+        o.pct_ms(0.5),
+        t.pct_ms(0.5),
+    );
+    ratio_row(
+        "write at equal load: p99 latency (ms)",
+        o.pct_ms(0.99),
+        t.pct_ms(0.99),
+    );
+    ratio_row(
+        "write at equal load: p99.9 latency (ms)",
+        o.pct_ms(0.999),
+        t.pct_ms(0.999),
+    );
+    ratio_row(
+        "write at equal load: server CPU per op (us)",
+        o.cpu_us_per_op(),
+        t.cpu_us_per_op(),
+    );
     let (o, t) = (&ours.failover, &theirs.failover);
     ratio_row(
         "failover: writes/s before the kill",
@@ -499,6 +539,11 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
         q.restart_ms,
     );
     println!();
+    println!(
+        "write at equal load: {:.0} ops/s offered to both ({:.0}% of ZooKeeper's write rate)",
+        theirs.equal_load.0,
+        EQUAL_LOAD * 100.0
+    );
     println!(
         "rejoin: {} znodes of {} B created after the failover (the killed leader restarted first), then a follower killed -9",
         args.nodes, args.payload
