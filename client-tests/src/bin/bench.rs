@@ -4,9 +4,10 @@
 //! zkd/ZooKeeper ratios (absolute numbers are noisy; ratios less so).
 //!
 //! `--members 1` (the default) runs each server standalone; `--members 3` runs
-//! a zkd ensemble and then a ZooKeeper ensemble (`bench/ensemble.rs`): the
-//! same phases with sessions spread over the members, then the failover stall
-//! when the leader is killed under a steady write load.
+//! a ZooKeeper ensemble and then a zkd ensemble (`bench/ensemble.rs`): the
+//! same phases with sessions spread over the members, writes at equal load,
+//! then the failover stall when the leader is killed under a steady write load.
+//! Every timed workload is first run untimed for `--warm` seconds.
 
 #![allow(clippy::print_stdout)]
 

@@ -1,9 +1,10 @@
-//! `zkd-bench --members 3`: a zkd ensemble, then an Apache ZooKeeper
-//! ensemble of the same size and tick, each measured alone on this machine:
+//! `zkd-bench --members 3`: an Apache ZooKeeper ensemble, then a zkd
+//! ensemble of the same size and tick, each measured alone on this machine
+//! (each phase after its untimed warm-up):
 //!
 //! ```text
-//!   write phase ─> read phase ─> create phase ─> failover: steady writes ─ kill -9 leader ─> writes resume
-//!   (session s on member s % n only)     (every session's connect string names every member)
+//!   write ─> read ─> create ─> writes at equal load ─> failover: steady writes ─ kill -9 leader ─> writes resume
+//!   (session s on member s % n only)                   (every session's connect string names every member)
 //! ```
 //!
 //! The failover stall is measured from the writers' side: (i) the longest
@@ -131,11 +132,9 @@ struct EnsembleRun {
     rejoin: Rejoin,
 }
 
-/// Runs every phase on a zkd ensemble, then on a ZooKeeper ensemble, and
-/// prints both with zkd/ZooKeeper ratios.
-///
-/// ZooKeeper runs first, so that zkd's equal-load phase can offer the load
-/// ZooKeeper's had.
+/// Runs every phase on a ZooKeeper ensemble, then on a zkd ensemble, and
+/// prints both with zkd/ZooKeeper ratios. ZooKeeper runs first, so that
+/// zkd's equal-load phase can offer the load ZooKeeper's had.
 pub async fn run(args: &Args) {
     let theirs = {
         let mut zk = tokio::task::block_in_place(|| {
