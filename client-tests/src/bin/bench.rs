@@ -194,8 +194,11 @@ async fn run_phase_at(
     for (s, client) in clients.iter().enumerate() {
         for w in 0..args.window {
             // Paced slots start spread over one interval, so the load is even.
-            let mut due =
-                interval.map(|i| start + i.mul_f64((s * args.window + w) as f64 / slots as f64));
+            // (next send, interval between sends), if paced.
+            let mut schedule = interval.map(|i| {
+                let first = start + i.mul_f64((s * args.window + w) as f64 / slots as f64);
+                (first, i)
+            });
             let client = client.clone();
             let hist = hist.clone();
             let ops = ops.clone();
@@ -206,17 +209,14 @@ async fn run_phase_at(
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
                 let mut created = 0u64;
                 while Instant::now() < deadline {
-                    let t = match (due.as_mut(), interval) {
-                        (Some(at), Some(interval)) => {
-                            if *at >= deadline {
-                                break;
-                            }
-                            tokio::time::sleep_until((*at).into()).await;
-                            *at += interval;
-                            Instant::now()
+                    if let Some((due, interval)) = schedule.as_mut() {
+                        if *due >= deadline {
+                            break;
                         }
-                        _ => Instant::now(),
-                    };
+                        tokio::time::sleep_until((*due).into()).await;
+                        *due += *interval;
+                    }
+                    let t = Instant::now();
                     let ok = match phase {
                         Phase::Write => client.set_data(&path, &data, None).await.is_ok(),
                         Phase::Read => client.get_data(&path).await.is_ok(),
