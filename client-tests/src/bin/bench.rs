@@ -103,6 +103,9 @@ struct PhaseResult {
     /// CPU time the server processes spent during the timed phase, seconds
     /// (user and system, every thread): on 2 shared cores, the honest figure.
     cpu_secs: f64,
+    /// CPU time this process (the load generator: the stock client and the
+    /// tasks driving it) spent during the timed phase, seconds.
+    client_cpu_secs: f64,
 }
 
 impl PhaseResult {
@@ -112,6 +115,10 @@ impl PhaseResult {
     /// Server CPU per operation, microseconds.
     fn cpu_us_per_op(&self) -> f64 {
         self.cpu_secs * 1e6 / self.ops.max(1) as f64
+    }
+    /// The load generator's CPU per operation, microseconds.
+    fn client_cpu_us_per_op(&self) -> f64 {
+        self.client_cpu_secs * 1e6 / self.ops.max(1) as f64
     }
     fn pct_ms(&self, q: f64) -> f64 {
         self.latency_us.value_at_quantile(q) as f64 / 1000.0
@@ -142,6 +149,11 @@ fn cpu_secs(pids: &[u32]) -> f64 {
         Some(after.next()?.parse::<u64>().ok()? + after.next()?.parse::<u64>().ok()?)
     };
     pids.iter().filter_map(ticks).sum::<u64>() as f64 / USER_HZ
+}
+
+/// CPU seconds this process, the load generator, has used so far.
+fn own_cpu_secs() -> f64 {
+    cpu_secs(&[std::process::id()])
 }
 
 /// One timed phase; session `s` connects to `addrs[s % addrs.len()]` only.
@@ -186,6 +198,7 @@ async fn run_phase_at(
     static PASSES: AtomicU64 = AtomicU64::new(0);
     let pass = PASSES.fetch_add(1, Ordering::Relaxed);
     let cpu_before = cpu_secs(pids);
+    let client_cpu_before = own_cpu_secs();
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.seconds);
     let slots = clients.len() * args.window;
@@ -240,12 +253,14 @@ async fn run_phase_at(
     }
     let elapsed = start.elapsed();
     let cpu_secs = cpu_secs(pids) - cpu_before;
+    let client_cpu_secs = own_cpu_secs() - client_cpu_before;
     let latency_us = hist.lock().map(|h| h.clone()).expect("histogram lock");
     PhaseResult {
         ops: ops.load(Ordering::Relaxed),
         elapsed,
         latency_us,
         cpu_secs,
+        client_cpu_secs,
     }
 }
 
@@ -316,20 +331,69 @@ async fn run_phases(addrs: &[String], pids: &[u32], args: &Args) -> ServerRun {
 }
 
 fn header() {
-    println!("| server    | op     |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms | CPU us/op |");
-    println!("|-----------|--------|-----------:|---------:|---------:|---------:|---------:|----------:|");
+    println!("| server    | op     |      ops/s |   p50 ms |   p99 ms | p99.9 ms |   max ms | CPU us/op | client us/op |");
+    println!("|-----------|--------|-----------:|---------:|---------:|---------:|---------:|----------:|-------------:|");
 }
 
 fn row(name: &str, op: &str, r: &PhaseResult) {
     println!(
-        "| {name:<9} | {op:<6} | {:>10.0} | {:>8.2} | {:>8.2} | {:>8.2} | {:>8.2} | {:>9.1} |",
+        "| {name:<9} | {op:<6} | {:>10.0} | {:>8.2} | {:>8.2} | {:>8.2} | {:>8.2} | {:>9.1} | {:>12.1} |",
         r.throughput(),
         r.pct_ms(0.5),
         r.pct_ms(0.99),
         r.pct_ms(0.999),
         r.latency_us.max() as f64 / 1000.0,
-        r.cpu_us_per_op()
+        r.cpu_us_per_op(),
+        r.client_cpu_us_per_op()
     );
+}
+
+/// The phases' table, zkd's rows above ZooKeeper's, then the load
+/// generator's ceiling.
+fn phase_table(ours: &ServerRun, theirs: &ServerRun) {
+    header();
+    for (name, run) in [("zkd", ours), ("zookeeper", theirs)] {
+        row(name, "write", &run.write);
+        row(name, "read", &run.read);
+        row(name, "create", &run.create);
+    }
+    println!();
+    ceiling_rows(ours, theirs);
+}
+
+/// The load generator shares the machine's cores with the servers: at its
+/// CPU per op in zkd's phase, it alone would fill every core at the
+/// ceiling's rate, so no server could be measured above about that here.
+fn ceiling_rows(ours: &ServerRun, theirs: &ServerRun) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ceiling = |r: &PhaseResult| cores as f64 * 1e6 / r.client_cpu_us_per_op().max(0.001);
+    let line = |what: &str, cell: &dyn Fn(&PhaseResult, &PhaseResult) -> String| {
+        let cells = [
+            cell(&ours.write, &theirs.write),
+            cell(&ours.read, &theirs.read),
+            cell(&ours.create, &theirs.create),
+        ];
+        println!("| {what} | {} |", cells.join(" | "));
+    };
+    println!("| load generator (the client, this process) | write | read | create |");
+    println!("|---|---|---|---|");
+    line(
+        "its CPU per op (us), in zkd's / ZooKeeper's phase",
+        &|o, t| {
+            format!(
+                "{:.1} / {:.1}",
+                o.client_cpu_us_per_op(),
+                t.client_cpu_us_per_op()
+            )
+        },
+    );
+    line(
+        &format!("ceiling: ops/s at which it alone fills the {cores} cores"),
+        &|o, _| format!("{:.0}", ceiling(o)),
+    );
+    line("ceiling over ZooKeeper's ops/s", &|o, t| {
+        format!("{:.2}x", ceiling(o) / t.throughput())
+    });
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -414,13 +478,7 @@ async fn main() {
 
 /// The throughput and latency table, and its ratios.
 fn print_phases(ours: &ServerRun, t: &ServerRun) {
-    header();
-    row("zkd", "write", &ours.write);
-    row("zkd", "read", &ours.read);
-    row("zkd", "create", &ours.create);
-    row("zookeeper", "write", &t.write);
-    row("zookeeper", "read", &t.read);
-    row("zookeeper", "create", &t.create);
+    phase_table(ours, t);
     println!();
     println!("| ratio zkd/zookeeper | write | read | create |");
     println!("|---|---|---|---|");

@@ -14,7 +14,7 @@
 //! wait is bounded; a stall longer than [`RECOVERY_LIMIT`] is reported as such.
 
 use crate::{
-    header, memory, populate, row, rss_kib, run_phase_at, run_phases, Args, Phase, PhaseResult,
+    memory, phase_table, populate, rss_kib, run_phase_at, run_phases, Args, Phase, PhaseResult,
     ServerRun,
 };
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -123,9 +123,7 @@ struct Rejoin {
 
 /// One ensemble's results.
 struct EnsembleRun {
-    write: PhaseResult,
-    read: PhaseResult,
-    create: PhaseResult,
+    phases: ServerRun,
     /// setData at the equal load ([`EQUAL_LOAD`] of ZooKeeper's write rate), and that rate.
     equal_load: (f64, PhaseResult),
     failover: Failover,
@@ -163,19 +161,13 @@ async fn measure(cluster: &mut impl Cluster, args: &Args, equal_load: Option<f64
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
     let pids = cluster.pids();
-    let ServerRun {
-        write,
-        read,
-        create,
-    } = run_phases(&addrs, &pids, args).await;
-    let rate = equal_load.unwrap_or(EQUAL_LOAD * write.throughput());
+    let phases = run_phases(&addrs, &pids, args).await;
+    let rate = equal_load.unwrap_or(EQUAL_LOAD * phases.write.throughput());
     let paced = run_phase_at(&addrs, &pids, args, Phase::Write, Some(rate)).await;
     let failover = failover(cluster, args).await;
     let rejoin = rejoin(cluster, args, failover.killed).await;
     EnsembleRun {
-        write,
-        read,
-        create,
+        phases,
         equal_load: (rate, paced),
         failover,
         rejoin,
@@ -461,13 +453,7 @@ fn phase_ratio_rows(op: &str, ours: &PhaseResult, theirs: &PhaseResult) {
 }
 
 fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
-    header();
-    row("zkd", "write", &ours.write);
-    row("zkd", "read", &ours.read);
-    row("zkd", "create", &ours.create);
-    row("zookeeper", "write", &theirs.write);
-    row("zookeeper", "read", &theirs.read);
-    row("zookeeper", "create", &theirs.create);
+    phase_table(&ours.phases, &theirs.phases);
     println!();
     println!(
         "| {} members: zkd vs ZooKeeper                         |       zkd | zookeeper |   ratio |",
@@ -477,9 +463,9 @@ fn print(ours: &EnsembleRun, theirs: &EnsembleRun, args: &Args) {
         "|----------------------------------------------------|----------:|----------:|--------:|"
     );
     for (op, o, t) in [
-        ("write", &ours.write, &theirs.write),
-        ("read", &ours.read, &theirs.read),
-        ("create", &ours.create, &theirs.create),
+        ("write", &ours.phases.write, &theirs.phases.write),
+        ("read", &ours.phases.read, &theirs.phases.read),
+        ("create", &ours.phases.create, &theirs.phases.create),
     ] {
         phase_ratio_rows(op, o, t);
     }
