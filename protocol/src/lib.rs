@@ -20,7 +20,7 @@ pub mod zxid;
 
 pub use jute::{DecodeError, Record};
 pub use op_code::{AddWatchMode, CreateMode, ErrorCode, EventType, OpCode, Perms, WatcherType};
-pub use zxid::Zxid;
+pub use zxid::{Zxid, MAX_EPOCH};
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest frame either side accepts.
 pub const DEFAULT_MAX_BUFFER: usize = 0xfffff;

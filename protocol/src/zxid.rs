@@ -6,12 +6,17 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Zxid(pub i64);
 
+/// The highest epoch a zxid can carry and stay non-negative: ZooKeeper's zxid is a
+/// signed 64-bit number, so an epoch of 2^31 or more would sort below every older one.
+pub const MAX_EPOCH: u32 = i32::MAX as u32;
+
 impl Zxid {
     /// The zxid before any transaction.
     pub const ZERO: Zxid = Zxid(0);
 
-    /// Builds a zxid from its epoch and counter.
+    /// Builds a zxid from its epoch and counter; `epoch` must not exceed [`MAX_EPOCH`].
     pub fn new(epoch: u32, counter: u32) -> Zxid {
+        debug_assert!(epoch <= MAX_EPOCH, "epoch {epoch} past MAX_EPOCH");
         Zxid((((epoch as u64) << 32) | counter as u64) as i64)
     }
 
@@ -49,5 +54,13 @@ mod tests {
         assert_eq!(z.counter(), 7);
         assert_eq!(z.to_string(), "0x300000007");
         assert_eq!(z.next(), Zxid::new(3, 8));
+    }
+
+    #[test]
+    fn the_last_epoch_keeps_zxids_positive() {
+        let last = Zxid::new(MAX_EPOCH, u32::MAX);
+        assert!(last > Zxid::new(MAX_EPOCH - 1, u32::MAX));
+        assert!(last.0 > 0);
+        assert_eq!(last.epoch(), MAX_EPOCH);
     }
 }

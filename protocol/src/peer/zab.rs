@@ -237,7 +237,7 @@ pub struct NewLeader {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct FollowerInfo {
     /// The highest epoch this learner agreed to follow (its `acceptedEpoch` file); on
-    /// ZooKeeper's wire it is the packet zxid `accepted_epoch << 32`, so it must fit in 32
+    /// ZooKeeper's wire it is the packet zxid `accepted_epoch << 32`, so it must fit in 31
     /// bits. The leader proposes max(all accepted epochs) + 1.
     #[prost(uint64, tag = "1")]
     pub accepted_epoch: u64,
@@ -256,7 +256,7 @@ pub struct FollowerInfo {
 /// `newEpoch << 32`, data = `int protocolVersion`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LeaderInfo {
-    /// The new epoch (packet zxid `new_epoch << 32`; must fit in 32 bits). The learner
+    /// The new epoch (packet zxid `new_epoch << 32`; at most `MAX_EPOCH`). The learner
     /// persists it as acceptedEpoch if higher, and disconnects if lower.
     #[prost(uint64, tag = "1")]
     pub new_epoch: u64,
@@ -498,16 +498,19 @@ impl QuorumPacket {
 impl PeerMessage for QuorumPacket {
     fn check(&self) -> Result<(), InvalidMessage> {
         use quorum_packet::Body;
-        let fits_zxid = |epoch: u64| epoch <= u64::from(u32::MAX);
+        // An epoch past MAX_EPOCH would make its zxids negative: older than every other.
+        let fits_zxid = |epoch: u64| epoch <= u64::from(crate::MAX_EPOCH);
         match &self.body {
             None => Err(InvalidMessage("quorum packet without a body")),
             Some(Body::FollowerInfo(info) | Body::ObserverInfo(info))
                 if !fits_zxid(info.accepted_epoch) =>
             {
-                Err(InvalidMessage("accepted epoch does not fit in a zxid"))
+                Err(InvalidMessage(
+                    "accepted epoch does not fit in a positive zxid",
+                ))
             }
             Some(Body::LeaderInfo(info)) if !fits_zxid(info.new_epoch) => {
-                Err(InvalidMessage("new epoch does not fit in a zxid"))
+                Err(InvalidMessage("new epoch does not fit in a positive zxid"))
             }
             Some(Body::SnapChunk(chunk)) if chunk.data.len() > MAX_SNAP_CHUNK => {
                 Err(InvalidMessage("snapshot chunk larger than MAX_SNAP_CHUNK"))

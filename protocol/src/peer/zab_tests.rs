@@ -279,6 +279,21 @@ fn check_rejects_meaningless_packets() {
     }
     .into();
     assert!(big_epoch.check().is_err());
+    // 2^31 fits in 32 bits but would make the zxids of that epoch negative.
+    for accepted_epoch in [1 << 31, u64::from(u32::MAX)] {
+        let negative: QuorumPacket = FollowerInfo {
+            accepted_epoch,
+            ..FollowerInfo::default()
+        }
+        .into();
+        assert!(negative.check().is_err(), "{accepted_epoch}");
+    }
+    let last: QuorumPacket = FollowerInfo {
+        accepted_epoch: u64::from(crate::MAX_EPOCH),
+        ..FollowerInfo::default()
+    }
+    .into();
+    assert!(last.check().is_ok());
     let big_chunk: QuorumPacket = SnapChunk {
         offset: 0,
         data: Bytes::from(vec![0; MAX_SNAP_CHUNK + 1]),

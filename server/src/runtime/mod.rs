@@ -259,6 +259,8 @@ async fn start_member(
         stall_timeout: std::time::Duration::from_millis(timing.sync_ms().max(1000)),
         max_frame: zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME,
         max_queued_bytes: 256 << 20,
+        // A synced follower's link carries a ping every half tick.
+        live_link: std::time::Duration::from_millis(timing.tick_ms.max(100)),
         cuts,
     };
     let peers = peer::PeerNetwork::start(me, &config.servers, events, settings)

@@ -9,7 +9,7 @@ use crate::core::election::{Notification, ServerId};
 use crate::core::zab::ZabMessage;
 use crate::runtime::member::PeerLinks;
 use crate::runtime::peer::convert::SnapPiece;
-use crate::runtime::peer::PeerEvent;
+use crate::runtime::peer::{LearnerIntake, PeerEvent};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
@@ -38,6 +38,8 @@ pub enum Wire {
 pub struct SimLinks {
     /// The quorum connection this member holds with each peer.
     pub quorum: BTreeMap<ServerId, u64>,
+    /// Whether learners' new connections are taken, held or refused.
+    pub intake: LearnerIntake,
     /// What it sent, in order, for the simulation to carry.
     pub outbox: Vec<(ServerId, Wire)>,
     /// The zxid of the SNAP streaming to each follower.
@@ -54,6 +56,7 @@ impl SimLinks {
     pub fn new(first_conn: u64) -> SimLinks {
         SimLinks {
             quorum: BTreeMap::new(),
+            intake: LearnerIntake::Held,
             outbox: Vec::new(),
             snapping: BTreeMap::new(),
             next_conn: first_conn,
@@ -136,6 +139,10 @@ impl PeerLinks for SimLinks {
 
     fn max_queued_bytes(&self) -> usize {
         256 << 20
+    }
+
+    fn set_learner_intake(&mut self, intake: LearnerIntake) {
+        self.intake = intake;
     }
 
     fn close_zab(&mut self, peer: ServerId) {

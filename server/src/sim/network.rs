@@ -11,10 +11,13 @@ use super::trap::Moment;
 use super::{Held, SyncKind, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
-use crate::runtime::peer::{PeerEvent, ReadPermit};
+use crate::runtime::peer::{LearnerIntake, PeerEvent, ReadPermit};
 
 /// How long after its connection closed a message may still reach its member.
 const LATE_READ_MS: u64 = 200;
+
+/// How often a learner's first message held by a looking member is read again.
+const HELD_LEARNER_RETRY_MS: u64 = 10;
 
 /// Which packets (from, to, what) a script sets aside as they are sent.
 pub(super) type Aside = Box<dyn FnMut(ServerId, ServerId, &Wire) -> bool>;
@@ -55,6 +58,37 @@ impl WholeSim {
         }
         let delay = 1 + self.rng.below(10);
         self.queue(from, to, wire, delay);
+    }
+
+    /// Whether `wire` may reach `to`: a quorum message on a connection `to`
+    /// does not know yet is a learner's first, taken only as the runtime's
+    /// peer layer takes it ([`LearnerIntake`]): while `to` looks it waits,
+    /// read again a little later; while `to` follows it closes.
+    fn learner_taken(&mut self, from: ServerId, to: ServerId, wire: &Wire) -> bool {
+        let (Wire::Zab { conn, .. }, Some(Some(p))) = (wire, self.procs.get(&to)) else {
+            return true;
+        };
+        let conn = *conn;
+        if p.links.quorum.get(&from) == Some(&conn) {
+            return true;
+        }
+        match p.links.intake {
+            LearnerIntake::Taken => true,
+            LearnerIntake::Held => {
+                let Wire::Zab { message, .. } = wire else {
+                    return true;
+                };
+                let message = message.clone();
+                self.queue(from, to, Wire::Zab { conn, message }, HELD_LEARNER_RETRY_MS);
+                false
+            }
+            LearnerIntake::Refused => {
+                if self.kill_conn(conn) {
+                    self.queue(to, from, Wire::Closed { conn }, 1);
+                }
+                false
+            }
+        }
     }
 
     /// Connection `conn` closed or broke. Returns whether it was open.
@@ -158,6 +192,9 @@ impl WholeSim {
                 .take()
                 .expect("a Zab message or SNAP piece is read with a permit")
         };
+        if !late && !self.learner_taken(from, to, &wire) {
+            return Ok(());
+        }
         let Some(Some(p)) = self.procs.get_mut(&to) else {
             return Ok(());
         };

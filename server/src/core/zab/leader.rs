@@ -9,7 +9,7 @@ use crate::core::election::ServerId;
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
-use zkd_protocol::Zxid;
+use zkd_protocol::{Zxid, MAX_EPOCH};
 
 /// Where the leader is in establishing its epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +53,9 @@ pub struct Leader {
     own_durable: Zxid,
     /// Discovery and sync must finish by then.
     deadline_ms: u64,
+    /// From then on it yields to a follower that accepted a later epoch
+    /// (see `follower_info`); before, such a claim only drops the follower.
+    may_yield_ms: u64,
     /// The next heartbeat: every half tick, as ZooKeeper's leader pings, so
     /// a follower allowed a tick of silence always hears one in time.
     next_tick_ms: u64,
@@ -90,6 +93,7 @@ impl Leader {
             last_proposed: last,
             own_durable: last,
             deadline_ms: now_ms + timing.init_ms(),
+            may_yield_ms: now_ms + 2 * timing.init_ms(),
             next_tick_ms: now_ms + timing.ping_ms(),
             commands: VecDeque::new(),
             state,
@@ -336,21 +340,49 @@ impl Leader {
     }
 
     fn follower_info(&mut self, now_ms: u64, from: ServerId, accepted_epoch: Epoch) {
+        if accepted_epoch >= MAX_EPOCH {
+            // No epoch above it exists: choosing one would wrap.
+            tracing::warn!(peer = %from, accepted_epoch, "follower claims the last epoch; dropping it");
+            return self.drop_learner(from);
+        }
+        let chosen = !matches!(
+            self.phase,
+            Phase::Discovery | Phase::PersistingAcceptedEpoch
+        );
+        if chosen && accepted_epoch > self.epoch {
+            return self.later_epoch_claimed(now_ms, from, accepted_epoch);
+        }
         // A reconnecting follower starts over.
         self.learners
             .insert(from, LearnerHandler::new(from, accepted_epoch, now_ms));
         match self.phase {
             Phase::Discovery => self.maybe_choose_epoch(),
             Phase::PersistingAcceptedEpoch => {}
-            // It promised a later epoch (to a leader that never got a
-            // quorum) and can never follow this one: another election picks
-            // an epoch above it. Else it would look and be refused forever.
-            _ if accepted_epoch > self.epoch => self.abandon(format!(
-                "follower {from} accepted epoch {accepted_epoch}, above ours {}",
-                self.epoch
-            )),
             _ => self.send(from, ZabMessage::LeaderInfo { epoch: self.epoch }),
         }
+    }
+
+    /// `from` promised a later epoch (to a leader that never got a quorum)
+    /// and cannot follow this one. ZooKeeper's LearnerHandler drops it and
+    /// leaves it out until the next election, which may never come while
+    /// this leader keeps a quorum (simulator seed 461). So it is dropped,
+    /// and only a leader that has led for two initLimits steps down for it:
+    /// a real member gets its election, and a connection that merely claims
+    /// a member's sid can force one at most that often, not one per frame.
+    fn later_epoch_claimed(&mut self, now_ms: u64, from: ServerId, accepted_epoch: Epoch) {
+        if self.phase == Phase::Broadcast && now_ms >= self.may_yield_ms {
+            return self.abandon(format!(
+                "follower {from} accepted epoch {accepted_epoch}, above ours {}",
+                self.epoch
+            ));
+        }
+        tracing::warn!(
+            peer = %from,
+            accepted_epoch,
+            epoch = self.epoch,
+            "follower accepted an epoch above ours; dropping it"
+        );
+        self.drop_learner(from)
     }
 
     /// Once a quorum is connected: the new epoch is above every acceptedEpoch
@@ -369,7 +401,11 @@ impl Leader {
             .chain([self.state.accepted_epoch, self.state.current_epoch])
             .max()
             .unwrap_or(0);
-        self.epoch = highest + 1;
+        // Learners above MAX_EPOCH - 1 were dropped; only our own disk can be there.
+        let Some(epoch) = highest.checked_add(1).filter(|&e| e <= MAX_EPOCH) else {
+            return self.abandon(format!("no epoch is left after {highest}"));
+        };
+        self.epoch = epoch;
         self.phase = Phase::PersistingAcceptedEpoch;
         self.commands
             .push_back(ZabCommand::Storage(StorageOp::SetAcceptedEpoch(self.epoch)));
@@ -395,10 +431,16 @@ impl Leader {
         let ours = (self.state.current_epoch, self.state.history.last_zxid());
         if let Some(epoch) = current_epoch {
             if (epoch, last_zxid) > ours {
-                // ZooKeeper: "Follower is ahead of the leader". Another election will find it.
-                return self.abandon(format!(
-                    "follower {from} is ahead of the leader: epoch {epoch}, zxid {last_zxid}"
-                ));
+                // ZooKeeper's "Follower is ahead of the leader" ends that
+                // learner's handler, not the leader: the election made the
+                // leader as recent as a quorum, so what the follower has
+                // beyond it was never committed. Without a quorum the leader
+                // steps down at initLimit, and another election finds it.
+                tracing::warn!(
+                    peer = %from, epoch, %last_zxid,
+                    "follower is ahead of the leader; dropping it"
+                );
+                return self.drop_learner(from);
             }
         }
         h.summary = Some((current_epoch, last_zxid));

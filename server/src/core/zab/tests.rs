@@ -353,12 +353,14 @@ fn a_leader_steps_down_before_the_zxid_counter_rolls_over() {
 }
 
 /// A member that accepted an epoch above the one this leader established
-/// (promised to a leader that never got a quorum) can never follow it: the
-/// leader steps down so the next election picks an epoch above it, instead
-/// of refusing it forever (simulator seed 461). One at or below the
+/// (promised to a leader that never got a quorum) cannot follow it. A young
+/// leader drops it and stays, so one connection claiming a member's sid
+/// cannot depose it (issue 35, finding 11); a leader that has led for two
+/// initLimits steps down, so the next election picks an epoch above it
+/// instead of refusing it forever (simulator seed 461). One at or below the
 /// established epoch is simply told the epoch.
 #[test]
-fn a_leader_steps_down_for_a_follower_that_accepted_a_later_epoch() {
+fn a_leader_yields_to_a_later_accepted_epoch_only_once_it_has_led_a_while() {
     let z = |c| Zxid::new(1, c);
     let mut l = Leader::new(
         ServerId(1),
@@ -399,8 +401,29 @@ fn a_leader_steps_down_for_a_follower_that_accepted_a_later_epoch() {
         vec![send(3, ZabMessage::LeaderInfo { epoch: 2 })],
         "an epoch it accepted already: it may follow"
     );
+    for claim in [
+        3,
+        1000,
+        zkd_protocol::MAX_EPOCH - 1,
+        zkd_protocol::MAX_EPOCH,
+    ] {
+        l.handle_message(
+            2,
+            ServerId(3),
+            ZabMessage::FollowerInfo {
+                accepted_epoch: claim,
+            },
+        );
+        assert_eq!(
+            drain_leader(&mut l),
+            vec![ZabCommand::Disconnect { peer: ServerId(3) }],
+            "a young leader drops the claimant of {claim} and stays"
+        );
+        assert!(l.is_established());
+    }
+    let led_a_while = 2 * TIMING.init_ms();
     l.handle_message(
-        2,
+        led_a_while,
         ServerId(3),
         ZabMessage::FollowerInfo { accepted_epoch: 3 },
     );
@@ -410,4 +433,104 @@ fn a_leader_steps_down_for_a_follower_that_accepted_a_later_epoch() {
         "{out:?}"
     );
     assert!(!l.is_established());
+}
+
+/// Epochs never wrap (finding 11): a follower claiming the last epoch is
+/// dropped in discovery, and a leader whose own disk is there cannot lead.
+#[test]
+fn no_epoch_is_chosen_past_the_last() {
+    let last = zkd_protocol::MAX_EPOCH;
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(1, 1, &[]),
+        Zxid::ZERO,
+        0,
+    );
+    l.handle_message(
+        0,
+        ServerId(2),
+        ZabMessage::FollowerInfo {
+            accepted_epoch: last,
+        },
+    );
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![ZabCommand::Disconnect { peer: ServerId(2) }]
+    );
+    l.handle_message(
+        0,
+        ServerId(2),
+        ZabMessage::FollowerInfo {
+            accepted_epoch: last - 1,
+        },
+    );
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![
+            ZabCommand::Storage(StorageOp::SetAcceptedEpoch(last)),
+            ZabCommand::Storage(StorageOp::Barrier(1)),
+        ],
+        "the last epoch itself may still be used"
+    );
+
+    let mut exhausted = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(last, last, &[]),
+        Zxid::ZERO,
+        0,
+    );
+    exhausted.handle_message(
+        0,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 1 },
+    );
+    let out = drain_leader(&mut exhausted);
+    assert!(
+        matches!(out.last(), Some(ZabCommand::Abandon { reason }) if reason.contains("no epoch is left")),
+        "{out:?}"
+    );
+}
+
+/// A follower whose ACKEPOCH claims more than the leader has is dropped,
+/// not obeyed: the leader stays (ZooKeeper ends that LearnerHandler only).
+#[test]
+fn a_follower_ahead_of_the_leader_is_dropped() {
+    let z = |c| Zxid::new(1, c);
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(1, 1, &[z(1)]),
+        z(1),
+        0,
+    );
+    l.handle_message(
+        0,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 1 },
+    );
+    l.handle_reached(1);
+    drain_leader(&mut l);
+    let ahead = ZabMessage::AckEpoch {
+        current_epoch: Some(1),
+        last_zxid: z(9),
+        log_base: Zxid::ZERO,
+        wants_snapshot: false,
+    };
+    l.handle_message(0, ServerId(2), ahead);
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![ZabCommand::Disconnect { peer: ServerId(2) }]
+    );
+    l.handle_timeout(TIMING.init_ms() - 1);
+    assert!(
+        drain_leader(&mut l)
+            .iter()
+            .all(|c| !matches!(c, ZabCommand::Abandon { .. })),
+        "it waits for a quorum until initLimit"
+    );
 }

@@ -13,7 +13,7 @@
 //! queued can land under the new one.
 
 use super::peer::convert::SnapPiece;
-use super::peer::{PeerEvent, PeerNetwork, ReadPermit};
+use super::peer::{LearnerIntake, PeerEvent, PeerNetwork, ReadPermit};
 use super::snap_receiver::SnapReceiver;
 use super::snap_sender::SnapSender;
 use super::storage_worker::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
@@ -539,6 +539,10 @@ impl Member {
                 })
             }
         };
+        ctx.links.set_learner_intake(match self.role {
+            Role::Leading(_) => LearnerIntake::Taken,
+            _ => LearnerIntake::Refused,
+        });
         self.after_zab(ctx)
     }
 
@@ -659,6 +663,7 @@ impl Member {
         self.snaps_out.clear();
         self.snap_in = None;
         ctx.links.close_all_zab();
+        ctx.links.set_learner_intake(LearnerIntake::Held);
         self.waiting = Waiting::Drain;
         ctx.jobs.submit(StorageJob::Barrier(TOKEN_DRAINED))
     }

@@ -12,6 +12,7 @@
 use super::{PeerEvent, PeerNetwork, ServeError, StorageJob};
 use crate::core::election::{Notification, ServerId};
 use crate::core::zab::ZabMessage;
+use crate::runtime::peer::LearnerIntake;
 use bytes::Bytes;
 use zkd_protocol::Zxid;
 
@@ -39,6 +40,8 @@ pub trait PeerLinks {
     fn queued_bytes(&self, to: ServerId) -> Option<usize>;
     /// Bytes a quorum link may queue before it closes.
     fn max_queued_bytes(&self) -> usize;
+    /// Whether learners' connections are taken, held or refused.
+    fn set_learner_intake(&mut self, intake: LearnerIntake);
     /// Closes the quorum link with `peer`, if any.
     fn close_zab(&mut self, peer: ServerId);
     /// Closes every quorum link.
@@ -82,6 +85,9 @@ impl PeerLinks for PeerNetwork {
     }
     fn max_queued_bytes(&self) -> usize {
         PeerNetwork::max_queued_bytes(self)
+    }
+    fn set_learner_intake(&mut self, intake: LearnerIntake) {
+        PeerNetwork::set_learner_intake(self, intake)
     }
     fn close_zab(&mut self, peer: ServerId) {
         PeerNetwork::close_zab(self, peer)

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use std::fmt;
 use zkd_protocol::peer::election as wire_election;
 use zkd_protocol::peer::zab::{self as wire, quorum_packet::Body, QuorumPacket};
-use zkd_protocol::Zxid;
+use zkd_protocol::{Zxid, MAX_EPOCH};
 
 /// The largest snapshot image a decoder accepts (1 GiB).
 pub const MAX_SNAPSHOT_BYTES: u64 = 1 << 30;
@@ -34,9 +34,26 @@ fn bad<T>(reason: impl Into<String>) -> Result<T, ConvertError> {
     Err(ConvertError(reason.into()))
 }
 
+/// An epoch from a peer: at most [`MAX_EPOCH`], so its zxids stay positive
+/// and the epochs chosen after it cannot wrap.
 fn epoch_from_wire(epoch: u64, what: &str) -> Result<Epoch, ConvertError> {
-    Epoch::try_from(epoch).or_else(|_| bad(format!("{what} {epoch} does not fit in 32 bits")))
+    match Epoch::try_from(epoch) {
+        Ok(epoch) if epoch <= MAX_EPOCH => Ok(epoch),
+        _ => bad(format!("{what} {epoch} is past the last epoch {MAX_EPOCH}")),
+    }
 }
+
+/// A zxid in a Zab message: never negative (an epoch past [`MAX_EPOCH`]).
+fn zxid_from_wire(zxid: i64, what: &str) -> Result<Zxid, ConvertError> {
+    if zxid < 0 {
+        return bad(format!("{what} zxid {zxid:#x} is negative"));
+    }
+    Ok(Zxid(zxid))
+}
+
+/// The most election rounds a peer may claim: ZooKeeper's electionEpoch is a
+/// signed 64-bit number, and a round past it would wrap our logical clock.
+const MAX_ELECTION_EPOCH: u64 = i64::MAX as u64;
 
 /// The wire form of a notification (zkd's wire: a static configuration, version 0).
 pub fn notification_to_wire(n: &Notification) -> wire_election::Notification {
@@ -77,7 +94,10 @@ pub fn notification_from_wire(
             zxid: Zxid(n.zxid),
             peer_epoch: epoch_from_wire(n.peer_epoch, "peer epoch")?,
         },
-        election_epoch: n.election_epoch,
+        election_epoch: match n.election_epoch {
+            round @ 0..=MAX_ELECTION_EPOCH => round,
+            round => return bad(format!("election round {round} past {MAX_ELECTION_EPOCH}")),
+        },
     })
 }
 
@@ -275,7 +295,7 @@ impl ZabDecoder {
         }
         if let Body::Snap(snap) = body {
             self.snap = Some(SnapInProgress {
-                zxid: Zxid(snap.zxid),
+                zxid: zxid_from_wire(snap.zxid, "SNAP")?,
                 received: 0,
             });
             return Ok(None);
@@ -340,27 +360,31 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
         Body::AckEpoch(ack) => ZabMessage::AckEpoch {
             current_epoch: match ack.current_epoch {
                 wire::ACK_EPOCH_ALREADY_ACCEPTED => None,
-                e => match Epoch::try_from(e) {
-                    Ok(e) => Some(e),
+                e => match u64::try_from(e) {
+                    Ok(e) => Some(epoch_from_wire(e, "ACKEPOCH current epoch")?),
                     Err(_) => return bad(format!("ACKEPOCH current epoch {e}")),
                 },
             },
-            last_zxid: Zxid(ack.last_logged_zxid),
-            log_base: Zxid(ack.log_base),
+            last_zxid: zxid_from_wire(ack.last_logged_zxid, "ACKEPOCH")?,
+            log_base: zxid_from_wire(ack.log_base, "ACKEPOCH log base")?,
             wants_snapshot: ack.wants_snapshot,
         },
-        Body::Diff(d) => ZabMessage::Diff { zxid: Zxid(d.zxid) },
-        Body::Trunc(t) => ZabMessage::Trunc { zxid: Zxid(t.zxid) },
+        Body::Diff(d) => ZabMessage::Diff {
+            zxid: zxid_from_wire(d.zxid, "DIFF")?,
+        },
+        Body::Trunc(t) => ZabMessage::Trunc {
+            zxid: zxid_from_wire(t.zxid, "TRUNC")?,
+        },
         Body::Proposal(p) => ZabMessage::Proposal {
-            zxid: Zxid(p.zxid),
+            zxid: zxid_from_wire(p.zxid, "PROPOSAL")?,
             txn: p.txn,
         },
         Body::Commit(c) => ZabMessage::Commit {
-            zxid: Zxid(c.zxid),
+            zxid: zxid_from_wire(c.zxid, "COMMIT")?,
             digest: c.digest,
         },
         Body::NewLeader(n) => {
-            let zxid = Zxid(n.zxid);
+            let zxid = zxid_from_wire(n.zxid, "NEWLEADER")?;
             if zxid.counter() != 0 {
                 return bad(format!("NEWLEADER zxid {zxid} is not an epoch start"));
             }
@@ -369,9 +393,11 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             }
         }
         Body::UpToDate(_) => ZabMessage::UpToDate,
-        Body::Ack(a) => ZabMessage::Ack { zxid: Zxid(a.zxid) },
+        Body::Ack(a) => ZabMessage::Ack {
+            zxid: zxid_from_wire(a.zxid, "ACK")?,
+        },
         Body::Ping(p) => ZabMessage::Ping {
-            zxid: Zxid(p.zxid),
+            zxid: zxid_from_wire(p.zxid, "PING")?,
             touches: p
                 .touches
                 .into_iter()

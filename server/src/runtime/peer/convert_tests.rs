@@ -39,7 +39,7 @@ fn every_message() -> Vec<ZabMessage> {
             digest: None,
         },
         ZabMessage::NewLeader { epoch: 2 },
-        ZabMessage::NewLeader { epoch: u32::MAX },
+        ZabMessage::NewLeader { epoch: MAX_EPOCH },
         ZabMessage::UpToDate,
         ZabMessage::Ack { zxid: z },
         ZabMessage::Ping {
@@ -390,6 +390,53 @@ fn packets_zkd_does_not_use_are_errors() {
             .into(),
         ),
         (
+            "accepted epoch whose zxids are negative (finding 12)",
+            wire::FollowerInfo {
+                accepted_epoch: 1 << 31,
+                sid: 2,
+                protocol_version: wire::ZAB_PROTOCOL_VERSION,
+                config_version: 0,
+            }
+            .into(),
+        ),
+        (
+            "current epoch whose zxids are negative",
+            wire::AckEpoch {
+                current_epoch: 1 << 31,
+                last_logged_zxid: 0,
+                log_base: 0,
+                wants_snapshot: false,
+            }
+            .into(),
+        ),
+        (
+            "negative last zxid",
+            wire::AckEpoch {
+                current_epoch: 1,
+                last_logged_zxid: -1,
+                log_base: 0,
+                wants_snapshot: false,
+            }
+            .into(),
+        ),
+        ("negative ACK", wire::Ack { zxid: i64::MIN }.into()),
+        (
+            "negative PROPOSAL",
+            wire::Proposal {
+                zxid: Zxid::new(1, 1).0 | i64::MIN,
+                txn: Bytes::new(),
+            }
+            .into(),
+        ),
+        (
+            "NEWLEADER of a negative epoch",
+            wire::NewLeader {
+                zxid: i64::MIN,
+                config: Bytes::new(),
+            }
+            .into(),
+        ),
+        (
             "NEWLEADER mid-epoch",
             wire::NewLeader {
                 zxid: Zxid::new(2, 1).0,
@@ -430,9 +477,9 @@ fn notifications_round_trip() {
         assert!(wire.config.is_empty());
         assert_eq!(notification_from_wire(&wire), Ok(n));
     }
-    // An epoch at the top of the 32-bit range and a negative zxid survive.
+    // The last epoch and a negative zxid (ZooKeeper's observers vote with one) survive.
     let mut n = notification(ServerState::Looking);
-    n.vote.peer_epoch = u32::MAX;
+    n.vote.peer_epoch = MAX_EPOCH;
     n.vote.zxid = Zxid(-1);
     assert_eq!(notification_from_wire(&notification_to_wire(&n)), Ok(n));
 }
@@ -466,6 +513,20 @@ fn unusable_notifications_are_errors() {
             "peer epoch past 32 bits",
             wire_election::Notification {
                 peer_epoch: 1 << 32,
+                ..good.clone()
+            },
+        ),
+        (
+            "peer epoch whose zxids are negative",
+            wire_election::Notification {
+                peer_epoch: 1 << 31,
+                ..good.clone()
+            },
+        ),
+        (
+            "election round that would wrap the logical clock",
+            wire_election::Notification {
+                election_epoch: u64::MAX,
                 ..good.clone()
             },
         ),

@@ -123,15 +123,36 @@ async fn strangers_are_closed_while_the_real_links_keep_delivering() {
     .expect("test timed out");
 }
 
+/// Finding 10 of issue 35: a second connection claiming a sid whose link
+/// is live is closed and the live link keeps delivering; once that link has
+/// been idle for `live_link`, a new one from the sid replaces it.
 #[tokio::test]
-async fn a_second_quorum_link_from_the_same_sid_replaces_the_first() {
+async fn a_live_quorum_link_is_not_displaced_by_a_second_claiming_its_sid() {
     timeout(TEST_TIMEOUT, async {
-        let mut m = ensemble(&[2], &[1], settings()).await;
+        let settings = PeerSettings {
+            connect_timeout: Duration::from_millis(600),
+            live_link: Duration::from_millis(300),
+            ..settings()
+        };
+        let mut m = ensemble(&[2], &[1], settings).await;
         let l = &mut m[0];
+        l.net.set_learner_intake(LearnerIntake::Taken);
         let quorum = l.net.quorum_addr();
         let info = ZabMessage::FollowerInfo { accepted_epoch: 1 };
         let mut first = stranger(quorum, &follower_info(1)).await;
         assert_eq!(next_zab(l).await, (ServerId(1), info.clone()));
+        // The first keeps talking while an impostor claims its sid.
+        let mut impostor = stranger(quorum, &follower_info(1)).await;
+        for n in 0..8 {
+            let ack = frame(&QuorumPacket::from(wire::Ack { zxid: n }));
+            first.write_all(&ack).await.unwrap();
+            let expected = (ServerId(1), ZabMessage::Ack { zxid: Zxid(n) });
+            assert_eq!(next_zab(l).await, expected);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_closed(&mut impostor).await;
+        // The first has fallen silent: a new link from its sid takes over.
+        tokio::time::sleep(Duration::from_millis(400)).await;
         let mut second = stranger(quorum, &follower_info(1)).await;
         assert_eq!(next_zab(l).await, (ServerId(1), info));
         // The first is closed without a ZabClosed for it.
@@ -153,6 +174,42 @@ async fn a_second_quorum_link_from_the_same_sid_replaces_the_first() {
             PeerEvent::ZabClosed { peer, .. } if peer == ServerId(1)
         ));
         assert_silent(l).await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// Finding 9 of issue 35: a follower takes no learners, so FOLLOWERINFO
+/// claiming its leader's sid is closed at once and its link to the leader
+/// keeps delivering. A looking member holds a learner until it leads.
+#[tokio::test]
+async fn only_a_leader_takes_learners() {
+    timeout(TEST_TIMEOUT, async {
+        let mut m = ensemble(&[1, 2], &[3], settings()).await;
+        let (f, l) = m.split_at_mut(1);
+        let (f, l) = (&mut f[0], &mut l[0]);
+        link(f, l, 1, 2).await;
+        f.net.set_learner_intake(LearnerIntake::Refused);
+        let mut impostor = stranger(f.net.quorum_addr(), &follower_info(2)).await;
+        timeout(Duration::from_millis(500), assert_closed(&mut impostor))
+            .await
+            .expect("closed at once, not after connect_timeout");
+        l.net.send_zab(ServerId(1), ZabMessage::UpToDate);
+        assert_eq!(next_zab(f).await, (ServerId(2), ZabMessage::UpToDate));
+        assert_silent(f).await;
+
+        // Looking: member 3's handshake waits until member 1 leads.
+        f.net.set_learner_intake(LearnerIntake::Held);
+        let mut held = stranger(f.net.quorum_addr(), &follower_info(3)).await;
+        assert_silent(f).await;
+        f.net.set_learner_intake(LearnerIntake::Taken);
+        let info = ZabMessage::FollowerInfo { accepted_epoch: 1 };
+        assert_eq!(next_zab(f).await, (ServerId(3), info));
+        f.net.send_zab(ServerId(3), ZabMessage::UpToDate);
+        let expected = frame(&QuorumPacket::from(wire::UpToDate {}));
+        let mut got = vec![0; expected.len()];
+        held.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, expected);
     })
     .await
     .expect("test timed out");
@@ -191,6 +248,7 @@ async fn a_follower_that_does_not_read_is_dropped() {
         };
         let mut m = ensemble(&[2], &[1], settings).await;
         let l = &mut m[0];
+        l.net.set_learner_intake(LearnerIntake::Taken);
         let _deaf = stranger(l.net.quorum_addr(), &follower_info(1)).await;
         next_zab(l).await;
         let txn = Bytes::from(vec![0; 256 << 10]);

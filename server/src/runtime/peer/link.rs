@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::codec::{Decoder, Encoder};
 use zkd_protocol::peer::{PeerCodec, PeerFrameError, PeerMessage};
 
@@ -196,6 +197,9 @@ struct OutboxInner {
     closed: Option<Closed>,
     /// What the writer took last (the election re-sends it on a new link).
     last_taken: Option<Bytes>,
+    /// When the link last read a frame or wrote bytes: a link that moved
+    /// nothing for a while may be displaced by a new connection from its peer.
+    last_progress: Option<Instant>,
 }
 
 /// What [`Outbox::push`] did.
@@ -308,6 +312,18 @@ impl Outbox {
     fn written(&self, bytes: usize) {
         let mut inner = self.lock();
         inner.in_writer = inner.in_writer.saturating_sub(bytes);
+        inner.last_progress = Some(Instant::now());
+    }
+
+    /// The link read a frame from its peer (or was just set up).
+    pub(super) fn heard(&self) {
+        self.lock().last_progress = Some(Instant::now());
+    }
+
+    /// How long the link has neither read a frame nor written a byte.
+    pub(super) fn idle_for(&self) -> Duration {
+        let last = self.lock().last_progress;
+        last.map_or(Duration::MAX, |at| at.elapsed())
     }
 
     /// Everything queued, waiting until something is.

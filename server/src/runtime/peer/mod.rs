@@ -152,6 +152,21 @@ async fn read_permit(budget: &Arc<Semaphore>, bytes: usize, whole: usize) -> Rea
     ReadPermit(Arc::new(permit))
 }
 
+/// Whether a member takes learners on its quorum port. Only a leader does
+/// (ZooKeeper's followers do not listen for learners), so a connection that
+/// claims a member's sid cannot replace a follower's link to its leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LearnerIntake {
+    /// Leading: learners are taken.
+    Taken,
+    /// Looking: a learner's handshake waits (within `connect_timeout`) for
+    /// the outcome, since followers may dial before their leader-elect leads.
+    Held,
+    /// Following: learners are closed at once, so one that chose this
+    /// member by mistake looks again without waiting.
+    Refused,
+}
+
 /// Limits and timeouts of the peer links.
 #[derive(Clone, Debug)]
 pub struct PeerSettings {
@@ -165,6 +180,9 @@ pub struct PeerSettings {
     pub max_frame: usize,
     /// Bytes queued for one quorum link beyond which it is closed.
     pub max_queued_bytes: usize,
+    /// A quorum link that read or wrote within this long is live: a second
+    /// connection claiming its peer's sid is refused, not put in its place.
+    pub live_link: Duration,
     /// Peers a test cut this member off from (`zkd.faults.enable` only).
     pub cuts: Option<tokio::sync::watch::Receiver<crate::runtime::faults::PeerCuts>>,
 }
@@ -176,6 +194,7 @@ impl Default for PeerSettings {
             stall_timeout: Duration::from_secs(10),
             max_frame: DEFAULT_MAX_PEER_FRAME,
             max_queued_bytes: 64 << 20,
+            live_link: Duration::from_secs(2),
             cuts: None,
         }
     }
@@ -190,7 +209,10 @@ impl PeerSettings {
         if self.max_queued_bytes == 0 {
             return invalid("peer max_queued_bytes is 0");
         }
-        if self.connect_timeout.is_zero() || self.stall_timeout.is_zero() {
+        if self.connect_timeout.is_zero()
+            || self.stall_timeout.is_zero()
+            || self.live_link.is_zero()
+        {
             return invalid("peer timeouts must be positive");
         }
         Ok(())
@@ -258,6 +280,7 @@ impl PeerNetwork {
             settings,
             events,
             state: Mutex::new(state),
+            intake: tokio::sync::watch::Sender::new(LearnerIntake::Held),
             snap_budget: Arc::new(Semaphore::new(SNAP_BYTES_IN_FLIGHT >> 10)),
             zab_budget: Arc::new(Semaphore::new(ZAB_BYTES_IN_FLIGHT >> 10)),
         });
@@ -355,6 +378,11 @@ impl PeerNetwork {
         self.shared.settings.max_queued_bytes
     }
 
+    /// What becomes of connections on the quorum port (see [`LearnerIntake`]).
+    pub fn set_learner_intake(&mut self, intake: LearnerIntake) {
+        self.shared.intake.send_replace(intake);
+    }
+
     /// Closes the quorum link with `peer`, if any, without a `ZabClosed` event.
     pub fn close_zab(&mut self, peer: ServerId) {
         if let Some(link) = self.shared.lock().quorum.remove(&peer) {
@@ -388,6 +416,8 @@ struct Shared {
     settings: PeerSettings,
     events: mpsc::Sender<PeerEvent>,
     state: Mutex<State>,
+    /// Whether the member takes learners on its quorum port.
+    intake: tokio::sync::watch::Sender<LearnerIntake>,
     /// [`SNAP_BYTES_IN_FLIGHT`], in KiB.
     snap_budget: Arc<Semaphore>,
     /// [`ZAB_BYTES_IN_FLIGHT`], in KiB.

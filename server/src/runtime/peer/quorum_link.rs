@@ -15,7 +15,7 @@
 
 use super::convert::{encode_zab, follower_info_sid, Inbound, ZabDecoder};
 use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkEnd, Outbox, Push};
-use super::{LinkTask, PeerEvent, QuorumLink, Shared, State};
+use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
 use crate::runtime::faults::Direction;
@@ -34,6 +34,9 @@ const CONNECT_ATTEMPTS: u32 = 5;
 
 /// The first pause between those attempts; it doubles.
 const CONNECT_RETRY_MIN: Duration = Duration::from_millis(100);
+
+/// How often a learner claiming a sid with a live link looks again.
+const SID_RECHECK: Duration = Duration::from_millis(20);
 
 /// Dials `leader`'s quorum port as the link with it, replacing any other.
 pub(super) fn connect(shared: &Arc<Shared>, leader: ServerId) {
@@ -128,6 +131,14 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
         );
         return;
     }
+    if !taken_within(&shared).await {
+        tracing::warn!("quorum link from {remote} as {sid}: this member is not leading; closing");
+        return;
+    }
+    if !sid_free_within(&shared, sid).await {
+        tracing::warn!("quorum link from {remote} as {sid}: sid {sid} has a live link; closing");
+        return;
+    }
     let mut decoder = ZabDecoder::new();
     let bytes = prost::Message::encoded_len(&packet);
     let message = match decoder.decode(packet) {
@@ -143,12 +154,17 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
         return;
     };
     let mut state = shared.lock();
+    if !is_free(&state, sid, shared.settings.live_link) {
+        tracing::warn!("quorum link from {remote} as {sid}: another took sid {sid}; closing");
+        return;
+    }
     if let Some(old) = state.quorum.remove(&sid) {
-        tracing::debug!("quorum link from {sid} ({remote}) replaces the previous one");
+        tracing::debug!("quorum link from {sid} ({remote}) replaces an idle one");
         old.task.abort.abort();
     }
     let generation = state.next_generation();
     let outbox = Arc::new(Outbox::default());
+    outbox.heard();
     let task = run_link(
         shared.clone(),
         sid,
@@ -166,6 +182,44 @@ pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: Socke
             link: generation,
         });
     }
+}
+
+/// Whether the member takes learners, now or once a round it is looking in
+/// ends within `connect_timeout` (a follower may dial before its
+/// leader-elect has caught up its tree).
+async fn taken_within(shared: &Shared) -> bool {
+    let mut intake = shared.intake.subscribe();
+    let decided = intake.wait_for(|i| *i != LearnerIntake::Held);
+    let taken = match tokio::time::timeout(shared.settings.connect_timeout, decided).await {
+        Ok(Ok(intake)) => *intake == LearnerIntake::Taken,
+        _ => false,
+    };
+    taken
+}
+
+/// Only one connection speaks for a sid: a second one claiming it is an
+/// impostor, or the peer's new link while its old one has not yet seen the
+/// close. It waits, within `connect_timeout`, for the old one to end or to
+/// fall idle.
+async fn sid_free_within(shared: &Shared, sid: ServerId) -> bool {
+    let deadline = Instant::now() + shared.settings.connect_timeout;
+    loop {
+        if is_free(&shared.lock(), sid, shared.settings.live_link) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(SID_RECHECK).await;
+    }
+}
+
+/// Whether `sid` has no quorum link that read or wrote within `live`.
+fn is_free(state: &State, sid: ServerId, live: Duration) -> bool {
+    state
+        .quorum
+        .get(&sid)
+        .is_none_or(|link| link.outbox.idle_for() >= live)
 }
 
 fn is_current(state: &State, peer: ServerId, generation: u64) -> bool {
@@ -242,7 +296,7 @@ async fn run_link(
     let end = tokio::select! {
         biased;
         end = outbox.closed() => end,
-        end = read_loop(&shared, peer, generation, reader.gated(shared.gate(peer, Direction::Recv)), decoder) => end,
+        end = read_loop(&shared, peer, generation, reader.gated(shared.gate(peer, Direction::Recv)), decoder, &outbox) => end,
         end = write_loop(write, &outbox, shared.gate(peer, Direction::Send)) => end,
     };
     log_end(&format!("quorum link with {peer}"), &end);
@@ -258,6 +312,7 @@ async fn read_loop(
     generation: u64,
     mut reader: FrameReader<QuorumPacket>,
     mut decoder: ZabDecoder,
+    outbox: &Outbox,
 ) -> LinkEnd {
     loop {
         let packet = match reader.next().await {
@@ -266,6 +321,7 @@ async fn read_loop(
             Err(end) => return end,
         };
         let bytes = prost::Message::encoded_len(&packet);
+        outbox.heard();
         let event = match decoder.decode(packet) {
             Ok(Some(Inbound::Message(message))) => PeerEvent::Zab {
                 from: peer,

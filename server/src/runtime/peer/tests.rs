@@ -131,6 +131,7 @@ fn notification(sender: u64, epoch: u64) -> Notification {
 
 /// A follower `f` linked to leader `l`, FOLLOWERINFO delivered.
 pub(in crate::runtime) async fn link(f: &mut Member, l: &mut Member, f_id: u64, l_id: u64) {
+    l.net.set_learner_intake(LearnerIntake::Taken);
     f.net.connect_zab(ServerId(l_id));
     let info = ZabMessage::FollowerInfo { accepted_epoch: 3 };
     f.net.send_zab(ServerId(l_id), info.clone());
