@@ -87,11 +87,19 @@ pub enum Failpoint {
     /// agrees, without the quorum the finalize wait needs: a member that
     /// cannot reach the others elects itself alone.
     ShortcutWithoutQuorum,
+    /// The committed txn whose apply showed the tree diverged (it failed,
+    /// or the digest after it differs from the leader's) still fires its
+    /// watches and answers its client before the member stops serving.
+    DivergedTxnAnswers,
+    /// A follower compares its tree with the leader's digest below the end
+    /// of a fuzzy image, where the tree already holds later txns: it calls
+    /// itself diverged, and is SNAPped again for as long as writes go on.
+    DigestWhileFuzzy,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 14] = [
+    pub const ALL: [Failpoint; 16] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -106,6 +114,8 @@ impl Failpoint {
         Failpoint::StaleLinkEvents,
         Failpoint::UnboundedIntake,
         Failpoint::ShortcutWithoutQuorum,
+        Failpoint::DivergedTxnAnswers,
+        Failpoint::DigestWhileFuzzy,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -125,6 +135,8 @@ impl Failpoint {
             Failpoint::StaleLinkEvents => "stale-link-events",
             Failpoint::UnboundedIntake => "unbounded-intake",
             Failpoint::ShortcutWithoutQuorum => "shortcut-without-quorum",
+            Failpoint::DivergedTxnAnswers => "diverged-txn-answers",
+            Failpoint::DigestWhileFuzzy => "digest-while-fuzzy",
         }
     }
 

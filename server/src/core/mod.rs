@@ -34,6 +34,8 @@ pub(crate) use node_apply::apply_to_tree;
 pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]
+mod divergence_tests;
+#[cfg(test)]
 pub(crate) mod snapshot_tests;
 #[cfg(test)]
 mod tests;

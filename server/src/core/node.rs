@@ -159,7 +159,7 @@ impl Node {
             Event::Request { conn, frame } => self.request_frame(now, conn, frame),
             Event::Disconnected { conn } => self.forget_connection(conn),
             Event::Persisted { zxid } => self.persisted(now, zxid),
-            Event::Committed { txn } => self.committed(now, txn),
+            Event::Committed { txn, digest } => self.committed(now, txn, digest),
             Event::Forwarded { from, request } => self.forwarded(now, from, request),
             Event::Revalidate {
                 from,

@@ -21,40 +21,38 @@ impl Node {
             let Some(InFlight { txn, origin }) = self.in_flight.pop_front() else {
                 break;
             };
-            self.apply_committed(now, txn, Some(origin));
+            self.apply_committed(now, txn, Some(origin), None);
         }
     }
 
-    /// Ensemble: the next committed txn. The leader started the ones at the
-    /// head of `in_flight`; any other came from the leader's proposals.
-    pub(super) fn committed(&mut self, now: Now, txn: Txn) {
+    /// Ensemble: the next committed txn, and the leader's digest after it
+    /// if it sent one. The leader started the ones at the head of
+    /// `in_flight`; any other came from the leader's proposals.
+    pub(super) fn committed(&mut self, now: Now, txn: Txn, digest: Option<u64>) {
         let origin = match self.in_flight.front() {
             Some(f) if f.txn.zxid() == txn.zxid() => self.in_flight.pop_front().map(|f| f.origin),
             _ => None,
         };
-        self.apply_committed(now, txn, origin);
+        self.apply_committed(now, txn, origin, digest);
     }
 
     /// Applies a committed txn: the tree changes, watches fire, then the
-    /// waiting client (if it is ours) gets its reply.
-    fn apply_committed(&mut self, now: Now, txn: Txn, origin: Option<Origin>) {
+    /// waiting client (if it is ours) gets its reply. A txn whose apply
+    /// disagrees with the leader's (it fails, or the tree's digest after it
+    /// differs from `digest`) leaves nothing: no event, no reply, since the
+    /// member stops serving and rebuilds its tree.
+    fn apply_committed(&mut self, now: Now, txn: Txn, origin: Option<Origin>, digest: Option<u64>) {
         if txn.zxid() <= self.tree.last_zxid() {
             // Already in the tree (a member catching up replays from its snapshot).
             return;
         }
         let (outcome, triggers) = apply_to_tree(&mut self.tree, &txn);
-        match failed_op(&txn.body, &outcome) {
-            // Replayed over a fuzzy snapshot that already holds its effect.
-            Some(code) if txn.zxid() <= self.fuzzy_through => {
-                tracing::debug!(zxid = %txn.zxid(), code, "txn already in the fuzzy snapshot")
-            }
-            // A committed txn was validated against this very state; failing
-            // here means this member's tree diverged from the leader's.
-            Some(code) => {
-                tracing::error!(zxid = %txn.zxid(), code, "a committed txn failed to apply: this member's tree diverged");
-                self.diverged_at.get_or_insert(txn.zxid());
-            }
-            None => {}
+        if let Some(why) = self.disagreement(&txn, &outcome, digest) {
+            tracing::error!(zxid = %txn.zxid(), why, "this member's tree diverged from the leader's");
+            self.diverged_at.get_or_insert(txn.zxid());
+        }
+        if self.diverged_at.is_some() && !active(Failpoint::DivergedTxnAnswers) {
+            return;
         }
         self.pending.applied(txn.zxid());
         self.fire(txn.zxid(), &triggers);
@@ -65,6 +63,32 @@ impl Node {
         }
         self.count_txn_for_snapshot(now);
         self.finish_reattaches(now, txn.zxid());
+    }
+
+    /// Why applying committed `txn` (with `outcome`) shows this tree is not
+    /// the leader's, if it does.
+    fn disagreement(&self, txn: &Txn, outcome: &TxnOutcome, digest: Option<u64>) -> Option<String> {
+        // Below the end of a fuzzy image the tree already holds later txns:
+        // a failed op is a replay of one, and the tree is not the state at
+        // this zxid, so its digest means nothing (ZooKeeper's compareDigest
+        // skips a fuzzy tree too).
+        let fuzzy = txn.zxid() < self.fuzzy_through;
+        if fuzzy && !active(Failpoint::DigestWhileFuzzy) {
+            return None;
+        }
+        if let Some(code) = failed_op(&txn.body, outcome) {
+            if !fuzzy && txn.zxid() > self.fuzzy_through {
+                // Validated against this very state by the leader.
+                return Some(format!("a committed txn failed with {code}"));
+            }
+        }
+        let ours = self.tree.digest();
+        match digest {
+            Some(theirs) if theirs != ours => Some(format!(
+                "its digest {ours:#x} differs from the leader's {theirs:#x}"
+            )),
+            _ => None,
+        }
     }
 
     /// Every member tracks every session: created and closed by txns.

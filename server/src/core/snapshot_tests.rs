@@ -124,7 +124,13 @@ fn snapshots_across_a_tree_replacement() {
     // Logged in an earlier role, applied while not serving.
     let dropped: Vec<Txn> = (1..=3_000).map(|c| create(1, c, "old")).collect();
     for txn in &dropped {
-        node.handle_event(at(0), Event::Committed { txn: txn.clone() });
+        node.handle_event(
+            at(0),
+            Event::Committed {
+                txn: txn.clone(),
+                digest: None,
+            },
+        );
     }
     // Its timers run: a snapshot under way would write a slice now.
     node.handle_timeout(at(0));
@@ -132,7 +138,13 @@ fn snapshots_across_a_tree_replacement() {
     node.replace_tree(DataTree::new(), Zxid::ZERO);
     let kept: Vec<Txn> = (1..=40).map(|c| create(2, c, "new")).collect();
     for txn in &kept[..20] {
-        node.handle_event(at(10), Event::Committed { txn: txn.clone() });
+        node.handle_event(
+            at(10),
+            Event::Committed {
+                txn: txn.clone(),
+                digest: None,
+            },
+        );
     }
     let before_serving = snapshots(&mut node, 20);
     check(&before_serving, &kept[..20]);
@@ -143,7 +155,13 @@ fn snapshots_across_a_tree_replacement() {
 
     node.start_following(at(6_000));
     for txn in &kept[20..] {
-        node.handle_event(at(6_000), Event::Committed { txn: txn.clone() });
+        node.handle_event(
+            at(6_000),
+            Event::Committed {
+                txn: txn.clone(),
+                digest: None,
+            },
+        );
     }
     let serving = snapshots(&mut node, 6_010);
     assert!(!serving.is_empty(), "no snapshot while serving");

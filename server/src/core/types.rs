@@ -39,8 +39,10 @@ pub enum Event {
     Disconnected { conn: ConnId },
     /// Standalone: every txn up to `zxid` is durable, hence committed.
     Persisted { zxid: Zxid },
-    /// Ensemble: the next committed txn, in zxid order, whoever proposed it.
-    Committed { txn: Txn },
+    /// Ensemble: the next committed txn, in zxid order, whoever proposed it,
+    /// with the leader's tree digest right after it when the leader sent
+    /// one: a tree that differs there has diverged (ZOOKEEPER-2846).
+    Committed { txn: Txn, digest: Option<u64> },
     /// Leader: a client request the follower `from` forwarded.
     Forwarded {
         from: u64,

@@ -417,18 +417,19 @@ impl Follower {
             let txn = entry.remove();
             if zxid > self.delivered {
                 self.delivered = zxid;
-                self.commands.push_back(ZabCommand::Deliver { zxid, txn });
+                let digest = (self.digest_to_check)
+                    .filter(|(at, _)| *at == zxid)
+                    .map(|(_, digest)| digest);
+                self.commands
+                    .push_back(ZabCommand::Deliver { zxid, txn, digest });
             }
         }
-        match self.digest_to_check {
-            Some((zxid, digest)) if zxid == self.delivered => {
-                self.digest_to_check = None;
-                self.commands
-                    .push_back(ZabCommand::CheckDigest { zxid, digest });
-            }
-            // Passed by (a later commit came first): nothing to compare.
-            Some((zxid, _)) if zxid < self.delivered => self.digest_to_check = None,
-            _ => {}
+        // Compared with its txn, or passed by (a later commit came first).
+        if self
+            .digest_to_check
+            .is_some_and(|(at, _)| at <= self.delivered)
+        {
+            self.digest_to_check = None;
         }
     }
 

@@ -101,7 +101,8 @@ impl Leader {
         let unapplied: Vec<(Zxid, Bytes)> =
             leader.state.history.after(tree_zxid).cloned().collect();
         for (zxid, txn) in unapplied {
-            leader.commands.push_back(ZabCommand::Deliver { zxid, txn });
+            let digest = None;
+            (leader.commands).push_back(ZabCommand::Deliver { zxid, txn, digest });
         }
         leader.maybe_choose_epoch();
         leader
@@ -538,8 +539,7 @@ impl Leader {
             to = %self.last_proposed,
             "leader: syncing follower"
         );
-        let txns: Vec<(Zxid, Bytes)> = self.state.history.after(after).cloned().collect();
-        for (zxid, txn) in txns {
+        for (zxid, txn) in self.txns_after(after) {
             self.send(sid, ZabMessage::Proposal { zxid, txn });
         }
         // Cumulative: also commits what the follower logged earlier but never applied.
@@ -555,6 +555,22 @@ impl Leader {
             h.phase = HandlerPhase::Syncing;
             h.sync_point = self.last_proposed;
         }
+    }
+
+    /// Every txn after `after` that a follower synced there lacks: the
+    /// committed ones from the history window (a DIFF starts inside it),
+    /// then every outstanding proposal, which are all kept however many
+    /// there are. The window alone would skip what lies between the last
+    /// commit and its base once more than a window's worth is outstanding.
+    fn txns_after(&self, after: Zxid) -> Vec<(Zxid, Bytes)> {
+        let committed = (self.state.history.after(after))
+            .take_while(|(zxid, _)| *zxid <= self.last_committed)
+            .cloned();
+        let from = after.max(self.last_committed);
+        let outstanding = (self.outstanding.range(from..))
+            .filter(|(zxid, _)| **zxid > from)
+            .map(|(zxid, txn)| (*zxid, txn.clone()));
+        committed.chain(outstanding).collect()
     }
 
     fn ack(&mut self, from: ServerId, zxid: Zxid) {
@@ -627,7 +643,8 @@ impl Leader {
                 break;
             };
             self.last_committed = zxid;
-            self.commands.push_back(ZabCommand::Deliver { zxid, txn });
+            let digest = None;
+            (self.commands).push_back(ZabCommand::Deliver { zxid, txn, digest });
         }
         if self.last_committed > before {
             self.send_to_forwarding(ZabMessage::Commit {

@@ -154,8 +154,14 @@ pub enum ZabCommand {
     Send { to: ServerId, message: ZabMessage },
     /// Hand an operation to the storage thread.
     Storage(StorageOp),
-    /// Apply a committed txn to the tree; delivered in zxid order.
-    Deliver { zxid: Zxid, txn: Bytes },
+    /// Apply a committed txn to the tree; delivered in zxid order. `digest`:
+    /// the leader's tree digest right after it, when a COMMIT carried one
+    /// (a follower's tree that differs there diverged).
+    Deliver {
+        zxid: Zxid,
+        txn: Bytes,
+        digest: Option<u64>,
+    },
     /// Leader: send `to` a SNAP of the tree as it is now (it holds every
     /// committed txn and nothing else), and hold the messages that follow
     /// for `to` until the whole image has gone out.
@@ -164,9 +170,6 @@ pub enum ZabCommand {
     Disconnect { peer: ServerId },
     /// The role can serve clients: a leader is established, a follower up to date.
     Serving,
-    /// Follower: the tree must now be at `zxid` with this digest, the
-    /// leader's there; otherwise it diverged.
-    CheckDigest { zxid: Zxid, digest: u64 },
     /// The role is over: back to election.
     Abandon { reason: String },
 }

@@ -196,7 +196,11 @@ fn a_follower_acks_newleader_only_after_its_log_and_then_its_epoch_are_durable()
                     zxid: epoch_zxid(2)
                 }
             ),
-            ZabCommand::Deliver { zxid: z(2), txn },
+            ZabCommand::Deliver {
+                zxid: z(2),
+                txn,
+                digest: None
+            },
         ]
     );
     f.handle_message(3, ServerId(3), ZabMessage::UpToDate);
@@ -259,7 +263,8 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
         vec![
             ZabCommand::Deliver {
                 zxid: a,
-                txn: Bytes::new()
+                txn: Bytes::new(),
+                digest: None
             },
             send(
                 2,
@@ -533,4 +538,57 @@ fn a_follower_ahead_of_the_leader_is_dropped() {
             .all(|c| !matches!(c, ZabCommand::Abandon { .. })),
         "it waits for a quorum until initLimit"
     );
+}
+
+/// Finding 3 of issue 35: with more proposals outstanding than the history
+/// window keeps, a follower synced now gets every one of them, not only
+/// those still in the window ("proposal out of order" otherwise).
+#[test]
+fn a_sync_sends_every_outstanding_proposal_beyond_the_window() {
+    let mut durable = state(0, 0, &[]);
+    durable.history = History::new(Zxid::ZERO, 4);
+    let mut l = Leader::new(ServerId(1), voters(3), TIMING, durable, Zxid::ZERO, 0);
+    l.handle_message(
+        0,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 0 },
+    );
+    l.handle_reached(1);
+    let ack_epoch = ZabMessage::AckEpoch {
+        current_epoch: Some(0),
+        last_zxid: Zxid::ZERO,
+        log_base: Zxid::ZERO,
+        wants_snapshot: false,
+    };
+    l.handle_message(0, ServerId(2), ack_epoch.clone());
+    l.handle_reached(2);
+    let ack = ZabMessage::Ack {
+        zxid: epoch_zxid(1),
+    };
+    l.handle_message(0, ServerId(2), ack);
+    assert!(l.is_established());
+    // Ten proposals nobody acks: all outstanding, six past the window.
+    let proposed: Vec<Zxid> = (1..=10).map(|c| Zxid::new(1, c)).collect();
+    for &zxid in &proposed {
+        assert_eq!(l.next_zxid(), Some(zxid));
+        l.propose(zxid, Bytes::from(format!("txn {zxid}")));
+    }
+    drain_leader(&mut l);
+    l.handle_message(
+        1,
+        ServerId(3),
+        ZabMessage::FollowerInfo { accepted_epoch: 1 },
+    );
+    l.handle_message(1, ServerId(3), ack_epoch);
+    let sent: Vec<Zxid> = drain_leader(&mut l)
+        .into_iter()
+        .filter_map(|c| match c {
+            ZabCommand::Send {
+                to: ServerId(3),
+                message: ZabMessage::Proposal { zxid, .. },
+            } => Some(zxid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, proposed);
 }

@@ -602,21 +602,20 @@ impl Member {
                 self.snaps_out.send(to, message, ctx.links);
             }
             ZabCommand::Storage(op) => self.storage_op(ctx, op)?,
-            ZabCommand::Deliver { zxid, txn } => {
+            ZabCommand::Deliver { zxid, txn, digest } => {
                 let txn = match self.decoded.take(zxid) {
                     Some(txn) => txn,
                     None => Txn::from_bytes(txn)
                         .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?,
                 };
-                ctx.node.handle_event(ctx.now, Event::Committed { txn });
+                ctx.node
+                    .handle_event(ctx.now, Event::Committed { txn, digest });
                 if let Some(zxid) = ctx.node.take_divergence() {
-                    return self.diverge(ctx, zxid, "a committed txn failed to apply");
-                }
-            }
-            ZabCommand::CheckDigest { zxid, digest } => {
-                let tree = ctx.node.tree();
-                if tree.last_zxid() == zxid && tree.digest() != digest {
-                    return self.diverge(ctx, zxid, "its digest differs from the leader's");
+                    return self.diverge(
+                        ctx,
+                        zxid,
+                        "a committed txn disagreed with the leader's tree",
+                    );
                 }
             }
             ZabCommand::SendSnapshot { to } => {

@@ -125,7 +125,9 @@ impl Member {
                 break;
             }
             let txn = Txn::from_bytes(bytes).map_err(|e| ServeError::Storage(e.to_string()))?;
-            ctx.node.handle_event(ctx.now, Event::Committed { txn });
+            let digest = None;
+            ctx.node
+                .handle_event(ctx.now, Event::Committed { txn, digest });
         }
         match ctx.node.take_divergence() {
             Some(zxid) => self.diverge(ctx, zxid, "a logged txn failed to apply"),
