@@ -55,6 +55,7 @@ pub fn run_all(h: &mut impl Harness) {
     the_fuzzy_image_mark_survives_a_crash(h);
     truncate_history_drops_later_snapshots(h);
     truncate_history_refuses_a_cut_it_could_not_rebuild(h);
+    a_damaged_snapshot_counts_for_no_cut(h);
     install_snapshot_replaces_the_history(h);
     large_snapshots_stream_and_are_verified(h);
     unsealed_snapshots_are_invisible_and_purged(h);
@@ -367,7 +368,10 @@ fn truncate_history_drops_later_snapshots(h: &mut impl Harness) {
 
 fn truncate_history_refuses_a_cut_it_could_not_rebuild(h: &mut impl Harness) {
     let mut s = logged(h, 10);
-    assert_eq!(crate::store::lowest_cut(&s).unwrap(), Zxid::ZERO);
+    assert_eq!(
+        crate::store::lowest_cut(&s, &mut Default::default()).unwrap(),
+        Zxid::ZERO
+    );
     for zx in [4, 6, 8] {
         s.save_snapshot(Zxid(zx), b(&format!("img{zx}"))).unwrap();
     }
@@ -378,13 +382,19 @@ fn truncate_history_refuses_a_cut_it_could_not_rebuild(h: &mut impl Harness) {
         assert!(matches!(r, Err(crate::StorageError::Misuse(_))), "{r:?}")
     };
     refused(crate::store::truncate_history(&mut s, Zxid(5)));
-    assert_eq!(crate::store::lowest_cut(&s).unwrap(), Zxid(6));
+    assert_eq!(
+        crate::store::lowest_cut(&s, &mut Default::default()).unwrap(),
+        Zxid(6)
+    );
     // Retention then drops 6 too: the history through 7 has no base left.
     s.save_snapshot(Zxid(9), b("img9")).unwrap();
     assert_eq!(s.purge_snapshots(2).unwrap(), Some(Zxid(8)));
     refused(crate::store::truncate_history(&mut s, Zxid(7)));
     // The mark (6) is between snapshots: what a leader is told it can cut to.
-    assert_eq!(crate::store::lowest_cut(&s).unwrap(), Zxid(8));
+    assert_eq!(
+        crate::store::lowest_cut(&s, &mut Default::default()).unwrap(),
+        Zxid(8)
+    );
     // Nothing changed.
     assert_eq!(zxids(&s), (7..=10).map(Zxid).collect::<Vec<_>>());
     assert_eq!(latest(&s), Some((Zxid(9), b("img9"))));
@@ -392,6 +402,33 @@ fn truncate_history_refuses_a_cut_it_could_not_rebuild(h: &mut impl Harness) {
     let s = h.crash_and_reopen(s);
     assert_eq!(zxids(&s), vec![Zxid(7), Zxid(8)]);
     assert_eq!(latest(&s), Some((Zxid(8), b("img8"))));
+}
+
+/// Finding 6 of issue 35: a damaged snapshot counts for neither the lowest
+/// cut a member reports nor the cut it then takes, so a leader never sends
+/// a TRUNC the member must refuse.
+fn a_damaged_snapshot_counts_for_no_cut(h: &mut impl Harness) {
+    let mut s = logged(h, 10);
+    for zx in [6, 8] {
+        s.save_snapshot(Zxid(zx), b(&format!("img{zx}"))).unwrap();
+    }
+    s.purge_through(Zxid(6)).unwrap();
+    let mut verified = crate::store::VerifiedSnapshots::default();
+    assert_eq!(
+        crate::store::lowest_cut(&s, &mut verified).unwrap(),
+        Zxid(6)
+    );
+    h.damage_snapshot(&mut s, Zxid(6), 1);
+    let lowest = crate::store::lowest_cut(&s, &mut Default::default()).unwrap();
+    assert_eq!(
+        lowest,
+        Zxid(8),
+        "the damaged image at 6 cannot be replayed from"
+    );
+    assert!(crate::store::truncate_history(&mut s, Zxid(7)).is_err());
+    crate::store::truncate_history(&mut s, lowest).unwrap();
+    let s = h.crash_and_reopen(s);
+    assert_eq!(s.last_zxid().unwrap(), Some(Zxid(8)));
 }
 
 fn install_snapshot_replaces_the_history(h: &mut impl Harness) {

@@ -152,15 +152,8 @@ pub trait SnapshotStore {
     /// once, a piece at a time.
     fn latest_snapshot_at_or_before(&self, zxid: Zxid) -> Result<Option<SnapshotRef>> {
         for (at, seal) in self.snapshot_seals()?.into_iter().rev() {
-            if at > zxid {
-                continue;
-            }
-            match read_snapshot(self, SnapshotSlot::Saved(at), seal).try_for_each(|c| c.map(drop)) {
-                Ok(()) => return Ok(Some(SnapshotRef { zxid: at, seal })),
-                Err(StorageError::Corrupt(e)) => {
-                    tracing::warn!(zxid = %at, "skipping damaged snapshot: {e}")
-                }
-                Err(e) => return Err(e),
+            if at <= zxid && snapshot_verifies(self, at, seal)? {
+                return Ok(Some(SnapshotRef { zxid: at, seal }));
             }
         }
         Ok(None)
@@ -243,6 +236,24 @@ impl SnapshotWriter {
     /// Seals the image as the snapshot at `zxid`. **Durable on return.**
     pub fn seal<S: SnapshotStore + ?Sized>(self, store: &mut S, zxid: Zxid) -> Result<()> {
         store.seal_snapshot(self.slot, zxid, self.seal)
+    }
+}
+
+/// Whether the sealed snapshot at `zxid` reads back whole and matches its
+/// seal; a damaged one is logged and does not count. Reads it once, a
+/// piece at a time.
+pub fn snapshot_verifies<S: SnapshotStore + ?Sized>(
+    store: &S,
+    zxid: Zxid,
+    seal: SnapshotSeal,
+) -> Result<bool> {
+    match read_snapshot(store, SnapshotSlot::Saved(zxid), seal).try_for_each(|c| c.map(drop)) {
+        Ok(()) => Ok(true),
+        Err(StorageError::Corrupt(e)) => {
+            tracing::warn!(%zxid, "skipping damaged snapshot: {e}");
+            Ok(false)
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -7,6 +7,7 @@ use crate::error::{Result, StorageError};
 use crate::snapshot::{read_snapshot, SnapshotRef, SnapshotSeal, SnapshotSlot, SnapshotStore};
 use crate::txn_log::TxnLog;
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
 
 /// The txn log, snapshots and epochs of one member. The runtime is handed a
@@ -61,22 +62,48 @@ pub fn truncate_history<S: TxnLog + SnapshotStore>(store: &mut S, zxid: Zxid) ->
 }
 
 /// The lowest zxid [`truncate_history`] can cut this history back to: zero
-/// while nothing was purged, else the oldest sealed snapshot at or above the
-/// purge mark (a step-wise purge can leave the mark between snapshots, and
-/// the replay after a cut needs a snapshot at or above it). With none, the
-/// history's end: it cannot be cut at all, and a leader sends a SNAP.
-pub fn lowest_cut<S: TxnLog + SnapshotStore>(store: &S) -> Result<Zxid> {
+/// while nothing was purged, else the oldest snapshot at or above the purge
+/// mark that verifies (a step-wise purge can leave the mark between
+/// snapshots, and the replay after a cut needs a snapshot at or above it;
+/// a damaged one cannot be replayed from, so it counts for neither). With
+/// none, the history's end: it cannot be cut at all, and a leader sends a
+/// SNAP. Each snapshot is read to verify it once per `verified`.
+pub fn lowest_cut<S: TxnLog + SnapshotStore>(
+    store: &S,
+    verified: &mut VerifiedSnapshots,
+) -> Result<Zxid> {
     let Some(purged) = store.purged_through()?.filter(|p| *p > Zxid::ZERO) else {
         return Ok(Zxid::ZERO);
     };
-    let oldest = store
-        .snapshot_seals()?
-        .into_iter()
-        .map(|(zxid, _)| zxid)
-        .find(|zxid| *zxid >= purged);
-    match oldest {
-        Some(zxid) => Ok(zxid),
-        None => Ok(store.last_zxid()?.unwrap_or(purged).max(purged)),
+    for (zxid, seal) in store.snapshot_seals()? {
+        if zxid >= purged && verified.verifies(store, zxid, seal)? {
+            return Ok(zxid);
+        }
+    }
+    Ok(store.last_zxid()?.unwrap_or(purged).max(purged))
+}
+
+/// The verdicts on sealed snapshots read whole so far: each is read once
+/// (it may be large, and [`lowest_cut`] runs at every election).
+#[derive(Debug, Default)]
+pub struct VerifiedSnapshots(BTreeMap<Zxid, (SnapshotSeal, bool)>);
+
+impl VerifiedSnapshots {
+    /// Whether the snapshot at `zxid` sealed with `seal` verifies.
+    pub fn verifies<S: SnapshotStore + ?Sized>(
+        &mut self,
+        store: &S,
+        zxid: Zxid,
+        seal: SnapshotSeal,
+    ) -> Result<bool> {
+        if let Some(&(known, verdict)) = self.0.get(&zxid) {
+            if known == seal {
+                return Ok(verdict);
+            }
+        }
+        let verdict = crate::snapshot::snapshot_verifies(store, zxid, seal)?;
+        self.0.insert(zxid, (seal, verdict));
+        Ok(verdict)
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::core::zab::{DurableState, History};
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotRef;
+use zkd_storage::store::VerifiedSnapshots;
 use zkd_storage::{DataTree, SnapshotStore, StorageError, Store, Txn, TxnLog};
 
 /// Txns read (and held in memory) per page of the log.
@@ -110,7 +111,12 @@ pub fn load_base_snapshot(
 
 /// What a member has durably, read back from storage: its epochs, and its
 /// log since the last snapshot (the last `window` txns kept for DIFF).
-pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState, StorageError> {
+/// `verified`: the snapshots already read whole (see `store::lowest_cut`).
+pub fn durable_state(
+    storage: &impl Store,
+    window: usize,
+    verified: &mut VerifiedSnapshots,
+) -> Result<DurableState, StorageError> {
     // Never a snapshot past the log's end (a TRUNC or SNAP install cut
     // short): recovery does not start from it, so the tree may be below it.
     // Seals only, not the image (read at every election, it may be large):
@@ -139,7 +145,7 @@ pub fn durable_state(storage: &impl Store, window: usize) -> Result<DurableState
         accepted_epoch: storage.accepted_epoch()?,
         current_epoch: storage.current_epoch()?,
         history,
-        log_base: zkd_storage::store::lowest_cut(storage)?,
+        log_base: zkd_storage::store::lowest_cut(storage, verified)?,
     })
 }
 

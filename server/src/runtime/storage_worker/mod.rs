@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotSlot;
+use zkd_storage::store::VerifiedSnapshots;
 use zkd_storage::{StorageError, Store};
 
 mod local_snapshots;
@@ -190,6 +191,7 @@ pub fn run<S: Store>(
         snapshots,
         reports,
         disk_faults,
+        verified: VerifiedSnapshots::default(),
     };
     if let Err(e) = worker.serve(jobs) {
         // Nothing more is acknowledged. The store is not dropped: after an
@@ -220,6 +222,7 @@ impl<S: Store> InlineWorker<S> {
             unsynced_permits: Vec::new(),
             reports,
             disk_faults: None,
+            verified: VerifiedSnapshots::default(),
         })
     }
 
@@ -259,6 +262,8 @@ struct Worker<S> {
     reports: UnboundedSender<StorageReport>,
     /// A test's slow or failing disk (`zkd.faults.enable` only).
     disk_faults: Option<Arc<DiskFaults>>,
+    /// Snapshots read whole once already, for the durable state's lowest cut.
+    verified: VerifiedSnapshots,
 }
 
 impl<S: Store> Worker<S> {
@@ -354,7 +359,8 @@ impl<S: Store> Worker<S> {
                 }));
             }
             StorageJob::ReadDurableState { window, tree_at } => {
-                let state = super::recovery::durable_state(&self.storage, window)?;
+                let state =
+                    super::recovery::durable_state(&self.storage, window, &mut self.verified)?;
                 let after_tree = match tree_at >= state.history.base() {
                     true => state.history.after(tree_at).cloned().collect(),
                     false => self.logged(tree_at, state.history.last_zxid())?,
