@@ -62,15 +62,8 @@ pub struct Follower {
     /// Our tree diverged from a leader's: the sync must be a SNAP.
     wants_snapshot: bool,
     last_heard_ms: u64,
-    /// A refused connection is tried again then (the leader may not be
-    /// listening yet), as ZooKeeper's learner tries up to five times.
-    retry_at: Option<u64>,
-    attempts: u32,
     commands: VecDeque<ZabCommand>,
 }
-
-/// Connection attempts to the leader before going back to election.
-const MAX_CONNECT_ATTEMPTS: u32 = 5;
 
 impl Follower {
     /// A member that elected `leader`, with what it has on disk; its tree
@@ -104,8 +97,6 @@ impl Follower {
             digest_to_check: None,
             wants_snapshot: false,
             last_heard_ms: now_ms,
-            retry_at: None,
-            attempts: 1,
             commands: VecDeque::new(),
             state,
         };
@@ -218,17 +209,10 @@ impl Follower {
         self.ack_durable();
     }
 
-    /// A silent leader ends the role; a refused connection is tried again.
+    /// A silent leader ends the role.
     pub fn handle_timeout(&mut self, now_ms: u64) {
         if self.phase == Phase::Done {
             return;
-        }
-        if self.retry_at.is_some_and(|at| now_ms >= at) {
-            self.retry_at = None;
-            self.attempts += 1;
-            self.last_heard_ms = now_ms;
-            let accepted_epoch = self.state.accepted_epoch;
-            return self.send(ZabMessage::FollowerInfo { accepted_epoch });
         }
         if now_ms.saturating_sub(self.last_heard_ms) > self.silence_limit_ms() {
             self.abandon("the leader went silent".into());
@@ -240,17 +224,16 @@ impl Follower {
         if self.phase == Phase::Done {
             return None;
         }
-        let silence = self.last_heard_ms + self.silence_limit_ms() + 1;
-        Some(self.retry_at.map_or(silence, |at| at.min(silence)))
+        Some(self.last_heard_ms + self.silence_limit_ms() + 1)
     }
 
-    /// The link to the leader broke. Before the leader answered at all it
-    /// may simply not lead yet: try again a few times, a tick apart.
-    pub fn leader_disconnected(&mut self, now_ms: u64) {
-        if self.phase == Phase::AwaitingLeaderInfo && self.attempts < MAX_CONNECT_ATTEMPTS {
-            self.retry_at = Some(now_ms + self.timing.tick_ms);
-            return;
-        }
+    /// The link to the leader broke, or it closed our handshake. A
+    /// leader-elect holds a handshake until it leads, and only a member that
+    /// is not leading closes one, so there is nothing to try again (as
+    /// ZooKeeper's learner does five times, a second apart): the election
+    /// finds the leader at once (issue 35, finding 13: a joiner that chose a
+    /// follower waited 8 s).
+    pub fn leader_disconnected(&mut self) {
         if self.phase != Phase::Done {
             self.abandon("lost the connection to the leader".into());
         }

@@ -360,9 +360,7 @@ impl Member {
                 self.snaps_out.cancel(peer);
                 match &mut self.role {
                     Role::Leading(l) => l.peer_disconnected(peer),
-                    Role::Following(f) if f.leader() == peer => {
-                        f.leader_disconnected(ctx.now.mono_ms)
-                    }
+                    Role::Following(f) if f.leader() == peer => f.leader_disconnected(),
                     _ => {}
                 }
                 self.after_zab(ctx)
