@@ -95,11 +95,15 @@ pub enum Failpoint {
     /// of a fuzzy image, where the tree already holds later txns: it calls
     /// itself diverged, and is SNAPped again for as long as writes go on.
     DigestWhileFuzzy,
+    /// A leader never pauses a follower whose link backs up: a follower
+    /// slower than the others has its link closed at the link's bound and
+    /// syncs again by SNAP, again and again while writes go on.
+    UnpacedFollowers,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 16] = [
+    pub const ALL: [Failpoint; 17] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -116,6 +120,7 @@ impl Failpoint {
         Failpoint::ShortcutWithoutQuorum,
         Failpoint::DivergedTxnAnswers,
         Failpoint::DigestWhileFuzzy,
+        Failpoint::UnpacedFollowers,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -137,6 +142,7 @@ impl Failpoint {
             Failpoint::ShortcutWithoutQuorum => "shortcut-without-quorum",
             Failpoint::DivergedTxnAnswers => "diverged-txn-answers",
             Failpoint::DigestWhileFuzzy => "digest-while-fuzzy",
+            Failpoint::UnpacedFollowers => "unpaced-followers",
         }
     }
 

@@ -406,7 +406,7 @@ impl NodeLoop {
                         Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
                         Some(StorageReport::Persisted(zxid)) => self.node.handle_event(now, Event::Persisted { zxid }),
                         // Standalone submits no barriers or rebuilds.
-                        Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_) | StorageReport::Logged(_)) => {}
+                        Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_) | StorageReport::Logged(_) | StorageReport::LoggedFor { .. }) => {}
                         Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
                         None => return Err(ServeError::Storage("storage worker stopped".into())),
                     }

@@ -110,6 +110,11 @@ impl SnapSender {
         }
     }
 
+    /// Bytes of messages waiting behind the image streaming to `to`.
+    pub fn held_bytes(&self, to: ServerId) -> usize {
+        self.streams.get(&to).map_or(0, |s| s.held_bytes)
+    }
+
     /// When [`step`](Self::step) next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
         self.next_ms

@@ -6,13 +6,35 @@
 //! partition or a crash, is dead for both.
 
 use crate::core::election::{Notification, ServerId};
-use crate::core::zab::ZabMessage;
+use crate::core::zab::{FlowMarks, ZabMessage};
 use crate::runtime::member::PeerLinks;
 use crate::runtime::peer::convert::SnapPiece;
 use crate::runtime::peer::{LearnerIntake, PeerEvent};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
+
+/// The simulator's flow marks: its txns are a few hundred bytes, so a
+/// follower whose reader waits for its budget (a slow disk) is paused and
+/// catches up, as the runtime's is past megabytes.
+const SIM_FLOW: FlowMarks = FlowMarks {
+    high: 6 << 10,
+    low: 2 << 10,
+    batch: 2 << 10,
+};
+
+/// Bytes a simulated quorum link may hold unread before it closes: the
+/// runtime's 256 MiB, scaled as the flow marks are.
+const SIM_MAX_QUEUED: usize = 64 << 10;
+
+/// What a Zab message on a link is counted as until the other end reads it.
+pub fn weight(message: &ZabMessage) -> usize {
+    const SMALL_MESSAGE: usize = 64;
+    match message {
+        ZabMessage::Proposal { txn, .. } => txn.len() + SMALL_MESSAGE,
+        _ => SMALL_MESSAGE,
+    }
+}
 
 /// What travels between two members.
 #[derive(Debug)]
@@ -46,8 +68,9 @@ pub struct SimLinks {
     snapping: BTreeMap<ServerId, Zxid>,
     /// Ids of connections this member opens (unique per incarnation).
     next_conn: u64,
-    /// Bytes of SNAP pieces sent on each connection and not yet read by
-    /// the other end: a slow or stopped reader holds the leader's image back.
+    /// Bytes of SNAP pieces and Zab messages sent on each connection and not
+    /// yet read by the other end: a slow or stopped reader holds the
+    /// leader's image back, and makes its flow control pause that follower.
     unread: BTreeMap<u64, usize>,
 }
 
@@ -64,7 +87,7 @@ impl SimLinks {
         }
     }
 
-    /// The other end read `bytes` of SNAP pieces sent on `conn`.
+    /// The other end read `bytes` sent on `conn`.
     pub fn read(&mut self, conn: u64, bytes: usize) {
         if let Some(unread) = self.unread.get_mut(&conn) {
             *unread = unread.saturating_sub(bytes);
@@ -103,9 +126,17 @@ impl PeerLinks for SimLinks {
     }
 
     fn send_zab(&mut self, to: ServerId, message: ZabMessage) {
-        if let Some(&conn) = self.quorum.get(&to) {
-            self.outbox.push((to, Wire::Zab { conn, message }));
+        let Some(&conn) = self.quorum.get(&to) else {
+            return;
+        };
+        let unread = self.unread.entry(conn).or_default();
+        *unread += weight(&message);
+        if *unread > SIM_MAX_QUEUED {
+            // As the runtime's link closes past its bound.
+            tracing::warn!(peer = %to, "sim: quorum link over its bound; closing");
+            return self.close(to);
         }
+        self.outbox.push((to, Wire::Zab { conn, message }));
     }
 
     fn send_snap_start(&mut self, to: ServerId, zxid: Zxid) {
@@ -138,7 +169,11 @@ impl PeerLinks for SimLinks {
     }
 
     fn max_queued_bytes(&self) -> usize {
-        256 << 20
+        SIM_MAX_QUEUED
+    }
+
+    fn flow_marks(&self) -> FlowMarks {
+        SIM_FLOW
     }
 
     fn set_learner_intake(&mut self, intake: LearnerIntake) {

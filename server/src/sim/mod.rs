@@ -37,6 +37,7 @@ mod script_disk;
 mod scripted;
 mod scripted_deposed;
 mod scripted_election;
+mod scripted_flow;
 mod scripted_links;
 mod scripted_snap;
 mod scripted_sync;
@@ -99,6 +100,8 @@ pub struct WholeCounts {
     pub decisions: u64,
     /// Of them, rounds the shortcut decided without the full finalize wait.
     pub shortcuts: u64,
+    /// Leaders' reads of their log for a follower catching up.
+    pub catch_up_reads: u64,
     pub clients: ClientCounts,
 }
 
@@ -118,6 +121,7 @@ impl std::ops::AddAssign for WholeCounts {
         self.snapshots_checked += o.snapshots_checked;
         self.refusals += o.refusals;
         self.decisions += o.decisions;
+        self.catch_up_reads += o.catch_up_reads;
         self.shortcuts += o.shortcuts;
         self.clients += o.clients;
     }
@@ -234,8 +238,13 @@ const SNAP_CHUNK: usize = 512;
 /// reloads and SNAP installs, as a large tree's does.
 const SNAPSHOT_SLICE_NODES: usize = 16;
 
+/// Txns a simulated member keeps in memory: a few hundred, so that within
+/// a run followers fall out of it and catch up from the leader's log.
+const SIM_HISTORY_WINDOW: usize = 100;
+
 fn paced(mut member: Member) -> Member {
     member.pace_snapshots(SNAP_CHUNK);
+    member.keep_history(SIM_HISTORY_WINDOW);
     member
 }
 
@@ -483,6 +492,7 @@ impl WholeSim {
         let slow = self.slow_disks.get(&id).copied().unwrap_or(0);
         let mut done = p.disk.back().map_or(self.now, |(t, _)| *t);
         while let Some(job) = p.submitted.pop_front() {
+            self.counts.catch_up_reads += u64::from(matches!(job, StorageJob::ReadFor { .. }));
             done = done.max(self.now) + 1 + self.rng.below(5) + slow;
             p.disk.push_back((done, job));
         }

@@ -6,6 +6,7 @@
 //! reach each other, one member reaching both); pauses; and the random
 //! schedule that picks among them and the disk faults (`disk`).
 
+use super::links::weight;
 use super::reader::wire_conn;
 use super::trap::Moment;
 use super::{Held, SyncKind, Violation, WholeSim, Wire};
@@ -183,9 +184,12 @@ impl WholeSim {
         late: bool,
         mut permit: Option<ReadPermit>,
     ) -> Result<(), Violation> {
-        if let (Wire::Snap { conn, piece }, Some(Some(sender))) = (&wire, self.procs.get_mut(&from))
-        {
-            sender.links.read(*conn, piece.data.len());
+        if let Some(Some(sender)) = self.procs.get_mut(&from) {
+            match &wire {
+                Wire::Snap { conn, piece } => sender.links.read(*conn, piece.data.len()),
+                Wire::Zab { conn, message } => sender.links.read(*conn, weight(message)),
+                _ => {}
+            }
         }
         let mut permit = || {
             permit

@@ -83,6 +83,10 @@ fn members_under_crashes_and_partitions_keep_what_clients_saw() {
         "the election shortcut was never taken, or always: {counts:?}"
     );
     assert!(
+        counts.catch_up_reads > 0,
+        "no follower caught up from its leader's log: {counts:?}"
+    );
+    assert!(
         counts.snapshots_checked > 0,
         "no snapshot was compared with a tree: {counts:?}"
     );

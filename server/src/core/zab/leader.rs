@@ -4,12 +4,16 @@
 
 use super::learner_handler::{HandlerPhase, LearnerHandler};
 use super::SyncPlan;
-use super::{epoch_zxid, DurableState, Epoch, StorageOp, Timing, Voters, ZabCommand, ZabMessage};
+use super::{
+    epoch_zxid, DurableState, Epoch, FlowMarks, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
+};
 use crate::core::election::ServerId;
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::{Zxid, MAX_EPOCH};
+
+mod flow;
 
 /// Where the leader is in establishing its epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +57,8 @@ pub struct Leader {
     own_durable: Zxid,
     /// Discovery and sync must finish by then.
     deadline_ms: u64,
+    /// When a follower's link is too full for live proposals.
+    flow: FlowMarks,
     /// From then on it yields to a follower that accepted a later epoch
     /// (see `follower_info`); before, such a claim only drops the follower.
     may_yield_ms: u64,
@@ -94,6 +100,7 @@ impl Leader {
             own_durable: last,
             deadline_ms: now_ms + timing.init_ms(),
             may_yield_ms: now_ms + 2 * timing.init_ms(),
+            flow: FlowMarks::RUNTIME,
             next_tick_ms: now_ms + timing.ping_ms(),
             commands: VecDeque::new(),
             state,
@@ -106,6 +113,12 @@ impl Leader {
         }
         leader.maybe_choose_epoch();
         leader
+    }
+
+    /// The same leader with other flow marks (the simulator's links are small).
+    pub fn with_flow(mut self, flow: FlowMarks) -> Leader {
+        self.flow = flow;
+        self
     }
 
     /// A message from a follower.
@@ -283,7 +296,7 @@ impl Leader {
                 zxid,
                 txn: txn.clone(),
             }));
-        self.send_to_forwarding(ZabMessage::Proposal { zxid, txn });
+        self.forward_proposal(zxid, &txn);
         if active(Failpoint::AckBeforeFsync) {
             // Planted: the leader counts its own ack once the append is
             // queued, before its fsync.
@@ -554,6 +567,9 @@ impl Leader {
         if let Some(h) = self.learners.get_mut(&sid) {
             h.phase = HandlerPhase::Syncing;
             h.sync_point = self.last_proposed;
+            h.sent = self.last_proposed;
+            h.commit_sent = self.last_committed;
+            h.live = true;
         }
     }
 
@@ -647,10 +663,7 @@ impl Leader {
             (self.commands).push_back(ZabCommand::Deliver { zxid, txn, digest });
         }
         if self.last_committed > before {
-            self.send_to_forwarding(ZabMessage::Commit {
-                zxid: self.last_committed,
-                digest: None,
-            });
+            self.forward_commit();
         }
     }
 

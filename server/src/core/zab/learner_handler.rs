@@ -39,6 +39,17 @@ pub struct LearnerHandler {
     pub acked: Zxid,
     /// When it was last heard from.
     pub last_heard_ms: u64,
+    /// Every proposal up to here was queued for it: its send cursor.
+    pub sent: Zxid,
+    /// The last COMMIT queued for it (never past `sent`).
+    pub commit_sent: Zxid,
+    /// Live proposals are queued for it as they are made; otherwise it
+    /// catches up from `sent`, a batch at a time, as its link drains.
+    pub live: bool,
+    /// Its link is over the high mark: nothing more is queued until it drains.
+    pub paused: bool,
+    /// A read of the leader's log for it is under way.
+    pub reading: bool,
 }
 
 impl LearnerHandler {
@@ -54,6 +65,11 @@ impl LearnerHandler {
             sync_point: Zxid::ZERO,
             acked: Zxid::ZERO,
             last_heard_ms: now_ms,
+            sent: Zxid::ZERO,
+            commit_sent: Zxid::ZERO,
+            live: false,
+            paused: false,
+            reading: false,
         }
     }
 

@@ -166,6 +166,14 @@ pub enum ZabCommand {
     /// committed txn and nothing else), and hold the messages that follow
     /// for `to` until the whole image has gone out.
     SendSnapshot { to: ServerId },
+    /// Leader: read from the log, for `to`, the txns after `after` (about
+    /// `max_bytes` of them), and hand them to [`Leader::logged_for`]: a
+    /// follower that fell behind the in-memory window catches up from disk.
+    ReadLog {
+        to: ServerId,
+        after: Zxid,
+        max_bytes: usize,
+    },
     /// Close the link to a peer.
     Disconnect { peer: ServerId },
     /// The role can serve clients: a leader is established, a follower up to date.
@@ -197,6 +205,29 @@ impl Timing {
     pub fn ping_ms(&self) -> u64 {
         (self.tick_ms / 2).max(1)
     }
+}
+
+/// When a leader stops queueing live proposals for a follower and when it
+/// starts again: bytes waiting on the follower's link (its queue, and what
+/// waits behind a SNAP streaming to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowMarks {
+    /// Past this, the follower's proposals wait in the leader's log.
+    pub high: usize,
+    /// Below this, a waiting follower is sent the next `batch` bytes of them.
+    pub low: usize,
+    /// Bytes of txns sent per step of a catch-up.
+    pub batch: usize,
+}
+
+impl FlowMarks {
+    /// The runtime's: well under a link's 256 MiB bound, and batches the
+    /// size of a storage read that does not hold the log's appends up long.
+    pub const RUNTIME: FlowMarks = FlowMarks {
+        high: 32 << 20,
+        low: 8 << 20,
+        batch: 4 << 20,
+    };
 }
 
 /// What a member has durably: its epochs and its log, as recovered.

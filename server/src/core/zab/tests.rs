@@ -592,3 +592,150 @@ fn a_sync_sends_every_outstanding_proposal_beyond_the_window() {
         .collect();
     assert_eq!(sent, proposed);
 }
+
+/// A leader established in epoch 1 with followers 2 and 3 synced, its
+/// flow marks small: 100 bytes high, 40 low, batches of 50.
+fn flowing_leader(window: usize) -> Leader {
+    let mut durable = state(0, 0, &[]);
+    durable.history = History::new(Zxid::ZERO, window);
+    let marks = FlowMarks {
+        high: 100,
+        low: 40,
+        batch: 50,
+    };
+    let mut l =
+        Leader::new(ServerId(1), voters(3), TIMING, durable, Zxid::ZERO, 0).with_flow(marks);
+    for sid in [2, 3] {
+        l.handle_message(
+            0,
+            ServerId(sid),
+            ZabMessage::FollowerInfo { accepted_epoch: 0 },
+        );
+    }
+    l.handle_reached(1);
+    for sid in [2, 3] {
+        let ack_epoch = ZabMessage::AckEpoch {
+            current_epoch: Some(0),
+            last_zxid: Zxid::ZERO,
+            log_base: Zxid::ZERO,
+            wants_snapshot: false,
+        };
+        l.handle_message(0, ServerId(sid), ack_epoch);
+    }
+    l.handle_reached(2);
+    for sid in [2, 3] {
+        let ack = ZabMessage::Ack {
+            zxid: epoch_zxid(1),
+        };
+        l.handle_message(0, ServerId(sid), ack);
+    }
+    assert!(l.is_established());
+    drain_leader(&mut l);
+    l
+}
+
+/// Proposes `n` txns of 20 bytes; returns their zxids.
+fn propose_n(l: &mut Leader, n: usize) -> Vec<Zxid> {
+    (0..n)
+        .map(|_| {
+            let zxid = l.next_zxid().unwrap();
+            l.propose(zxid, Bytes::from(vec![7; 20]));
+            zxid
+        })
+        .collect()
+}
+
+/// What `to` was sent among `commands`: proposals' zxids and commits'.
+fn sent_to(commands: &[ZabCommand], to: u64) -> (Vec<Zxid>, Vec<Zxid>) {
+    let (mut proposals, mut commits) = (Vec::new(), Vec::new());
+    for c in commands {
+        match c {
+            ZabCommand::Send { to: t, message } if *t == ServerId(to) => match message {
+                ZabMessage::Proposal { zxid, .. } => proposals.push(*zxid),
+                ZabMessage::Commit { zxid, .. } => commits.push(*zxid),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    (proposals, commits)
+}
+
+/// Finding 2 of issue 35: a follower whose link backs up lags instead of
+/// having more queued for it; once its link drains it catches up from the
+/// leader's history a batch at a time, its COMMITs never past what it was
+/// sent, and then gets live proposals again.
+#[test]
+fn a_follower_whose_link_backs_up_lags_and_catches_up_from_memory() {
+    let mut l = flowing_leader(1000);
+    let first = propose_n(&mut l, 2);
+    drain_leader(&mut l);
+    l.link_queue(ServerId(3), 101);
+    let later = propose_n(&mut l, 4);
+    let out = drain_leader(&mut l);
+    assert_eq!(sent_to(&out, 2).0, later, "a live follower gets them");
+    assert_eq!(sent_to(&out, 3).0, vec![], "a paused one does not");
+    // Follower 2 makes them durable: committed, but follower 3 is not told.
+    l.handle_persisted(later[3]);
+    l.handle_message(1, ServerId(2), ZabMessage::Ack { zxid: later[3] });
+    let out = drain_leader(&mut l);
+    assert_eq!(sent_to(&out, 2).1, vec![later[3]]);
+    assert_eq!(sent_to(&out, 3).1, vec![], "no COMMIT while paused");
+    // Still above the low mark: nothing.
+    l.link_queue(ServerId(3), 60);
+    assert!(drain_leader(&mut l).is_empty());
+    // Drained: a batch (50 bytes: three txns of 20), and its commit.
+    l.link_queue(ServerId(3), 0);
+    let out = drain_leader(&mut l);
+    assert_eq!(sent_to(&out, 3), (later[..3].to_vec(), vec![later[2]]));
+    l.link_queue(ServerId(3), 0);
+    let out = drain_leader(&mut l);
+    assert_eq!(sent_to(&out, 3), (vec![later[3]], vec![later[3]]));
+    // Caught up: live again.
+    let live = propose_n(&mut l, 1);
+    assert_eq!(sent_to(&drain_leader(&mut l), 3).0, live);
+    assert!(first.iter().all(|z| *z < later[0]));
+}
+
+/// Past the in-memory window a lagging follower catches up from the log:
+/// the leader asks for a read and sends what it returns; a read that does
+/// not follow what the follower has (the log was purged) drops it.
+#[test]
+fn a_follower_behind_the_window_catches_up_from_the_log() {
+    let mut l = flowing_leader(4);
+    l.link_queue(ServerId(3), 101);
+    let zxids = propose_n(&mut l, 10);
+    l.handle_persisted(zxids[9]);
+    l.handle_message(1, ServerId(2), ZabMessage::Ack { zxid: zxids[9] });
+    drain_leader(&mut l);
+    // Synced before the epoch began: its cursor is where the log was then.
+    let after = Zxid::ZERO;
+    l.link_queue(ServerId(3), 0);
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![ZabCommand::ReadLog {
+            to: ServerId(3),
+            after,
+            max_bytes: 50,
+        }]
+    );
+    let read: Vec<(Zxid, Bytes)> = zxids[..3]
+        .iter()
+        .map(|z| (*z, Bytes::from(vec![7; 20])))
+        .collect();
+    l.logged_for(ServerId(3), after, read);
+    let out = drain_leader(&mut l);
+    assert_eq!(sent_to(&out, 3), (zxids[..3].to_vec(), vec![zxids[2]]));
+    // The next read comes back with a gap: the follower syncs again.
+    l.link_queue(ServerId(3), 0);
+    assert!(matches!(
+        drain_leader(&mut l)[..],
+        [ZabCommand::ReadLog { after, .. }] if after == zxids[2]
+    ));
+    let gap = vec![(zxids[5], Bytes::from(vec![7; 20]))];
+    l.logged_for(ServerId(3), zxids[2], gap);
+    assert_eq!(
+        drain_leader(&mut l),
+        vec![ZabCommand::Disconnect { peer: ServerId(3) }]
+    );
+}

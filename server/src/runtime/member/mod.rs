@@ -32,6 +32,7 @@ use zkd_protocol::Zxid;
 use zkd_storage::Txn;
 
 mod decoded;
+mod flow;
 mod node_commands;
 mod ports;
 mod sync;
@@ -114,6 +115,10 @@ pub(crate) struct Member {
     /// Planted (skip-epoch-write): the acceptedEpoch and currentEpoch this
     /// process meant to persist and did not. Always `(None, None)` otherwise.
     unsaved_epochs: (Option<Epoch>, Option<Epoch>),
+    /// Leader: when its followers' links were last reported (see `flow`).
+    links_reported_ms: Option<u64>,
+    /// Txns kept in memory for DIFFs and catch-ups ([`HISTORY_WINDOW`]).
+    history_window: usize,
 }
 
 impl Member {
@@ -146,6 +151,8 @@ impl Member {
             node_commands: VecDeque::new(),
             zab_commands: VecDeque::new(),
             unsaved_epochs: (None, None),
+            links_reported_ms: None,
+            history_window: HISTORY_WINDOW,
         }
     }
 
@@ -194,6 +201,14 @@ impl Member {
     #[cfg(test)]
     pub fn pace_snapshots(&mut self, chunk: usize) {
         self.snaps_out = SnapSender::with_chunk(chunk);
+    }
+
+    /// Keeps `window` txns in memory instead of [`HISTORY_WINDOW`]: the
+    /// simulator's runs are short, and a small window makes its followers
+    /// sync by SNAP and catch up from the log as the runtime's do.
+    #[cfg(test)]
+    pub fn keep_history(&mut self, window: usize) {
+        self.history_window = window;
     }
 
     /// Whether this member leads an epoch it chose but has not established.
@@ -259,7 +274,7 @@ impl Member {
         self.election.stand_down();
         let tree_at = ctx.node.tree().last_zxid();
         ctx.jobs.submit(StorageJob::ReadDurableState {
-            window: HISTORY_WINDOW,
+            window: self.history_window,
             tree_at,
         })
     }
@@ -461,6 +476,11 @@ impl Member {
             }
             StorageReport::Logged(logged) => return self.reloaded(ctx, Loaded::Logged(logged)),
             _ if matches!(self.waiting, Waiting::Drain) => {}
+            StorageReport::LoggedFor { peer, after, txns } => {
+                if let Role::Leading(l) = &mut self.role {
+                    l.logged_for(peer, after, txns);
+                }
+            }
             StorageReport::Persisted(zxid) => match &mut self.role {
                 Role::Leading(l) => l.handle_persisted(zxid),
                 Role::Following(f) => f.handle_persisted(zxid),
@@ -520,14 +540,17 @@ impl Member {
         let tree_zxid = ctx.node.tree().last_zxid();
         let now_ms = ctx.now.mono_ms;
         self.role = match outcome.state {
-            ServerState::Leading => Role::Leading(Leader::new(
-                self.id,
-                self.voters.clone(),
-                self.timing,
-                state,
-                tree_zxid,
-                now_ms,
-            )),
+            ServerState::Leading => Role::Leading(
+                Leader::new(
+                    self.id,
+                    self.voters.clone(),
+                    self.timing,
+                    state,
+                    tree_zxid,
+                    now_ms,
+                )
+                .with_flow(ctx.links.flow_marks()),
+            ),
             _ => {
                 let follower =
                     Follower::new(outcome.vote.leader, self.timing, state, tree_zxid, now_ms);
@@ -545,6 +568,7 @@ impl Member {
     }
 
     fn after_zab(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+        self.report_links(ctx);
         let mut commands = std::mem::take(&mut self.zab_commands);
         loop {
             match &mut self.role {
@@ -619,6 +643,18 @@ impl Member {
             ZabCommand::SendSnapshot { to } => {
                 self.snaps_out
                     .start(ctx.now.mono_ms, to, ctx.node.tree(), ctx.links)
+            }
+            ZabCommand::ReadLog {
+                to,
+                after,
+                max_bytes,
+            } => {
+                let peer = to;
+                ctx.jobs.submit(StorageJob::ReadFor {
+                    peer,
+                    after,
+                    max_bytes,
+                })?;
             }
             ZabCommand::Disconnect { peer } => {
                 self.snaps_out.cancel(peer);

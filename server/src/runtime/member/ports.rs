@@ -11,7 +11,7 @@
 
 use super::{PeerEvent, PeerNetwork, ServeError, StorageJob};
 use crate::core::election::{Notification, ServerId};
-use crate::core::zab::ZabMessage;
+use crate::core::zab::{FlowMarks, ZabMessage};
 use crate::runtime::peer::LearnerIntake;
 use bytes::Bytes;
 use zkd_protocol::Zxid;
@@ -40,6 +40,9 @@ pub trait PeerLinks {
     fn queued_bytes(&self, to: ServerId) -> Option<usize>;
     /// Bytes a quorum link may queue before it closes.
     fn max_queued_bytes(&self) -> usize;
+    /// When a leader stops queueing live proposals for a follower, and
+    /// starts again (well below `max_queued_bytes`).
+    fn flow_marks(&self) -> FlowMarks;
     /// Whether learners' connections are taken, held or refused.
     fn set_learner_intake(&mut self, intake: LearnerIntake);
     /// Closes the quorum link with `peer`, if any.
@@ -85,6 +88,9 @@ impl PeerLinks for PeerNetwork {
     }
     fn max_queued_bytes(&self) -> usize {
         PeerNetwork::max_queued_bytes(self)
+    }
+    fn flow_marks(&self) -> FlowMarks {
+        FlowMarks::RUNTIME
     }
     fn set_learner_intake(&mut self, intake: LearnerIntake) {
         PeerNetwork::set_learner_intake(self, intake)

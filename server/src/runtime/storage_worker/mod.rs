@@ -19,6 +19,7 @@
 //! snapshot can land after (and past) a TRUNC. Barriers do not wait for local
 //! snapshots: the log already holds what they contain.
 
+use crate::core::election::ServerId;
 use crate::core::types::SnapshotPiece;
 use crate::runtime::faults::DiskFaults;
 use bytes::Bytes;
@@ -89,6 +90,13 @@ pub enum StorageJob {
     /// Reads the logged txns after `after` through `through` (a tree caught
     /// up after a TRUNC above it), off the node loop; reported as `Logged`.
     ReadLogged { after: Zxid, through: Zxid },
+    /// Leader: reads the logged txns after `after`, about `max_bytes` of
+    /// them, for a follower catching up; reported as `LoggedFor`.
+    ReadFor {
+        peer: ServerId,
+        after: Zxid,
+        max_bytes: usize,
+    },
 }
 
 /// Logged txns in zxid order, as the storage thread read them.
@@ -107,6 +115,12 @@ pub enum StorageReport {
     DurableState(ReadState),
     /// The logged txns a `ReadLogged` asked for.
     Logged(LoggedTxns),
+    /// The logged txns a `ReadFor` asked for `peer`, after `after`.
+    LoggedFor {
+        peer: ServerId,
+        after: Zxid,
+        txns: LoggedTxns,
+    },
     /// Storage failed: the node must stop.
     Failed(String),
 }
@@ -368,6 +382,14 @@ impl<S: Store> Worker<S> {
                 let state = Box::new(state);
                 self.report(StorageReport::DurableState(ReadState { state, after_tree }));
             }
+            StorageJob::ReadFor {
+                peer,
+                after,
+                max_bytes,
+            } => {
+                let txns = self.logged_bytes(after, max_bytes)?;
+                self.report(StorageReport::LoggedFor { peer, after, txns });
+            }
             StorageJob::ReadLogged { after, through } => {
                 let logged = self.logged(after, through)?;
                 self.report(StorageReport::Logged(logged));
@@ -403,6 +425,21 @@ impl<S: Store> Worker<S> {
     }
 
     /// The logged txns after `after` through `through`.
+    /// The logged txns after `after`, until `max_bytes` of them.
+    fn logged_bytes(&self, after: Zxid, max_bytes: usize) -> Result<LoggedTxns, StorageError> {
+        let mut logged = Vec::new();
+        let mut bytes = 0;
+        for item in self.storage.txns_after(after, 1024) {
+            let (zxid, txn) = item?;
+            bytes += txn.len();
+            logged.push((zxid, txn));
+            if bytes >= max_bytes {
+                break;
+            }
+        }
+        Ok(logged)
+    }
+
     fn logged(&self, after: Zxid, through: Zxid) -> Result<LoggedTxns, StorageError> {
         let mut logged = Vec::new();
         for item in self.storage.txns_after(after, 1024) {

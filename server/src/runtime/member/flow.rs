@@ -1,0 +1,24 @@
+//! The leader's view of its followers' links, for its flow control
+//! (`core::zab::Leader::link_queue`): what waits on each link, its queue and
+//! what waits behind a SNAP to it, looked at most once a millisecond (each
+//! look takes the link's lock; a busy leader handles many events a
+//! millisecond, and a millisecond of writes is far below the marks).
+
+use super::{Ctx, Member, Role};
+
+impl Member {
+    /// Tells the leader how full each follower's link is.
+    pub(super) fn report_links(&mut self, ctx: &mut Ctx<'_>) {
+        let Role::Leading(l) = &mut self.role else {
+            return;
+        };
+        if self.links_reported_ms == Some(ctx.now.mono_ms) {
+            return;
+        }
+        self.links_reported_ms = Some(ctx.now.mono_ms);
+        for &sid in self.voters.0.iter().filter(|&&v| v != self.id) {
+            let queued = ctx.links.queued_bytes(sid).unwrap_or(0) + self.snaps_out.held_bytes(sid);
+            l.link_queue(sid, queued);
+        }
+    }
+}
