@@ -12,12 +12,13 @@ use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 use tokio_util::codec::{Decoder, Encoder};
 use zkd_protocol::peer::{PeerCodec, PeerFrameError, PeerMessage};
 
@@ -184,6 +185,17 @@ pub(super) struct Outbox {
     /// The outbox closed: wakes the link even while its writer is blocked on a
     /// peer that does not read.
     closing: Notify,
+    /// When the link last read a frame or wrote bytes (ns after [`epoch`],
+    /// 0: never): a link that moved nothing for a while may be displaced by
+    /// a new connection from its peer. An atomic, so the reader does not
+    /// contend for the outbox's lock with the writer and the member.
+    last_progress_ns: AtomicU64,
+}
+
+/// The instant link progress is counted from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 #[derive(Debug, Default)]
@@ -197,9 +209,6 @@ struct OutboxInner {
     closed: Option<Closed>,
     /// What the writer took last (the election re-sends it on a new link).
     last_taken: Option<Bytes>,
-    /// When the link last read a frame or wrote bytes: a link that moved
-    /// nothing for a while may be displaced by a new connection from its peer.
-    last_progress: Option<Instant>,
 }
 
 /// What [`Outbox::push`] did.
@@ -312,18 +321,20 @@ impl Outbox {
     fn written(&self, bytes: usize) {
         let mut inner = self.lock();
         inner.in_writer = inner.in_writer.saturating_sub(bytes);
-        inner.last_progress = Some(Instant::now());
     }
 
-    /// The link read a frame from its peer (or was just set up).
+    /// The link read a frame from its peer, wrote a batch, or was just set up.
     pub(super) fn heard(&self) {
-        self.lock().last_progress = Some(Instant::now());
+        let ns = epoch().elapsed().as_nanos().max(1) as u64;
+        self.last_progress_ns.store(ns, Ordering::Relaxed);
     }
 
     /// How long the link has neither read a frame nor written a byte.
     pub(super) fn idle_for(&self) -> Duration {
-        let last = self.lock().last_progress;
-        last.map_or(Duration::MAX, |at| at.elapsed())
+        match self.last_progress_ns.load(Ordering::Relaxed) {
+            0 => Duration::MAX,
+            ns => epoch().elapsed().saturating_sub(Duration::from_nanos(ns)),
+        }
     }
 
     /// Everything queued, waiting until something is.
@@ -384,6 +395,7 @@ pub(super) async fn write_loop(
         if let Err(e) = write.flush().await {
             return LinkEnd::Io(e);
         }
+        outbox.heard();
     }
 }
 
