@@ -545,28 +545,13 @@ fn a_follower_ahead_of_the_leader_is_dropped() {
 /// those still in the window ("proposal out of order" otherwise).
 #[test]
 fn a_sync_sends_every_outstanding_proposal_beyond_the_window() {
-    let mut durable = state(0, 0, &[]);
-    durable.history = History::new(Zxid::ZERO, 4);
-    let mut l = Leader::new(ServerId(1), voters(3), TIMING, durable, Zxid::ZERO, 0);
-    l.handle_message(
-        0,
-        ServerId(2),
-        ZabMessage::FollowerInfo { accepted_epoch: 0 },
-    );
-    l.handle_reached(1);
+    let mut l = established(4, &[2]);
     let ack_epoch = ZabMessage::AckEpoch {
         current_epoch: Some(0),
         last_zxid: Zxid::ZERO,
         log_base: Zxid::ZERO,
         wants_snapshot: false,
     };
-    l.handle_message(0, ServerId(2), ack_epoch.clone());
-    l.handle_reached(2);
-    let ack = ZabMessage::Ack {
-        zxid: epoch_zxid(1),
-    };
-    l.handle_message(0, ServerId(2), ack);
-    assert!(l.is_established());
     // Ten proposals nobody acks: all outstanding, six past the window.
     let proposed: Vec<Zxid> = (1..=10).map(|c| Zxid::new(1, c)).collect();
     for &zxid in &proposed {
@@ -593,27 +578,18 @@ fn a_sync_sends_every_outstanding_proposal_beyond_the_window() {
     assert_eq!(sent, proposed);
 }
 
-/// A leader established in epoch 1 with followers 2 and 3 synced, its
-/// flow marks small: 100 bytes high, 40 low, batches of 50.
-fn flowing_leader(window: usize) -> Leader {
+/// Leader 1 of 3 established in epoch 1 with `followers` synced, its
+/// history `window` txns long.
+fn established(window: usize, followers: &[u64]) -> Leader {
     let mut durable = state(0, 0, &[]);
     durable.history = History::new(Zxid::ZERO, window);
-    let marks = FlowMarks {
-        high: 100,
-        low: 40,
-        batch: 50,
-    };
-    let mut l =
-        Leader::new(ServerId(1), voters(3), TIMING, durable, Zxid::ZERO, 0).with_flow(marks);
-    for sid in [2, 3] {
-        l.handle_message(
-            0,
-            ServerId(sid),
-            ZabMessage::FollowerInfo { accepted_epoch: 0 },
-        );
+    let mut l = Leader::new(ServerId(1), voters(3), TIMING, durable, Zxid::ZERO, 0);
+    for &sid in followers {
+        let info = ZabMessage::FollowerInfo { accepted_epoch: 0 };
+        l.handle_message(0, ServerId(sid), info);
     }
     l.handle_reached(1);
-    for sid in [2, 3] {
+    for &sid in followers {
         let ack_epoch = ZabMessage::AckEpoch {
             current_epoch: Some(0),
             last_zxid: Zxid::ZERO,
@@ -623,7 +599,7 @@ fn flowing_leader(window: usize) -> Leader {
         l.handle_message(0, ServerId(sid), ack_epoch);
     }
     l.handle_reached(2);
-    for sid in [2, 3] {
+    for &sid in followers {
         let ack = ZabMessage::Ack {
             zxid: epoch_zxid(1),
         };
@@ -632,6 +608,17 @@ fn flowing_leader(window: usize) -> Leader {
     assert!(l.is_established());
     drain_leader(&mut l);
     l
+}
+
+/// An established leader with followers 2 and 3 synced, its flow marks
+/// small: 100 bytes high, 40 low, batches of 50.
+fn flowing_leader(window: usize) -> Leader {
+    let marks = FlowMarks {
+        high: 100,
+        low: 40,
+        batch: 50,
+    };
+    established(window, &[2, 3]).with_flow(marks)
 }
 
 /// Proposes `n` txns of 20 bytes; returns their zxids.
