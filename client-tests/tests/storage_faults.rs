@@ -13,7 +13,9 @@ use zkd_client_tests::in_process::InProcessServer;
 use zkd_client_tests::{connect, persistent, within};
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::{SnapshotSeal, SnapshotSlot};
-use zkd_storage::{EpochStore, MemStorage, SnapshotStore, StorageError, Store, TxnLog};
+use zkd_storage::{
+    DivergenceMark, EpochStore, MemStorage, SnapshotStore, StorageError, Store, TxnLog,
+};
 
 type Acked = Arc<Mutex<Vec<String>>>;
 
@@ -194,6 +196,15 @@ impl EpochStore for StalledStorage {
     }
     fn set_current_epoch(&mut self, epoch: u32) -> Result<(), StorageError> {
         self.inner.set_current_epoch(epoch)
+    }
+}
+
+impl DivergenceMark for StalledStorage {
+    fn diverged_at(&self) -> Result<Option<Zxid>, StorageError> {
+        self.inner.diverged_at()
+    }
+    fn set_diverged_at(&mut self, zxid: Option<Zxid>) -> Result<(), StorageError> {
+        self.inner.set_diverged_at(zxid)
     }
 }
 

@@ -99,11 +99,18 @@ pub enum Failpoint {
     /// slower than the others has its link closed at the link's bound and
     /// syncs again by SNAP, again and again while writes go on.
     UnpacedFollowers,
+    /// A member whose tree was found diverged from its leader's forgets it
+    /// in the election (and across restarts): it proposes itself and may
+    /// lead with the tree it rebuilt from its own disk.
+    DivergedMayLead,
+    /// A local snapshot's slices are written on their timer however far
+    /// the disk lags: on a slow disk its image queues in memory.
+    UnpacedSnapshots,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 17] = [
+    pub const ALL: [Failpoint; 19] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -121,6 +128,8 @@ impl Failpoint {
         Failpoint::DivergedTxnAnswers,
         Failpoint::DigestWhileFuzzy,
         Failpoint::UnpacedFollowers,
+        Failpoint::DivergedMayLead,
+        Failpoint::UnpacedSnapshots,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -143,6 +152,8 @@ impl Failpoint {
             Failpoint::DivergedTxnAnswers => "diverged-txn-answers",
             Failpoint::DigestWhileFuzzy => "digest-while-fuzzy",
             Failpoint::UnpacedFollowers => "unpaced-followers",
+            Failpoint::DivergedMayLead => "diverged-may-lead",
+            Failpoint::UnpacedSnapshots => "unpaced-snapshots",
         }
     }
 

@@ -5,14 +5,14 @@ use crate::snapshot::{
     read_snapshot, read_whole, Checksum, SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK,
 };
 use crate::store::SnapshotSource;
-use crate::{EpochStore, SnapshotStore, TxnLog};
+use crate::{DivergenceMark, EpochStore, SnapshotStore, TxnLog};
 use bytes::Bytes;
 use zkd_protocol::Zxid;
 
 /// Something the suite can open, crash and reopen.
 pub trait Harness {
     /// The storage under test.
-    type Store: TxnLog + SnapshotStore + EpochStore;
+    type Store: TxnLog + SnapshotStore + EpochStore + DivergenceMark;
     /// Opens the store on a fresh disk.
     fn open(&mut self) -> Self::Store;
     /// Simulates a crash of `store` and returns the store a restarted process sees.
@@ -53,6 +53,7 @@ pub fn run_all(h: &mut impl Harness) {
     snapshots_after_a_zxid_are_deleted_durably(h);
     epochs_survive_a_crash(h);
     the_fuzzy_image_mark_survives_a_crash(h);
+    the_divergence_mark_survives_a_crash_until_cleared(h);
     truncate_history_drops_later_snapshots(h);
     truncate_history_refuses_a_cut_it_could_not_rebuild(h);
     a_damaged_snapshot_counts_for_no_cut(h);
@@ -550,6 +551,17 @@ fn the_fuzzy_image_mark_survives_a_crash(h: &mut impl Harness) {
     s.set_fuzzy_image(z(3, 1), z(3, 4)).unwrap();
     let s = h.crash_and_reopen(s);
     assert_eq!(s.fuzzy_image().unwrap(), Some((z(3, 1), z(3, 4))));
+}
+
+fn the_divergence_mark_survives_a_crash_until_cleared(h: &mut impl Harness) {
+    let mut s = h.open();
+    assert_eq!(s.diverged_at().unwrap(), None);
+    s.set_diverged_at(Some(z(4, 9))).unwrap();
+    let mut s = h.crash_and_reopen(s);
+    assert_eq!(s.diverged_at().unwrap(), Some(z(4, 9)));
+    s.set_diverged_at(None).unwrap();
+    let s = h.crash_and_reopen(s);
+    assert_eq!(s.diverged_at().unwrap(), None);
 }
 
 fn epochs_survive_a_crash(h: &mut impl Harness) {

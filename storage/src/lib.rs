@@ -22,6 +22,7 @@
 //! ([`EpochStore`]). No snapshot image is ever needed whole in memory.
 
 pub mod data_tree;
+pub mod divergence_mark;
 pub mod epoch_store;
 pub mod error;
 pub mod mem;
@@ -33,6 +34,7 @@ pub mod txn;
 pub mod txn_log;
 
 pub use data_tree::{DataNode, DataTree, TxnOutcome, WatchTrigger};
+pub use divergence_mark::DivergenceMark;
 pub use epoch_store::EpochStore;
 pub use error::StorageError;
 pub use mem::MemStorage;

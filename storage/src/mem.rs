@@ -4,6 +4,7 @@
 //! epochs) is durable as soon as the call returns, which every trait
 //! allows: it is the strongest of its promises.
 
+use crate::divergence_mark::DivergenceMark;
 use crate::epoch_store::EpochStore;
 use crate::error::Result;
 use crate::snapshot::{SnapshotSeal, SnapshotSlot, SnapshotStore};
@@ -25,6 +26,7 @@ struct Disk {
     fuzzy_image: Option<(Zxid, Zxid)>,
     accepted_epoch: u32,
     current_epoch: u32,
+    diverged_at: Option<Zxid>,
 }
 
 /// In-memory storage. Clones share one simulated disk, so a clone taken after
@@ -277,6 +279,16 @@ impl EpochStore for MemStorage {
     }
     fn set_current_epoch(&mut self, epoch: u32) -> Result<()> {
         self.disk().current_epoch = epoch;
+        Ok(())
+    }
+}
+
+impl DivergenceMark for MemStorage {
+    fn diverged_at(&self) -> Result<Option<Zxid>> {
+        Ok(self.disk().diverged_at)
+    }
+    fn set_diverged_at(&mut self, zxid: Option<Zxid>) -> Result<()> {
+        self.disk().diverged_at = zxid;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! the two Zab operations that span the log and the snapshots (TRUNC, SNAP).
 
 use crate::data_tree::{DataTree, ImageDecoder};
+use crate::divergence_mark::DivergenceMark;
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
 use crate::snapshot::{read_snapshot, SnapshotRef, SnapshotSeal, SnapshotSlot, SnapshotStore};
@@ -10,10 +11,12 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
 
-/// The txn log, snapshots and epochs of one member. The runtime is handed a
+/// The txn log, snapshots, epochs and divergence note of one member. The runtime is handed a
 /// `Store` and clones it for its storage thread, so the same node loop runs
 /// on sled in production and on [`crate::MemStorage`] in tests.
-pub trait Store: TxnLog + SnapshotStore + EpochStore + Clone + Send + 'static {
+pub trait Store:
+    TxnLog + SnapshotStore + EpochStore + DivergenceMark + Clone + Send + 'static
+{
     /// Bytes on disk of the data store and of the log (`dirs`, `conf`).
     fn disk_usage(&self) -> (u64, u64);
 }

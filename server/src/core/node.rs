@@ -57,6 +57,10 @@ pub struct Node {
     pub(super) stats: ServerStats,
     /// A fuzzy snapshot being written.
     pub(super) snapshot: Option<LocalSnapshot>,
+    /// Bytes of snapshot pieces ever handed to storage, and of those
+    /// storage is done with: the difference waits for the disk.
+    pub(super) snapshot_handed: u64,
+    pub(super) snapshot_stored: u64,
     /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
     pub(super) reattaching: std::collections::BTreeSet<ConnId>,
     /// What the member does with requests (its Zab role), with the state
@@ -95,6 +99,8 @@ impl Node {
             snapshot_after: 0,
             stats: ServerStats::default(),
             snapshot: None,
+            snapshot_handed: 0,
+            snapshot_stored: 0,
             reattaching: std::collections::BTreeSet::new(),
             mode: ModeState::Standalone,
             fuzzy_through: Zxid::ZERO,
@@ -138,11 +144,29 @@ impl Node {
             return;
         };
         let slice = self.config.snapshot_slice_nodes;
-        if snapshot.step(&self.tree, now.mono_ms, slice, &mut self.commands) {
+        let backlog = self.snapshot_handed.saturating_sub(self.snapshot_stored);
+        let before = self.commands.len();
+        if snapshot.step(&self.tree, now.mono_ms, slice, backlog, &mut self.commands) {
             if let Some(done) = self.snapshot.take() {
                 done.finish(&mut self.commands);
             }
         }
+        for command in self.commands.range(before..) {
+            if let Command::SnapshotPiece(piece) = command {
+                self.snapshot_handed += piece.data.len() as u64;
+            }
+        }
+    }
+
+    /// Storage is done with `bytes` of snapshot pieces in all (written, or
+    /// dropped): a snapshot waits while too much of its image waits for it.
+    pub fn snapshot_stored(&mut self, bytes: u64) {
+        self.snapshot_stored = bytes;
+    }
+
+    /// Bytes of snapshot pieces handed to storage and not yet written.
+    pub fn snapshot_backlog(&self) -> u64 {
+        self.snapshot_handed.saturating_sub(self.snapshot_stored)
     }
 
     /// Feeds one event to the state machine.

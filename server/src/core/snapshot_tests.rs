@@ -98,10 +98,72 @@ fn a_snapshot_never_spans_a_tree_replacement() {
     snapshots_across_a_tree_replacement();
 }
 
-/// Planted back (snapshot-any-tree), the same script fails.
+/// On a slow disk a local snapshot waits for it (issue 35, finding 7):
+/// no more of its image than the bound and one slice is ever handed to
+/// storage and not yet stored, and once storage catches up it finishes.
+#[test]
+fn a_snapshot_waits_for_a_slow_disk() {
+    snapshot_on_a_slow_disk();
+}
+
+fn snapshot_on_a_slow_disk() {
+    let config = CoreConfig {
+        snap_count: 2_000,
+        ..CoreConfig::default()
+    };
+    let mut node = Node::new_member(config, DataTree::new(), Zxid::ZERO, at(0));
+    node.start_following(at(0));
+    let value = Bytes::from(vec![7u8; 8 << 10]);
+    for c in 1..=3_000 {
+        let mut txn = create(1, c, "big");
+        if let TxnBody::Create(_, create) = &mut txn.body {
+            create.data = Some(value.clone());
+        }
+        node.handle_event(at(0), Event::Committed { txn, digest: None });
+    }
+    assert!(node.snapshot.is_some(), "no snapshot started");
+    let bound = local_snapshot::MAX_SNAPSHOT_BACKLOG + (2 << 20);
+    let mut last = false;
+    for ms in (0..10_000).step_by(4) {
+        node.handle_timeout(at(ms));
+        last |= node
+            .drain_commands()
+            .any(|c| matches!(c, Command::SnapshotPiece(p) if p.last));
+        let backlog = node.snapshot_backlog();
+        assert!(
+            backlog <= bound,
+            "{backlog} bytes of image wait for the disk"
+        );
+    }
+    assert!(
+        !last,
+        "a 24 MiB image was handed over to a disk that stored none of it"
+    );
+    for ms in (10_000..20_000).step_by(4) {
+        node.snapshot_stored(node.snapshot_handed);
+        node.handle_timeout(at(ms));
+        last |= node
+            .drain_commands()
+            .any(|c| matches!(c, Command::SnapshotPiece(p) if p.last));
+    }
+    assert!(last, "the snapshot did not finish once the disk caught up");
+}
+
+/// Planted back (snapshot-any-tree, unpaced-snapshots), the same scripts fail.
 #[cfg(feature = "failpoints")]
 mod planted {
     use crate::failpoints::{planted, Failpoint};
+
+    #[test]
+    fn a_snapshot_that_outruns_the_disk_is_caught() {
+        let outcome = planted::with(Failpoint::UnpacedSnapshots, || {
+            std::panic::catch_unwind(super::snapshot_on_a_slow_disk)
+        });
+        assert!(
+            outcome.is_err(),
+            "unpaced-snapshots planted, and nothing failed"
+        );
+    }
 
     #[test]
     fn a_snapshot_across_a_replacement_is_caught() {

@@ -167,9 +167,20 @@ pub async fn serve<S: Store>(
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let worker_storage = storage.clone();
     let retain = config.autopurge_snap_retain_count;
+    let snapshot_progress = storage_worker::SnapshotProgress::default();
+    let progress = snapshot_progress.clone();
     let worker = std::thread::Builder::new()
         .name("zkd-storage".into())
-        .spawn(move || storage_worker::run(worker_storage, retain, job_rx, report_tx, disk_faults))
+        .spawn(move || {
+            storage_worker::run(
+                worker_storage,
+                retain,
+                job_rx,
+                report_tx,
+                disk_faults,
+                progress,
+            )
+        })
         .map_err(ServeError::Io)?;
 
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
@@ -201,6 +212,7 @@ pub async fn serve<S: Store>(
         now: clock.now(),
         clock,
         jobs: job_tx,
+        snapshot_progress,
         conns: BTreeMap::new(),
         info,
         member,
@@ -298,6 +310,8 @@ struct NodeLoop {
     /// wake-up, not at each step (the reads were 2% of a member's CPU under load).
     now: Now,
     jobs: std::sync::mpsc::Sender<StorageJob>,
+    /// How much of the node's snapshot pieces storage is done with.
+    snapshot_progress: storage_worker::SnapshotProgress,
     conns: BTreeMap<ConnId, ConnHandle>,
     info: four_letter::ServerInfo,
     /// The election and Zab side, in an ensemble.
@@ -460,6 +474,7 @@ impl NodeLoop {
     /// Reads the clock after a wake-up.
     fn woke(&mut self) -> Now {
         self.now = self.clock.now();
+        self.node.snapshot_stored(self.snapshot_progress.stored());
         self.now
     }
 

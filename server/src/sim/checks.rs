@@ -39,7 +39,10 @@ impl WholeSim {
                 .syncs
                 .iter()
                 .any(|(at, to, kind, _)| *at >= since && *to == id && *kind == SyncKind::Snap);
-            if !(snap && matches!(p.node.mode(), Mode::Leading | Mode::Following)) {
+            // A leader's tree is the reference, damaged or not: a damaged
+            // member that leads is checked as any other.
+            let resynced = snap && p.node.mode() == Mode::Following;
+            if !resynced && p.node.mode() != Mode::Leading {
                 return Ok(());
             }
             self.damaged.remove(&id);

@@ -36,6 +36,7 @@ mod script;
 mod script_disk;
 mod scripted;
 mod scripted_deposed;
+mod scripted_diverged;
 mod scripted_election;
 mod scripted_flow;
 mod scripted_links;
@@ -503,9 +504,10 @@ impl WholeSim {
 
     fn timers_due(&mut self, id: ServerId) -> Result<(), Violation> {
         let now = self.at(id);
-        let Some(Some(p)) = self.procs.get(&id) else {
+        let Some(Some(p)) = self.procs.get_mut(&id) else {
             return Ok(());
         };
+        p.node.snapshot_stored(p.worker.snapshot_stored());
         let due = |t: Option<u64>| t.is_some_and(|t| t <= now.mono_ms);
         let (node_due, member_due) = (due(p.node.poll_timeout()), due(p.member.poll_timeout()));
         if node_due {

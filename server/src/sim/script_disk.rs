@@ -7,7 +7,7 @@ use crate::core::election::ServerId;
 use crate::runtime::recovery;
 use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
-use zkd_storage::{DataTree, EpochStore, SnapshotStore, TxnLog};
+use zkd_storage::{DataTree, DivergenceMark, EpochStore, SnapshotStore, TxnLog};
 
 impl Script {
     /// The last txn on member `id`'s disk, synced or not.
@@ -29,6 +29,11 @@ impl Script {
         let disk = &self.sim.disks[&id];
         let accepted = disk.accepted_epoch().unwrap_or_default();
         (accepted, disk.current_epoch().unwrap_or_default())
+    }
+
+    /// Where member `id`'s disk notes its tree diverged, if it does.
+    pub fn diverged_on_disk(&self, id: ServerId) -> Option<Zxid> {
+        self.sim.disks[&id].diverged_at().ok().flatten()
     }
 
     /// The end of member `id`'s history on disk: its last logged txn, or

@@ -21,6 +21,7 @@
 //! ([`log_migration`]).
 
 use crate::data_tree::DataTree;
+use crate::divergence_mark::DivergenceMark;
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
 use crate::snapshot::{
@@ -510,6 +511,32 @@ impl EpochStore for SledStorage {
     }
     fn set_current_epoch(&mut self, epoch: u32) -> Result<()> {
         self.set_epoch("currentEpoch", epoch)
+    }
+}
+
+/// The note lives beside the epochs: one small durable record.
+const DIVERGED_AT: &str = "divergedAt";
+
+impl DivergenceMark for SledStorage {
+    fn diverged_at(&self) -> Result<Option<Zxid>> {
+        match self.epochs.get(DIVERGED_AT)? {
+            None => Ok(None),
+            Some(v) => {
+                let raw: [u8; 8] = v
+                    .as_ref()
+                    .try_into()
+                    .map_err(|_| StorageError::Corrupt(DIVERGED_AT.into()))?;
+                Ok(Some(Zxid(i64::from_be_bytes(raw))))
+            }
+        }
+    }
+
+    fn set_diverged_at(&mut self, zxid: Option<Zxid>) -> Result<()> {
+        match zxid {
+            Some(z) => self.epochs.insert(DIVERGED_AT, &z.0.to_be_bytes())?,
+            None => self.epochs.remove(DIVERGED_AT)?,
+        };
+        self.flush_data()
     }
 }
 

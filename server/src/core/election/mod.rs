@@ -22,6 +22,15 @@
 //! round is at least its own, so the proposal is the best of every member
 //! that can speak. The decision is then taken at once. The quorum stays
 //! required; an unreachable peer is never counted as a vote.
+//!
+//! **Standing aside.** A member whose tree was found diverged from a leader's
+//! must not lead until a leader's SNAP replaced it (issue 35, finding 4). It
+//! cannot simply drop out: its log may hold committed txns that the rest of a
+//! quorum lacks. So it proposes nobody (as ZooKeeper's observers do) and backs
+//! only a candidate whose history is at least its own: it never leads, and its
+//! vote never helps elect a leader that would take back a txn it logged. If no
+//! such candidate is up, no quorum forms without one, which is the price of
+//! not serving a tree known to be wrong.
 
 mod vote;
 
@@ -29,6 +38,7 @@ pub use vote::{Notification, ServerId, ServerState, Vote};
 
 use crate::failpoints::{active, Failpoint};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use zkd_protocol::Zxid;
 
 /// Settings of one member's election.
 #[derive(Clone, Debug)]
@@ -103,7 +113,17 @@ pub struct Election {
     unreachable: BTreeSet<ServerId>,
     /// Rounds decided by the shortcut.
     shortcuts: u64,
+    /// The member stands aside (see the module doc): it proposes nobody.
+    aside: bool,
 }
+
+/// The proposal of a member that stands aside: no member has id 0, so
+/// peers count it for nobody and answer with their own vote.
+const NOBODY: Vote = Vote {
+    leader: ServerId(0),
+    zxid: Zxid::ZERO,
+    peer_epoch: 0,
+};
 
 impl Election {
     /// A member that has not started looking yet; `own` is its vote for itself.
@@ -126,7 +146,17 @@ impl Election {
             held: BTreeMap::new(),
             unreachable: BTreeSet::new(),
             shortcuts: 0,
+            aside: false,
         }
+    }
+
+    /// Whether the next rounds stand aside (see the module doc); set before
+    /// [`look`](Self::look).
+    pub fn stand_aside(&mut self, aside: bool) {
+        if aside != self.aside {
+            tracing::info!(me = %self.config.my_id, aside, "election: standing aside changed");
+        }
+        self.aside = aside;
     }
 
     /// The member's role ended; until the next [`look`](Self::look) it
@@ -135,7 +165,7 @@ impl Election {
     /// are held for the next round).
     pub fn stand_down(&mut self) {
         self.state = ServerState::Looking;
-        self.vote = self.own;
+        self.vote = self.opening();
         self.standing_down = true;
         self.held.clear();
         self.received.clear();
@@ -152,7 +182,7 @@ impl Election {
         self.own = own;
         self.logical_clock += 1;
         self.state = ServerState::Looking;
-        self.vote = own;
+        self.vote = self.opening();
         self.received.clear();
         self.out_of_election.clear();
         self.finalize_at = None;
@@ -206,7 +236,7 @@ impl Election {
         // ZooKeeper's poll returned a message: the re-send timer starts over.
         self.resend_at = Some(now_ms + self.resend_interval_ms);
         if self.finalize_at.is_some() {
-            if !n.vote.beats(&self.vote) {
+            if !self.adopts(&n.vote, &self.vote) {
                 // While finalizing, a vote that changes nothing starts the
                 // wait over; one of this round is kept for the shortcut.
                 self.finalize_at = Some(now_ms + self.config.finalize_wait_ms);
@@ -297,19 +327,40 @@ impl Election {
         self.config.voters.contains(&id)
     }
 
+    /// The proposal a round starts from: this member, or nobody when it
+    /// stands aside.
+    fn opening(&self) -> Vote {
+        if self.aside {
+            NOBODY
+        } else {
+            self.own
+        }
+    }
+
+    /// Whether `candidate` replaces `current` as the proposal: it ranks
+    /// higher, and a member standing aside backs only another member with
+    /// at least its own history.
+    fn adopts(&self, candidate: &Vote, current: &Vote) -> bool {
+        let backed = !self.aside
+            || (candidate.leader != self.config.my_id
+                && (candidate.peer_epoch, candidate.zxid) >= (self.own.peer_epoch, self.own.zxid));
+        backed && candidate.beats(current)
+    }
+
     fn on_looking(&mut self, now_ms: u64, n: Notification) {
         if n.election_epoch > self.logical_clock {
             // A later round: join it, starting again from the better of its
             // vote and our own.
             self.logical_clock = n.election_epoch;
             self.received.clear();
-            self.vote = if n.vote.beats(&self.own) {
+            let opening = self.opening();
+            self.vote = if self.adopts(&n.vote, &opening) {
                 n.vote
             } else {
-                self.own
+                opening
             };
             self.broadcast(now_ms);
-        } else if n.vote.beats(&self.vote) {
+        } else if self.adopts(&n.vote, &self.vote) {
             self.vote = n.vote;
             self.broadcast(now_ms);
         }
@@ -335,6 +386,9 @@ impl Election {
     }
 
     fn decide_for(&mut self, n: Notification) {
+        if self.aside && n.vote.leader == self.config.my_id {
+            return;
+        }
         let state = if n.vote.leader == self.config.my_id {
             ServerState::Leading
         } else {
@@ -366,7 +420,7 @@ impl Election {
 
     /// Starts the finalize wait once a quorum of this round votes for the proposal.
     fn check_proposal_quorum(&mut self, now_ms: u64) {
-        if self.state != ServerState::Looking {
+        if self.state != ServerState::Looking || !self.is_voter(self.vote.leader) {
             return;
         }
         let (vote, round) = (self.vote, self.logical_clock);
@@ -403,8 +457,12 @@ impl Election {
         }
     }
 
-    /// Decides the proposal of this round.
+    /// Decides the proposal of this round (never nobody's).
     fn finalize(&mut self) {
+        if !self.is_voter(self.vote.leader) {
+            self.finalize_at = None;
+            return;
+        }
         let state = if self.vote.leader == self.config.my_id {
             ServerState::Leading
         } else {

@@ -381,6 +381,16 @@ mod simulated {
     }
 
     fn start(seed: u64, n: u64, drop_percent: u64) -> (Net, BTreeMap<ServerId, Vote>) {
+        start_with(seed, n, drop_percent, None)
+    }
+
+    /// As [`start`], member `aside` (if any) standing aside.
+    fn start_with(
+        seed: u64,
+        n: u64,
+        drop_percent: u64,
+        aside: Option<ServerId>,
+    ) -> (Net, BTreeMap<ServerId, Vote>) {
         let mut rng = Rng::new(seed);
         let mut net = Net {
             rng: Rng::new(rng.below(u64::MAX)),
@@ -396,6 +406,7 @@ mod simulated {
             let v = vote(id, rng.below(4) as i64, rng.below(2) as u32);
             own.insert(ServerId(id), v);
             let mut e = Election::new(config(id, n), v);
+            e.stand_aside(aside == Some(ServerId(id)));
             e.look(rng.below(100), v);
             net.members.insert(ServerId(id), e);
             net.collect(0, ServerId(id));
@@ -460,6 +471,49 @@ mod simulated {
         }
     }
 
+    /// The member that would win stands aside: it never leads, every
+    /// member still decides when another has at least its history, and
+    /// the one elected then has it.
+    #[test]
+    fn a_member_standing_aside_never_leads_and_backs_no_one_behind_it() {
+        for seed in 1..=300 {
+            let n = if seed % 2 == 0 { 3 } else { 5 };
+            let (net, _) = start(seed, n, 0);
+            let best = net
+                .members
+                .values()
+                .map(|e| e.vote())
+                .max_by_key(Vote::rank);
+            let aside = best.expect("members").leader;
+            let (mut net, own) = start_with(seed, n, 0, Some(aside));
+            let ended = net.run(0, 30_000);
+            let history = |v: &Vote| (v.peer_epoch, v.zxid);
+            let matched = own
+                .values()
+                .any(|v| v.leader != aside && history(v) >= history(&own[&aside]));
+            let replay = "replay: cargo test -p zkd-server election::tests::simulated";
+            if matched {
+                assert_eq!(
+                    net.decided.len() as u64,
+                    n,
+                    "seed {seed}: undecided after {ended} ms\n{replay}"
+                );
+                assert_agreement(seed, &net);
+                let leader = net.decided.values().next().unwrap().vote;
+                assert!(
+                    history(&own[&leader.leader]) >= history(&own[&aside]),
+                    "seed {seed}: {leader} is behind {aside}, which stood aside\n{replay}"
+                );
+            }
+            assert!(
+                net.decided
+                    .get(&aside)
+                    .is_none_or(|o| o.state != ServerState::Leading),
+                "seed {seed}: {aside} stood aside and leads\n{replay}"
+            );
+        }
+    }
+
     #[test]
     fn a_restarted_member_rejoins_the_established_leader() {
         for seed in 1..=200 {
@@ -485,6 +539,49 @@ mod simulated {
             }
         }
     }
+}
+
+#[test]
+fn a_member_standing_aside_proposes_nobody_and_backs_only_a_match_for_its_history() {
+    let mut e = Election::new(config(3, 3), vote(3, 5, 1));
+    e.stand_aside(true);
+    e.look(0, vote(3, 5, 1));
+    let out = sends(&mut e);
+    assert!(
+        out.iter().all(|(_, n)| n.vote.leader == ServerId(0)),
+        "proposes nobody: {out:?}"
+    );
+    // Behind its history: not backed, whatever the id.
+    let mut behind = looking(2, 2, 1);
+    behind.vote.zxid = Zxid(4);
+    e.handle_notification(10, behind);
+    assert!(sends(&mut e).is_empty(), "member 2 is behind");
+    assert_eq!(
+        e.poll_timeout(),
+        Some(210),
+        "only the re-send: nothing to finalize"
+    );
+    // As much history and a lower id: backed, and decided with it.
+    e.handle_notification(20, looking(1, 1, 1));
+    let out = sends(&mut e);
+    assert!(out.iter().all(|(_, n)| n.vote == vote(1, 5, 1)), "{out:?}");
+    e.handle_timeout(220);
+    let outcome = e.take_outcome().expect("decided");
+    assert_eq!(
+        (outcome.state, outcome.vote.leader),
+        (ServerState::Following, ServerId(1))
+    );
+}
+
+#[test]
+fn a_member_standing_aside_follows_no_report_that_it_leads() {
+    let mut e = Election::new(config(3, 3), vote(3, 5, 1));
+    e.stand_aside(true);
+    e.look(0, vote(3, 5, 1));
+    sends(&mut e);
+    e.handle_notification(10, settled(1, ServerState::Following, 3, 1));
+    e.handle_notification(10, settled(2, ServerState::Following, 3, 1));
+    assert!(e.take_outcome().is_none(), "it must not lead");
 }
 
 /// Member 2 of 3, which followed 3 in round 1; its role just ended.

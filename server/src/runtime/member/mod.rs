@@ -288,6 +288,7 @@ impl Member {
             zxid: read.state.history.last_zxid(),
             peer_epoch: read.state.current_epoch,
         };
+        self.note_divergence(read.diverged_at);
         self.looked = Some(read);
         tracing::info!(vote = %own, "looking for a leader");
         self.election.look(ctx.now.mono_ms, own);
@@ -516,7 +517,10 @@ impl Member {
             "election decided"
         );
         let leading = outcome.state == ServerState::Leading;
-        let Some(ReadState { state, after_tree }) = self.looked.take() else {
+        let Some(ReadState {
+            state, after_tree, ..
+        }) = self.looked.take()
+        else {
             // A decision comes only in a round `start_round` began.
             return Err(ServeError::Storage(
                 "an election decided without the durable state it started from".into(),

@@ -150,7 +150,23 @@ impl Member {
         }
         tracing::error!(%zxid, why, "this member's tree diverged from the leader's; resyncing by snapshot");
         self.diverged = Divergence::Rebuild;
+        // Durable before the next vote (the drain waits for it), so a
+        // restart does not forget that this member must not lead.
+        ctx.jobs.submit(StorageJob::MarkDiverged(zxid))?;
         self.end_role(ctx, "tree diverged")
+    }
+
+    /// A round starts: a divergence noted on disk before a restart counts
+    /// as one found in memory, and a member with either stands aside in
+    /// the election until a leader's SNAP replaces its tree.
+    pub(super) fn note_divergence(&mut self, on_disk: Option<Zxid>) {
+        if let (Some(zxid), Divergence::None) = (on_disk, self.diverged) {
+            tracing::warn!(%zxid, "this member's tree diverged before it restarted; awaiting a snapshot");
+            self.diverged = Divergence::AwaitingSnapshot;
+        }
+        // Planted (diverged-may-lead): the divergence is forgotten by the vote.
+        let aside = self.diverged != Divergence::None && !active(Failpoint::DivergedMayLead);
+        self.election.stand_aside(aside);
     }
 
     /// Holds the role's later work until the storage jobs queued so far are

@@ -13,7 +13,9 @@
 
 use super::Saved;
 use crate::core::types::SnapshotPiece;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::{SnapshotSlot, SnapshotWriter};
 use zkd_storage::{StorageError, Store};
@@ -24,6 +26,23 @@ enum Work {
     Piece(SnapshotPiece),
     /// Remove the unsealed image of this stream.
     Abandon(Zxid),
+}
+
+/// Bytes of local-snapshot pieces the storage side is done with (written,
+/// or dropped), ever. The node compares it with what it handed over and
+/// writes no more of its image while too much waits for the disk.
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotProgress(Arc<AtomicU64>);
+
+impl SnapshotProgress {
+    /// Bytes done with so far.
+    pub fn stored(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, piece_bytes: usize) {
+        self.0.fetch_add(piece_bytes as u64, Ordering::Relaxed);
+    }
 }
 
 /// The storage worker's side of local snapshots.
@@ -38,16 +57,23 @@ pub(super) struct LocalSnapshots {
     /// Streams handed over whole and not yet reported saved.
     pub(super) in_flight: usize,
     thread: Option<std::thread::JoinHandle<()>>,
+    progress: SnapshotProgress,
 }
 
 impl LocalSnapshots {
-    /// Starts the helper thread on `storage`, keeping `retain` snapshots.
-    pub(super) fn start<S: Store>(storage: S, retain: usize) -> std::io::Result<LocalSnapshots> {
+    /// Starts the helper thread on `storage`, keeping `retain` snapshots
+    /// and counting pieces done in `progress`.
+    pub(super) fn start<S: Store>(
+        storage: S,
+        retain: usize,
+        progress: SnapshotProgress,
+    ) -> std::io::Result<LocalSnapshots> {
         let (work, todo) = mpsc::channel();
         let (report, done) = mpsc::channel();
+        let saver = Saver::new(storage, retain, progress.clone());
         let thread = std::thread::Builder::new()
             .name("zkd-snapshot".into())
-            .spawn(move || run(Saver::new(storage, retain), todo, report))?;
+            .spawn(move || run(saver, todo, report))?;
         Ok(LocalSnapshots {
             work: Some(work),
             #[cfg(test)]
@@ -56,6 +82,7 @@ impl LocalSnapshots {
             streaming: None,
             in_flight: 0,
             thread: Some(thread),
+            progress,
         })
     }
 
@@ -63,7 +90,8 @@ impl LocalSnapshots {
     #[cfg(test)]
     pub(super) fn inline<S: Store>(storage: S, retain: usize) -> LocalSnapshots {
         let (report, done) = mpsc::channel();
-        let mut saver = Saver::new(storage, retain);
+        let progress = SnapshotProgress::default();
+        let mut saver = Saver::new(storage, retain, progress.clone());
         let handle = move |work| {
             if let Some(saved) = saver.handle(work) {
                 let _ = report.send(saved);
@@ -76,7 +104,14 @@ impl LocalSnapshots {
             streaming: None,
             in_flight: 0,
             thread: None,
+            progress,
         }
+    }
+
+    /// What the node's snapshots have been paced by.
+    #[cfg(test)]
+    pub(super) fn progress(&self) -> &SnapshotProgress {
+        &self.progress
     }
 
     /// Hands a piece over, or drops it if its stream is skipped or abandoned.
@@ -84,6 +119,7 @@ impl LocalSnapshots {
         if piece.first {
             if self.in_flight > 0 {
                 tracing::warn!(zxid = %piece.zxid, "too busy to snapshot, skipping");
+                self.progress.add(piece.data.len());
                 return;
             }
             // The node streams one image at a time: one still open was
@@ -92,6 +128,7 @@ impl LocalSnapshots {
             self.streaming = Some(piece.zxid);
         }
         if self.streaming != Some(piece.zxid) {
+            self.progress.add(piece.data.len());
             return;
         }
         if piece.last {
@@ -166,14 +203,16 @@ struct Saver<S> {
     storage: S,
     retain: usize,
     writing: Option<(Zxid, SnapshotWriter)>,
+    progress: SnapshotProgress,
 }
 
 impl<S: Store> Saver<S> {
-    fn new(storage: S, retain: usize) -> Saver<S> {
+    fn new(storage: S, retain: usize, progress: SnapshotProgress) -> Saver<S> {
         Saver {
             storage,
             retain,
             writing: None,
+            progress,
         }
     }
 
@@ -181,7 +220,12 @@ impl<S: Store> Saver<S> {
     /// (or failed).
     fn handle(&mut self, work: Work) -> Option<Saved> {
         match work {
-            Work::Piece(piece) => self.piece(piece).transpose(),
+            Work::Piece(piece) => {
+                let bytes = piece.data.len();
+                let saved = self.piece(piece).transpose();
+                self.progress.add(bytes);
+                saved
+            }
             Work::Abandon(zxid) => {
                 if self.writing.as_ref().is_some_and(|(open, _)| *open == zxid) {
                     self.writing = None;

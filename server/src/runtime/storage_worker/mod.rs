@@ -34,6 +34,7 @@ use zkd_storage::{StorageError, Store};
 
 mod local_snapshots;
 use local_snapshots::LocalSnapshots;
+pub use local_snapshots::SnapshotProgress;
 
 /// Work for the storage thread, carried out in submission order.
 #[derive(Debug)]
@@ -58,6 +59,9 @@ pub enum StorageJob {
     SetAcceptedEpoch(u32),
     /// Records currentEpoch, durably, after every job before it.
     SetCurrentEpoch(u32),
+    /// Notes, durably, that the tree was found diverged at this zxid: the
+    /// member must not lead until a SNAP (whose install clears the note).
+    MarkDiverged(Zxid),
     /// A piece of a SNAP streaming in, appended to the staging slot (the
     /// first one empties it). Not durable by itself: the install seals it.
     StageSnapshotPiece {
@@ -151,6 +155,8 @@ pub struct ReadState {
     pub state: Box<crate::core::zab::DurableState>,
     /// The logged txns after the tree's zxid (`ReadDurableState::tree_at`).
     pub after_tree: LoggedTxns,
+    /// Where the tree was found diverged, if no SNAP has come since.
+    pub diverged_at: Option<Zxid>,
 }
 
 impl PartialEq for ReadState {
@@ -159,7 +165,9 @@ impl PartialEq for ReadState {
             let s = &r.state;
             (s.accepted_epoch, s.current_epoch, s.history.last_zxid())
         };
-        key(self) == key(other) && self.after_tree == other.after_tree
+        key(self) == key(other)
+            && self.after_tree == other.after_tree
+            && self.diverged_at == other.diverged_at
     }
 }
 
@@ -186,8 +194,9 @@ pub fn run<S: Store>(
     jobs: Receiver<StorageJob>,
     reports: UnboundedSender<StorageReport>,
     disk_faults: Option<Arc<DiskFaults>>,
+    progress: SnapshotProgress,
 ) {
-    let snapshots = match LocalSnapshots::start(storage.clone(), retain) {
+    let snapshots = match LocalSnapshots::start(storage.clone(), retain, progress) {
         Ok(s) => s,
         Err(e) => {
             let _ = reports.send(StorageReport::Failed(format!(
@@ -260,6 +269,11 @@ impl<S: Store> InlineWorker<S> {
     /// Whether appends wait for [`end_batch`](Self::end_batch).
     pub fn has_unsynced(&self) -> bool {
         self.0.unsynced.is_some()
+    }
+
+    /// Bytes of local-snapshot pieces done with so far (see [`SnapshotProgress`]).
+    pub fn snapshot_stored(&self) -> u64 {
+        self.0.snapshots.progress().stored()
     }
 }
 
@@ -359,10 +373,15 @@ impl<S: Store> Worker<S> {
                     self.storage.set_fuzzy_image(zxid, fuzzy_through)?;
                 }
                 zkd_storage::store::install_snapshot(&mut self.storage, zxid, image)?;
+                if self.storage.diverged_at()?.is_some() {
+                    // The leader's image replaced the tree that diverged.
+                    self.storage.set_diverged_at(None)?;
+                }
                 tracing::info!(%zxid, "snapshot from the leader installed");
             }
             StorageJob::SetAcceptedEpoch(epoch) => self.storage.set_accepted_epoch(epoch)?,
             StorageJob::SetCurrentEpoch(epoch) => self.storage.set_current_epoch(epoch)?,
+            StorageJob::MarkDiverged(zxid) => self.storage.set_diverged_at(Some(zxid))?,
             StorageJob::Barrier(token) => self.report(StorageReport::Reached(token)),
             StorageJob::Rebuild => {
                 let tree = super::recovery::rebuild(&self.storage)?;
@@ -379,8 +398,11 @@ impl<S: Store> Worker<S> {
                     true => state.history.after(tree_at).cloned().collect(),
                     false => self.logged(tree_at, state.history.last_zxid())?,
                 };
-                let state = Box::new(state);
-                self.report(StorageReport::DurableState(ReadState { state, after_tree }));
+                self.report(StorageReport::DurableState(ReadState {
+                    state: Box::new(state),
+                    after_tree,
+                    diverged_at: self.storage.diverged_at()?,
+                }));
             }
             StorageJob::ReadFor {
                 peer,
@@ -424,7 +446,6 @@ impl<S: Store> Worker<S> {
         Ok(())
     }
 
-    /// The logged txns after `after` through `through`.
     /// The logged txns after `after`, until `max_bytes` of them.
     fn logged_bytes(&self, after: Zxid, max_bytes: usize) -> Result<LoggedTxns, StorageError> {
         let mut logged = Vec::new();
@@ -440,6 +461,7 @@ impl<S: Store> Worker<S> {
         Ok(logged)
     }
 
+    /// The logged txns after `after` through `through`.
     fn logged(&self, after: Zxid, through: Zxid) -> Result<LoggedTxns, StorageError> {
         let mut logged = Vec::new();
         for item in self.storage.txns_after(after, 1024) {

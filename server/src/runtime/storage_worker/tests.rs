@@ -9,7 +9,8 @@ use zkd_protocol::records::{ErrorTxn, TxnHeader};
 use zkd_storage::snapshot::{SnapshotSeal, SnapshotSlot};
 use zkd_storage::store::SnapshotSource;
 use zkd_storage::{
-    DataTree, EpochStore, MemStorage, SnapshotStore, StorageError, Txn, TxnBody, TxnLog,
+    DataTree, DivergenceMark, EpochStore, MemStorage, SnapshotStore, StorageError, Txn, TxnBody,
+    TxnLog,
 };
 
 type Result<T> = std::result::Result<T, StorageError>;
@@ -131,6 +132,16 @@ impl EpochStore for Recorder {
     }
 }
 
+impl DivergenceMark for Recorder {
+    fn diverged_at(&self) -> Result<Option<Zxid>> {
+        self.inner.diverged_at()
+    }
+    fn set_diverged_at(&mut self, zxid: Option<Zxid>) -> Result<()> {
+        self.record(format!("divergedAt {zxid:?}"));
+        self.inner.set_diverged_at(zxid)
+    }
+}
+
 impl Store for Recorder {
     fn disk_usage(&self) -> (u64, u64) {
         (0, 0)
@@ -164,6 +175,7 @@ struct Running {
     jobs: Option<mpsc::Sender<StorageJob>>,
     reports: UnboundedReceiver<StorageReport>,
     thread: Option<std::thread::JoinHandle<()>>,
+    progress: SnapshotProgress,
 }
 
 impl Running {
@@ -173,11 +185,14 @@ impl Running {
             tx.send(job).unwrap();
         }
         let (report_tx, reports) = unbounded_channel();
-        let thread = std::thread::spawn(move || run(storage, 3, rx, report_tx, None));
+        let progress = SnapshotProgress::default();
+        let counted = progress.clone();
+        let thread = std::thread::spawn(move || run(storage, 3, rx, report_tx, None, counted));
         Running {
             jobs: Some(tx),
             reports,
             thread: Some(thread),
+            progress,
         }
     }
 
@@ -431,15 +446,18 @@ fn local_snapshots_arriving_while_one_is_saved_are_skipped() {
         ..Recorder::default()
     };
     let mut jobs = Vec::new();
+    let mut handed = 0;
     for z in 1..=6 {
         jobs.push(persist(z));
         let mut tree = DataTree::new();
         for t in 1..=z {
             tree.apply(&txn(t));
         }
+        let image = tree.to_image();
+        handed += image.len() as u64;
         jobs.push(StorageJob::SnapshotPiece(SnapshotPiece::whole(
             Zxid(z),
-            tree.to_image(),
+            image,
         )));
     }
     let mut w = Running::start(storage.clone(), jobs);
@@ -450,6 +468,8 @@ fn local_snapshots_arriving_while_one_is_saved_are_skipped() {
     std::thread::sleep(Duration::from_millis(700));
     w.send(StorageJob::Barrier(1));
     w.expect(&[StorageReport::Reached(1)]);
+    // Saved and skipped pieces alike no longer wait for the disk.
+    assert_eq!(w.progress.stored(), handed);
     w.stop();
     let saved: Vec<_> = storage
         .ops()
