@@ -29,7 +29,7 @@ pub mod types;
 pub mod watch;
 pub mod zab;
 
-pub use node::Node;
+pub use node::{Node, MAX_OUTSTANDING};
 pub(crate) use node_apply::apply_to_tree;
 pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
 

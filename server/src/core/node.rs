@@ -15,6 +15,11 @@ use zkd_protocol::records::{ConnectRequest, ConnectResponse};
 use zkd_protocol::{Record, Zxid};
 use zkd_storage::{DataTree, Txn};
 
+/// Requests waiting for storage beyond which a member takes no new ones
+/// from its clients (ZooKeeper's globalOutstandingLimit): memory stays
+/// bounded under a flood, and clients see the wait.
+pub const MAX_OUTSTANDING: usize = 1_000;
+
 /// Why a txn was started, so its outcome reaches the right place.
 #[derive(Clone, Debug)]
 pub(super) enum Origin {
@@ -26,8 +31,8 @@ pub(super) enum Origin {
     Expiry,
     /// The container manager removing an empty container or expired TTL node.
     ContainerSweep,
-    /// A request a follower forwarded: the follower answers its client.
-    Forwarded,
+    /// A request follower `from` forwarded: the follower answers its client.
+    Forwarded { from: u64 },
 }
 
 /// A txn handed to storage and not yet applied.
@@ -565,6 +570,14 @@ impl Node {
     pub fn pending_syncs(&self) -> usize {
         let sync = super::node_request::sync_txn();
         self.in_flight.iter().filter(|f| f.txn.body == sync).count()
+    }
+
+    /// Leader: requests follower `from` forwarded that are in flight here.
+    pub fn forwarded_in_flight(&self, from: u64) -> usize {
+        match &self.mode {
+            ModeState::Leading(l) => l.forwarded.get(&from).copied().unwrap_or(0),
+            _ => 0,
+        }
     }
 
     /// Number of requests waiting for their txn to be applied.

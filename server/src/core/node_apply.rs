@@ -33,6 +33,9 @@ impl Node {
             Some(f) if f.txn.zxid() == txn.zxid() => self.in_flight.pop_front().map(|f| f.origin),
             _ => None,
         };
+        if let (Some(Origin::Forwarded { from }), Some(l)) = (&origin, self.mode.leading()) {
+            l.forwarded_landed(*from);
+        }
         self.apply_committed(now, txn, origin, digest);
     }
 
@@ -141,7 +144,7 @@ impl Node {
                     self.close(conn);
                 }
             }
-            Origin::ContainerSweep | Origin::Forwarded => {}
+            Origin::ContainerSweep | Origin::Forwarded { .. } => {}
         }
     }
 

@@ -277,7 +277,7 @@ impl Node {
             }
             let time_out = body.get_i32();
             let txn = TxnBody::CreateSession(CreateSessionTxn { time_out });
-            return self.start_txn(now, session.0, 0, txn, Origin::Forwarded);
+            return self.start_txn(now, session.0, 0, txn, Origin::Forwarded { from });
         }
         let error = |code: ErrorCode| TxnBody::Error(ErrorTxn { err: code.code() });
         let body = match decode_forwarded(&request) {
@@ -292,7 +292,13 @@ impl Node {
                 self.prepare_request(now, &auth, session, &client_request)
             }
         };
-        self.start_txn(now, session.0, request.cxid, body, Origin::Forwarded);
+        self.start_txn(
+            now,
+            session.0,
+            request.cxid,
+            body,
+            Origin::Forwarded { from },
+        );
     }
 
     /// Leader: the identities a forwarded request carries (in the order

@@ -54,6 +54,22 @@ pub(super) struct Leading {
     /// The identities the last forwarded request carried, and what they
     /// were built into: a follower's connections mostly hold the same few.
     pub forwarded_auth: Option<(ForwardedIds, Arc<AuthIds>)>,
+    /// Requests each follower forwarded that are in flight here (by id).
+    /// A follower's own gate holds it to `MAX_OUTSTANDING`; the member
+    /// closes the link of one that sends far more (issue 35, finding 7).
+    pub forwarded: BTreeMap<u64, usize>,
+}
+
+impl Leading {
+    /// A txn follower `from` forwarded was committed here.
+    pub fn forwarded_landed(&mut self, from: u64) {
+        if let Some(n) = self.forwarded.get_mut(&from) {
+            *n -= 1;
+            if *n == 0 {
+                self.forwarded.remove(&from);
+            }
+        }
+    }
 }
 
 /// Identities as a forwarded request carries them: `(scheme, id)`, in the

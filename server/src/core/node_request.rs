@@ -259,6 +259,9 @@ impl Node {
         let txn = Txn { header, body };
         self.commands
             .push_back(Command::Persist { txn: txn.clone() });
+        if let (Origin::Forwarded { from }, Some(l)) = (&origin, self.mode.leading()) {
+            *l.forwarded.entry(*from).or_default() += 1;
+        }
         self.in_flight.push_back(InFlight { txn, origin });
     }
 

@@ -605,3 +605,43 @@ fn a_handshake_stays_held_through_a_role_that_ended_before_it_served() {
         "the held handshake creates its session through the leader: {commands:?}"
     );
 }
+
+/// A session follower 2 asks the leader to create, as a forwarded request.
+fn forwarded_create_session(session: i64) -> Event {
+    Event::Forwarded {
+        from: 2,
+        request: crate::core::zab::ForwardedRequest {
+            session,
+            cxid: 0,
+            op_type: OpCode::CreateSession as i32,
+            body: Bytes::copy_from_slice(&10_000i32.to_be_bytes()),
+            auth: Vec::new(),
+        },
+    }
+}
+
+/// The leader counts what each follower forwarded until it is committed
+/// (issue 35, finding 7): the member closes a link past the bound.
+#[test]
+fn a_leader_counts_each_followers_forwarded_requests_in_flight() {
+    let mut n = Node::new_member(CoreConfig::default(), DataTree::new(), Zxid::ZERO, at(0));
+    n.start_leading(at(0), 1);
+    for session in 1..=3 {
+        n.handle_event(at(1), forwarded_create_session(session));
+    }
+    assert_eq!((n.forwarded_in_flight(2), n.forwarded_in_flight(3)), (3, 0));
+    let txns: Vec<_> = drain(&mut n)
+        .into_iter()
+        .filter_map(|c| match c {
+            Command::Persist { txn } => Some(txn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(txns.len(), 3);
+    for txn in txns.into_iter().take(2) {
+        n.handle_event(at(2), Event::Committed { txn, digest: None });
+    }
+    assert_eq!(n.forwarded_in_flight(2), 1, "two of three committed");
+    n.stop_serving(at(3));
+    assert_eq!(n.forwarded_in_flight(2), 0, "the role ended");
+}

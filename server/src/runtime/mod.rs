@@ -96,10 +96,6 @@ impl std::error::Error for ServeError {}
 /// Capacity of the channel from connections to the node loop.
 const INBOUND_CAPACITY: usize = 8192;
 
-/// Requests waiting for storage beyond which no new requests are taken in
-/// (ZooKeeper's globalOutstandingLimit): memory stays bounded under a flood.
-const MAX_OUTSTANDING: usize = 1_000;
-
 /// Capacity of the four-letter-word channel.
 const FOUR_LETTER_CAPACITY: usize = 64;
 
@@ -438,7 +434,7 @@ impl NodeLoop {
                     let followers = self.member.as_ref().and_then(|m| m.member.followers());
                     let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
                 }
-                msg = inbound.recv(), if clients && self.node.outstanding() < MAX_OUTSTANDING => match msg {
+                msg = inbound.recv(), if clients && self.node.outstanding() < crate::core::MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
                     None => return Ok(()),
                 },

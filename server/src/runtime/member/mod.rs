@@ -24,7 +24,7 @@ use crate::core::election::{
 use crate::core::zab::{
     DurableState, Epoch, Follower, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
 };
-use crate::core::{Command, Event, Node, Now};
+use crate::core::{Command, Event, Node, Now, MAX_OUTSTANDING};
 use crate::failpoints::{active, Failpoint};
 pub(crate) use ports::{PeerLinks, StorageJobs};
 use std::collections::VecDeque;
@@ -47,6 +47,11 @@ const HISTORY_WINDOW: usize = 10_000;
 
 /// Barrier tokens of the member itself (the Zab roles use 1-2 and 11-12).
 const TOKEN_DRAINED: u64 = 1001;
+
+/// Requests one follower may have in flight at the leader: its own gate
+/// holds it to `MAX_OUTSTANDING`, and requests of an earlier link may still
+/// be in flight when it reconnects.
+const MAX_FORWARDED_IN_FLIGHT: usize = 2 * MAX_OUTSTANDING;
 
 /// ZooKeeper's finalize wait and notification backoff cap.
 const FINALIZE_WAIT_MS: u64 = 200;
@@ -411,6 +416,14 @@ impl Member {
             (Role::Looking, _) => ctx.links.close_zab(from),
             // Client traffic a follower relays goes to the node; the
             // leader's role sees only the protocol.
+            (Role::Leading(_), ZabMessage::Request(_))
+                if ctx.node.forwarded_in_flight(from.0) >= MAX_FORWARDED_IN_FLIGHT =>
+            {
+                // A follower's own gate keeps it far below this: a peer past
+                // it is not one, and would fill the leader's memory.
+                tracing::warn!(peer = %from, "too many forwarded requests in flight; closing");
+                ctx.links.close_zab(from);
+            }
             (Role::Leading(_), ZabMessage::Request(request)) => ctx.node.handle_event(
                 ctx.now,
                 Event::Forwarded {
