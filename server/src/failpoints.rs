@@ -106,11 +106,15 @@ pub enum Failpoint {
     /// A local snapshot's slices are written on their timer however far
     /// the disk lags: on a slow disk its image queues in memory.
     UnpacedSnapshots,
+    /// A leader TRUNCs a follower below the lowest point its log can be
+    /// cut back to (no snapshot it can rebuild from lies below the cut),
+    /// instead of sending a SNAP: the follower's storage refuses the cut.
+    TruncBelowLogBase,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 19] = [
+    pub const ALL: [Failpoint; 20] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -130,6 +134,7 @@ impl Failpoint {
         Failpoint::UnpacedFollowers,
         Failpoint::DivergedMayLead,
         Failpoint::UnpacedSnapshots,
+        Failpoint::TruncBelowLogBase,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -154,6 +159,7 @@ impl Failpoint {
             Failpoint::UnpacedFollowers => "unpaced-followers",
             Failpoint::DivergedMayLead => "diverged-may-lead",
             Failpoint::UnpacedSnapshots => "unpaced-snapshots",
+            Failpoint::TruncBelowLogBase => "trunc-below-log-base",
         }
     }
 

@@ -527,7 +527,12 @@ impl Leader {
         };
         let plan = match plan {
             // Its log cannot be cut below its snapshot: replace everything.
-            SyncPlan::TruncThenDiff { to } if to < log_base => SyncPlan::Snap,
+            // Planted (trunc-below-log-base): the TRUNC goes out anyway.
+            SyncPlan::TruncThenDiff { to }
+                if to < log_base && !active(Failpoint::TruncBelowLogBase) =>
+            {
+                SyncPlan::Snap
+            }
             plan => plan,
         };
         let after = match plan {

@@ -726,3 +726,80 @@ fn a_follower_behind_the_window_catches_up_from_the_log() {
         vec![ZabCommand::Disconnect { peer: ServerId(3) }]
     );
 }
+
+/// Issue 14, S4: a follower whose log cannot be cut as low as the TRUNC it
+/// would get (no snapshot it can rebuild from lies below the cut) gets a
+/// SNAP; with the cut within reach, the TRUNC.
+#[test]
+fn a_trunc_below_what_the_follower_can_rebuild_becomes_a_snap() {
+    sync_of_a_follower_ahead(
+        Zxid::ZERO,
+        ZabMessage::Trunc {
+            zxid: Zxid::new(1, 3),
+        },
+    );
+    sync_of_a_follower_ahead(
+        Zxid::new(1, 3),
+        ZabMessage::Trunc {
+            zxid: Zxid::new(1, 3),
+        },
+    );
+    let snap = ZabCommand::SendSnapshot { to: ServerId(2) };
+    let out = sync_of_a_follower_ahead(
+        Zxid::new(1, 4),
+        ZabMessage::Ping {
+            zxid: Zxid::ZERO,
+            touches: Vec::new(),
+        },
+    );
+    assert!(out.contains(&snap), "{out:?}");
+}
+
+/// Leader 1, with txns 1..=3 of epoch 1 and the first of epoch 2, syncs
+/// follower 2, which logged 1..=5 of epoch 1 (two lone txns of a leader
+/// that never got them committed) and can cut its log back to `log_base`
+/// at the lowest. Fails unless `first` is among the messages it sends 2,
+/// unless `first` is a ping; returns all it did.
+fn sync_of_a_follower_ahead(log_base: Zxid, first: ZabMessage) -> Vec<ZabCommand> {
+    let z = |c| Zxid::new(1, c);
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(2, 2, &[z(1), z(2), z(3), Zxid::new(2, 1)]),
+        Zxid::new(2, 1),
+        0,
+    );
+    l.handle_message(
+        0,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 1 },
+    );
+    l.handle_reached(1);
+    let ack_epoch = ZabMessage::AckEpoch {
+        current_epoch: Some(1),
+        last_zxid: z(5),
+        log_base,
+        wants_snapshot: false,
+    };
+    l.handle_message(0, ServerId(2), ack_epoch);
+    l.handle_reached(2);
+    let out = drain_leader(&mut l);
+    if !matches!(first, ZabMessage::Ping { .. }) {
+        assert!(out.contains(&send(2, first)), "{out:?}");
+    }
+    out
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_trunc_below_log_base_is_caught() {
+    use crate::failpoints::{planted, Failpoint};
+    let outcome = planted::with(Failpoint::TruncBelowLogBase, || {
+        std::panic::catch_unwind(a_trunc_below_what_the_follower_can_rebuild_becomes_a_snap)
+    });
+    assert!(
+        outcome.is_err(),
+        "trunc-below-log-base planted, and nothing failed"
+    );
+}
