@@ -57,7 +57,7 @@ use clock::MemberClock;
 use links::{SimLinks, Wire};
 use reader::Readers;
 use rng::Rng;
-pub use schedule::{Schedule, SyncKind, Violation};
+pub use schedule::{Schedule, SyncKind, Violation, SCRIPT_TIMING};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use zkd_protocol::Zxid;
@@ -273,11 +273,7 @@ impl WholeSim {
             now: 0,
             rng: Rng::new(schedule.seed),
             voters: Voters(ids.clone()),
-            timing: Timing {
-                tick_ms: 100,
-                init_limit: 10,
-                sync_limit: 5,
-            },
+            timing: schedule.timing,
             procs: BTreeMap::new(),
             disks: ids.iter().map(|id| (*id, MemStorage::new())).collect(),
             incarnations: 0,

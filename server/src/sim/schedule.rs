@@ -1,5 +1,7 @@
 //! What a simulated run is asked to do, and what it reports.
 
+use crate::core::zab::Timing;
+
 /// What a schedule does.
 #[derive(Clone, Copy, Debug)]
 pub struct Schedule {
@@ -13,7 +15,16 @@ pub struct Schedule {
     pub scripted: bool,
     /// Members snapshot (and purge their log) after about this many txns.
     pub snap_count: u64,
+    /// tickTime, initLimit and syncLimit of every member.
+    pub timing: Timing,
 }
+
+/// What the scripts run with, and a quarter of the random schedules.
+pub const SCRIPT_TIMING: Timing = Timing {
+    tick_ms: 100,
+    init_limit: 10,
+    sync_limit: 5,
+};
 
 /// The way a leader began a follower's sync, as the follower received it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

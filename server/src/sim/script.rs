@@ -33,6 +33,7 @@ impl Script {
             end_ms: u64::MAX / 4,
             scripted: true,
             snap_count,
+            timing: super::SCRIPT_TIMING,
         };
         Script {
             sim: WholeSim::new(schedule),

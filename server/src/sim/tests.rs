@@ -2,7 +2,8 @@
 //! crashes and partitions while clients create, read and sync.
 
 use super::{run, WholeCounts};
-use crate::sim::Schedule;
+use crate::core::zab::Timing;
+use crate::sim::{Schedule, SCRIPT_TIMING};
 
 fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
     Schedule {
@@ -12,6 +13,28 @@ fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
         end_ms: faults_until_ms + 10_000,
         scripted: false,
         snap_count: 40,
+        timing: timing(seed),
+    }
+}
+
+/// tickTime, initLimit and syncLimit by seed (issue 35): a quarter of the
+/// schedules run the scripts' 100 ms, 10 and 5; the rest mix ticks of 50,
+/// 100 and 250 ms with initLimits of 1, 2, 5 and 10 and syncLimits of 1, 2
+/// and 5. initLimit is at least 250 ms: the members of one round decide up
+/// to a finalize wait (200 ms) apart (one that hears every other voter
+/// decides at once), and a leader whose followers gave up before it decided
+/// never establishes, in ZooKeeper too. So initLimit 1 comes with 250 ms ticks.
+fn timing(seed: u64) -> Timing {
+    let h = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    if h.is_multiple_of(4) {
+        return SCRIPT_TIMING;
+    }
+    let tick_ms = [50, 100, 250][(h >> 2) as usize % 3];
+    let init_limit = [1, 2, 5, 10][(h >> 4) as usize % 4];
+    Timing {
+        tick_ms,
+        init_limit: init_limit.max(250_u64.div_ceil(tick_ms)),
+        sync_limit: [1, 2, 5][(h >> 6) as usize % 3],
     }
 }
 

@@ -55,7 +55,8 @@ pub struct Leader {
     last_proposed: Zxid,
     /// The leader's own log is durable up to here.
     own_durable: Zxid,
-    /// Discovery and sync must finish by then.
+    /// The establishment's current wait (for followers, their epoch acks,
+    /// their acks of NEWLEADER) must end by then.
     deadline_ms: u64,
     /// When a follower's link is too full for live proposals.
     flow: FlowMarks,
@@ -158,12 +159,15 @@ impl Leader {
         }
     }
 
-    /// The storage thread reached barrier `token`.
-    pub fn handle_reached(&mut self, token: u64) {
+    /// The storage thread reached barrier `token`. Each wait of the
+    /// establishment (for followers, for their epoch acks, for their acks of
+    /// NEWLEADER) has initLimit of its own, as ZooKeeper's leader gives it.
+    pub fn handle_reached(&mut self, now_ms: u64, token: u64) {
         match (token, self.phase) {
             (TOKEN_ACCEPTED_EPOCH, Phase::PersistingAcceptedEpoch) => {
                 self.state.accepted_epoch = self.epoch;
                 self.phase = Phase::AwaitingEpochAcks;
+                self.deadline_ms = now_ms + self.timing.init_ms();
                 let waiting: Vec<ServerId> = self.learners.keys().copied().collect();
                 for sid in waiting {
                     self.send(sid, ZabMessage::LeaderInfo { epoch: self.epoch });
@@ -174,6 +178,7 @@ impl Leader {
                 self.state.current_epoch = self.epoch;
                 tracing::info!(epoch = self.epoch, "leader: epoch agreed by a quorum");
                 self.phase = Phase::Synchronizing;
+                self.deadline_ms = now_ms + self.timing.init_ms();
                 let ready: Vec<ServerId> = self
                     .learners
                     .values()

@@ -66,7 +66,7 @@ fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
         ],
         "epoch above every accepted one of the quorum, durable first"
     );
-    l.handle_reached(1);
+    l.handle_reached(0, 1);
     assert_eq!(
         drain_leader(&mut l),
         vec![send(2, ZabMessage::LeaderInfo { epoch: 4 })]
@@ -88,7 +88,7 @@ fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
             ZabCommand::Storage(StorageOp::Barrier(2)),
         ]
     );
-    l.handle_reached(2);
+    l.handle_reached(0, 2);
     assert_eq!(
         drain_leader(&mut l),
         vec![
@@ -223,7 +223,7 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
     ] {
         l.handle_message(0, ServerId(sid), m);
     }
-    l.handle_reached(1);
+    l.handle_reached(0, 1);
     for sid in [2, 3] {
         l.handle_message(
             0,
@@ -236,7 +236,7 @@ fn a_leader_commits_on_a_quorum_of_durable_copies_in_order() {
             },
         );
     }
-    l.handle_reached(2);
+    l.handle_reached(0, 2);
     for sid in [2, 3] {
         l.handle_message(
             0,
@@ -319,7 +319,7 @@ fn a_leader_steps_down_before_the_zxid_counter_rolls_over() {
             ZabMessage::FollowerInfo { accepted_epoch: 1 },
         );
     }
-    l.handle_reached(1);
+    l.handle_reached(0, 1);
     for sid in [2, 3] {
         let ack_epoch = ZabMessage::AckEpoch {
             current_epoch: Some(1),
@@ -329,7 +329,7 @@ fn a_leader_steps_down_before_the_zxid_counter_rolls_over() {
         };
         l.handle_message(0, ServerId(sid), ack_epoch);
     }
-    l.handle_reached(2);
+    l.handle_reached(0, 2);
     for sid in [2, 3] {
         let ack = ZabMessage::Ack {
             zxid: epoch_zxid(2),
@@ -380,7 +380,7 @@ fn a_leader_yields_to_a_later_accepted_epoch_only_once_it_has_led_a_while() {
         ServerId(2),
         ZabMessage::FollowerInfo { accepted_epoch: 1 },
     );
-    l.handle_reached(1);
+    l.handle_reached(0, 1);
     let ack_epoch = ZabMessage::AckEpoch {
         current_epoch: Some(1),
         last_zxid: z(1),
@@ -388,7 +388,7 @@ fn a_leader_yields_to_a_later_accepted_epoch_only_once_it_has_led_a_while() {
         wants_snapshot: false,
     };
     l.handle_message(0, ServerId(2), ack_epoch);
-    l.handle_reached(2);
+    l.handle_reached(0, 2);
     let ack = ZabMessage::Ack {
         zxid: epoch_zxid(2),
     };
@@ -518,7 +518,7 @@ fn a_follower_ahead_of_the_leader_is_dropped() {
         ServerId(2),
         ZabMessage::FollowerInfo { accepted_epoch: 1 },
     );
-    l.handle_reached(1);
+    l.handle_reached(0, 1);
     drain_leader(&mut l);
     let ahead = ZabMessage::AckEpoch {
         current_epoch: Some(1),
@@ -588,7 +588,7 @@ fn established(window: usize, followers: &[u64]) -> Leader {
         let info = ZabMessage::FollowerInfo { accepted_epoch: 0 };
         l.handle_message(0, ServerId(sid), info);
     }
-    l.handle_reached(1);
+    l.handle_reached(0, 1);
     for &sid in followers {
         let ack_epoch = ZabMessage::AckEpoch {
             current_epoch: Some(0),
@@ -598,7 +598,7 @@ fn established(window: usize, followers: &[u64]) -> Leader {
         };
         l.handle_message(0, ServerId(sid), ack_epoch);
     }
-    l.handle_reached(2);
+    l.handle_reached(0, 2);
     for &sid in followers {
         let ack = ZabMessage::Ack {
             zxid: epoch_zxid(1),
@@ -775,7 +775,7 @@ fn sync_of_a_follower_ahead(log_base: Zxid, first: ZabMessage) -> Vec<ZabCommand
         ServerId(2),
         ZabMessage::FollowerInfo { accepted_epoch: 1 },
     );
-    l.handle_reached(1);
+    l.handle_reached(0, 1);
     let ack_epoch = ZabMessage::AckEpoch {
         current_epoch: Some(1),
         last_zxid: z(5),
@@ -783,7 +783,7 @@ fn sync_of_a_follower_ahead(log_base: Zxid, first: ZabMessage) -> Vec<ZabCommand
         wants_snapshot: false,
     };
     l.handle_message(0, ServerId(2), ack_epoch);
-    l.handle_reached(2);
+    l.handle_reached(0, 2);
     let out = drain_leader(&mut l);
     if !matches!(first, ZabMessage::Ping { .. }) {
         assert!(out.contains(&send(2, first)), "{out:?}");
@@ -801,5 +801,69 @@ fn planted_trunc_below_log_base_is_caught() {
     assert!(
         outcome.is_err(),
         "trunc-below-log-base planted, and nothing failed"
+    );
+}
+
+/// Each wait of the establishment has initLimit of its own, as in
+/// ZooKeeper's leader (`getEpochToPropose`, `waitForEpochAck`,
+/// `waitForNewLeaderAck`): a leader whose whole establishment takes longer
+/// than one initLimit (1 s here), each wait shorter, is established.
+#[test]
+fn each_wait_of_the_establishment_has_its_own_init_limit() {
+    let z = |c| Zxid::new(1, c);
+    let mut l = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(1, 1, &[z(1)]),
+        z(1),
+        0,
+    );
+    l.handle_timeout(900);
+    l.handle_message(
+        900,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 1 },
+    );
+    l.handle_reached(950, 1);
+    l.handle_timeout(1_800);
+    let ack_epoch = ZabMessage::AckEpoch {
+        current_epoch: Some(1),
+        last_zxid: z(1),
+        log_base: Zxid::ZERO,
+        wants_snapshot: false,
+    };
+    l.handle_message(1_800, ServerId(2), ack_epoch);
+    l.handle_reached(1_850, 2);
+    l.handle_timeout(2_700);
+    l.handle_message(
+        2_700,
+        ServerId(2),
+        ZabMessage::Ack {
+            zxid: epoch_zxid(2),
+        },
+    );
+    let out = drain_leader(&mut l);
+    assert!(l.is_established(), "{out:?}");
+    // A wait that passes its own initLimit still ends the role.
+    let mut slow = Leader::new(
+        ServerId(1),
+        voters(3),
+        TIMING,
+        state(1, 1, &[z(1)]),
+        z(1),
+        0,
+    );
+    slow.handle_message(
+        10,
+        ServerId(2),
+        ZabMessage::FollowerInfo { accepted_epoch: 1 },
+    );
+    slow.handle_reached(20, 1);
+    slow.handle_timeout(1_020);
+    let out = drain_leader(&mut slow);
+    assert!(
+        matches!(out.last(), Some(ZabCommand::Abandon { reason }) if reason.contains("initLimit")),
+        "{out:?}"
     );
 }

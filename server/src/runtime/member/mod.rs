@@ -501,7 +501,7 @@ impl Member {
                 Role::Looking => {}
             },
             StorageReport::Reached(token) => match &mut self.role {
-                Role::Leading(l) => l.handle_reached(token),
+                Role::Leading(l) => l.handle_reached(ctx.now.mono_ms, token),
                 Role::Following(f) => f.handle_reached(token),
                 Role::Looking => {}
             },
