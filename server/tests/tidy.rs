@@ -83,3 +83,155 @@ fn the_scanner_finds_what_it_should() {
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert!(findings[0].contains("HashMap"));
 }
+
+/// Production functions this long or longer need a named exception.
+const MAX_FN_LINES: usize = 70;
+
+/// The longer production functions, each at most as long as it was when
+/// the ratchet began (issue 35): one may shrink (then lower or drop its
+/// entry), never grow, and no other may pass `MAX_FN_LINES`.
+const LONG_FNS: [(&str, &str, usize); 15] = [
+    ("server/src/runtime/mod.rs", "run", 118),
+    ("server/src/launcher/supervise.rs", "supervise", 117),
+    ("server/src/runtime/mod.rs", "serve", 106),
+    ("server/src/runtime/peer/convert.rs", "encode_zab", 89),
+    ("server/src/runtime/peer/convert.rs", "decode_single", 88),
+    ("server/src/core/zab/leader.rs", "sync", 84),
+    ("server/src/runtime/storage_worker/mod.rs", "execute", 83),
+    ("server/src/core/pipeline/read.rs", "execute", 83),
+    ("server/src/runtime/connection.rs", "serve", 82),
+    ("server/src/runtime/peer/quorum_link.rs", "accept", 79),
+    ("server/src/core/pipeline/prep.rs", "create", 78),
+    ("server/src/runtime/member/mod.rs", "after_election", 74),
+    ("server/src/main.rs", "run", 74),
+    ("storage/src/data_tree/mod.rs", "apply_body", 73),
+    ("storage/src/data_tree/mod.rs", "create", 72),
+];
+
+/// Whether `path` holds only test code (whole files; `#[cfg(test)]`
+/// modules inside a file are skipped by [`function_lengths`]).
+fn test_only(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let text = path.to_string_lossy();
+    name == "tests.rs"
+        || name.ends_with("_tests.rs")
+        || name == "conformance.rs"
+        || text.contains("/src/sim/")
+}
+
+/// The name of the function a line declares, if it declares one.
+fn declared_fn(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let name = rest.strip_prefix("fn ")?;
+    let end = name.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&name[..end])
+}
+
+/// `(name, lines)` of every function with a body in `text`, outside
+/// `#[cfg(test)]` modules; a body ends at the first `}` at the indent of
+/// its `fn` (rustfmt's layout).
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let closes = |from: usize, at: usize| {
+        (from..lines.len()).find(|&k| lines[k].trim() == "}" && indent(lines[k]) == at)
+    };
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim() == "#[cfg(test)]"
+            && lines
+                .get(i + 1)
+                .is_some_and(|l| l.contains("mod ") && l.ends_with('{'))
+        {
+            i = closes(i + 2, indent(lines[i + 1])).unwrap_or(lines.len()) + 1;
+            continue;
+        }
+        if let Some(name) = declared_fn(line) {
+            let open = (i..lines.len()).find(|&k| {
+                let l = lines[k].trim_end();
+                l.ends_with('{') || l.ends_with(';') || l.ends_with("{}")
+            });
+            if let Some(open) = open.filter(|&k| lines[k].trim_end().ends_with('{')) {
+                if let Some(end) = closes(open + 1, indent(line)) {
+                    found.push((name.to_owned(), end - i + 1));
+                }
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+fn scan_lengths(dir: &Path, root: &Path, out: &mut Vec<(String, String, usize)>) {
+    for entry in std::fs::read_dir(dir).expect("read source dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            scan_lengths(&path, root, out);
+        } else if path.extension().is_some_and(|e| e == "rs") && !test_only(&path) {
+            let text = std::fs::read_to_string(&path).expect("read source");
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            for (name, n) in function_lengths(&text) {
+                out.push((rel.clone(), name, n));
+            }
+        }
+    }
+}
+
+#[test]
+fn production_functions_stay_short() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut lengths = Vec::new();
+    for dir in ["server/src", "protocol/src", "storage/src"] {
+        scan_lengths(&root.join(dir), root, &mut lengths);
+    }
+    let mut findings = Vec::new();
+    for (file, name, n) in &lengths {
+        let allowed = LONG_FNS
+            .iter()
+            .find(|(f, fname, _)| f == file && fname == name)
+            .map_or(MAX_FN_LINES, |(_, _, max)| *max);
+        if *n > allowed {
+            findings.push(format!(
+                "{file}: fn {name} is {n} lines (at most {allowed})"
+            ));
+        }
+    }
+    for (file, name, max) in LONG_FNS {
+        let now = lengths
+            .iter()
+            .find(|(f, fname, _)| f == file && fname == name);
+        match now {
+            Some((_, _, n)) if *n < max => findings.push(format!(
+                "{file}: fn {name} shrank to {n} lines: lower its entry in LONG_FNS (or drop it at {MAX_FN_LINES} or less)"
+            )),
+            None => findings.push(format!("{file}: fn {name} is gone: drop its entry in LONG_FNS")),
+            _ => {}
+        }
+    }
+    assert!(findings.is_empty(), "{}", findings.join("\n"));
+}
+
+#[test]
+fn function_lengths_are_counted_from_fn_to_its_closing_brace() {
+    let text = "fn short() {\n    one();\n}\n\n#[cfg(test)]\nmod tests {\n    fn skipped() {\n    }\n}\n    pub(crate) async fn two(\n        a: u8,\n    ) -> u8 {\n        a\n    }\nfn decl();\n";
+    assert_eq!(
+        function_lengths(text),
+        vec![("short".to_owned(), 3), ("two".to_owned(), 5)]
+    );
+}
