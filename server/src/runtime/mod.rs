@@ -16,6 +16,7 @@ pub mod connection;
 pub mod faults;
 pub mod four_letter;
 pub(crate) mod member;
+mod node_loop;
 pub mod peer;
 pub mod recovery;
 mod snap_receiver;
@@ -30,6 +31,7 @@ use crate::core::{Command, ConnId, CoreConfig, Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
+use node_loop::{Membership, NodeLoop};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::net::IpAddr;
@@ -144,56 +146,15 @@ pub async fn serve<S: Store>(
             .map_err(ServeError::Io)?,
         false => (None, None),
     };
-    let recovered = recovery::recover(&mut storage)
-        .and_then(|tree| Ok((recovery::fuzzy_through(&storage, &tree)?, tree)));
-    let (fuzzy_through, tree) = match recovered {
-        Ok(recovered) => recovered,
+    let clock = Clock::new();
+    let node = match recover_node(&config, &mut storage, &clock) {
+        Ok(node) => node,
         Err(e) => return Err(storage_failed(storage, e.to_string())),
     };
-    let clock = Clock::new();
-    let ensemble = config.is_quorum();
-    let node = if ensemble {
-        Node::new_member(core_config(&config), tree, fuzzy_through, clock.now())
-    } else {
-        Node::new(core_config(&config), tree, clock.now())
-    };
-
     let disk_faults = faults.as_ref().map(faults::Faults::disk);
-    let (job_tx, job_rx) = std::sync::mpsc::channel();
-    let (report_tx, report_rx) = mpsc::unbounded_channel();
-    let worker_storage = storage.clone();
-    let retain = config.autopurge_snap_retain_count;
-    let snapshot_progress = storage_worker::SnapshotProgress::default();
-    let progress = snapshot_progress.clone();
-    let worker = std::thread::Builder::new()
-        .name("zkd-storage".into())
-        .spawn(move || {
-            storage_worker::run(
-                worker_storage,
-                retain,
-                job_rx,
-                report_tx,
-                disk_faults,
-                progress,
-            )
-        })
-        .map_err(ServeError::Io)?;
-
-    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
-    let (words_tx, words_rx) = mpsc::channel(FOUR_LETTER_CAPACITY);
-    let settings = connection::ConnectionSettings {
-        max_frame: config.jute_max_buffer,
-    };
-    let acceptor = tokio::spawn(accept_loop(
-        listener,
-        connection::Channels {
-            inbound: inbound_tx,
-            words: words_tx,
-        },
-        settings,
-        config.max_client_cnxns,
-    ));
-    let (member, peer_rx) = if ensemble {
+    let storage_thread = StorageThread::start(&storage, &config, disk_faults)?;
+    let (acceptor, inbound_rx, words_rx) = start_acceptor(listener, &config);
+    let (member, peer_rx) = if config.is_quorum() {
         let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
         let cuts = faults.as_ref().map(faults::Faults::peer_cuts);
         let member = start_member(&config, peer_tx, cuts).await?;
@@ -207,19 +168,20 @@ pub async fn serve<S: Store>(
         node,
         now: clock.now(),
         clock,
-        jobs: job_tx,
-        snapshot_progress,
+        jobs: storage_thread.jobs,
+        snapshot_progress: storage_thread.progress,
         conns: BTreeMap::new(),
         info,
         member,
         routed: VecDeque::new(),
         faults,
     };
+    let reports = storage_thread.reports;
     let result = node_loop
         .run(
             inbound_rx,
             words_rx,
-            report_rx,
+            reports,
             peer_rx,
             fault_requests,
             shutdown,
@@ -234,8 +196,84 @@ pub async fn serve<S: Store>(
     drop(node_loop);
     drop(storage);
     // The worker drains queued jobs and exits when its channel closes.
-    let _ = worker.join();
+    let _ = storage_thread.thread.join();
     result
+}
+
+/// The tree recovered from `storage`, in a node of a member or a standalone server.
+fn recover_node<S: Store>(
+    config: &Config,
+    storage: &mut S,
+    clock: &Clock,
+) -> Result<Node, zkd_storage::StorageError> {
+    let tree = recovery::recover(storage)?;
+    let fuzzy_through = recovery::fuzzy_through(storage, &tree)?;
+    Ok(match config.is_quorum() {
+        true => Node::new_member(core_config(config), tree, fuzzy_through, clock.now()),
+        false => Node::new(core_config(config), tree, clock.now()),
+    })
+}
+
+/// The storage thread, and the node loop's ends of its channels.
+struct StorageThread {
+    jobs: std::sync::mpsc::Sender<StorageJob>,
+    reports: mpsc::UnboundedReceiver<StorageReport>,
+    progress: storage_worker::SnapshotProgress,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl StorageThread {
+    fn start<S: Store>(
+        storage: &S,
+        config: &Config,
+        disk_faults: Option<std::sync::Arc<faults::DiskFaults>>,
+    ) -> Result<StorageThread, ServeError> {
+        let (jobs, job_rx) = std::sync::mpsc::channel();
+        let (report_tx, reports) = mpsc::unbounded_channel();
+        let (storage, retain) = (storage.clone(), config.autopurge_snap_retain_count);
+        let progress = storage_worker::SnapshotProgress::default();
+        let counted = progress.clone();
+        let thread = std::thread::Builder::new()
+            .name("zkd-storage".into())
+            .spawn(move || {
+                storage_worker::run(storage, retain, job_rx, report_tx, disk_faults, counted)
+            })
+            .map_err(ServeError::Io)?;
+        Ok(StorageThread {
+            jobs,
+            reports,
+            progress,
+            thread,
+        })
+    }
+}
+
+/// Starts taking client connections on `listener`: the acceptor task, and
+/// the node loop's ends of the connections' request and four-letter-word channels.
+fn start_acceptor(
+    listener: TcpListener,
+    config: &Config,
+) -> (
+    tokio::task::JoinHandle<()>,
+    mpsc::Receiver<Inbound>,
+    mpsc::Receiver<FourLetterWord>,
+) {
+    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    let (words_tx, words_rx) = mpsc::channel(FOUR_LETTER_CAPACITY);
+    let settings = connection::ConnectionSettings {
+        max_frame: config.jute_max_buffer,
+    };
+    let channels = connection::Channels {
+        inbound: inbound_tx,
+        words: words_tx,
+    };
+    let acceptor = tokio::spawn(accept_loop(
+        listener,
+        channels,
+        settings,
+        config.max_client_cnxns,
+    ));
+    (acceptor, inbound_rx, words_rx)
 }
 
 /// Capacity of the channel from the peer links to the node loop.
@@ -290,294 +328,6 @@ async fn start_member(
 fn storage_failed<S>(storage: S, error: String) -> ServeError {
     std::mem::forget(storage);
     ServeError::Storage(error)
-}
-
-/// A connection as the node loop holds it.
-struct ConnHandle {
-    flow: Arc<connection::Flow>,
-    writer: tokio::task::AbortHandle,
-}
-
-struct NodeLoop {
-    node: Node,
-    clock: Clock,
-    /// The time the loop last woke. Everything done for one wake-up happens at
-    /// that instant as far as the core can tell, so the clock is read once per
-    /// wake-up, not at each step (the reads were 2% of a member's CPU under load).
-    now: Now,
-    jobs: std::sync::mpsc::Sender<StorageJob>,
-    /// How much of the node's snapshot pieces storage is done with.
-    snapshot_progress: storage_worker::SnapshotProgress,
-    conns: BTreeMap<ConnId, ConnHandle>,
-    info: four_letter::ServerInfo,
-    /// The election and Zab side, in an ensemble.
-    member: Option<Membership>,
-    /// The node's commands being carried out: a list kept from one wake-up
-    /// to the next (see [`take_queued`](crate::core::take_queued)).
-    routed: VecDeque<Command>,
-    /// A test's fault switches (`zkd.faults.enable` only).
-    faults: Option<faults::Faults>,
-}
-
-/// An ensemble member's election and Zab side, and its links to the others.
-struct Membership {
-    member: member::Member,
-    peers: peer::PeerNetwork,
-}
-
-/// Peer events taken in before the member's overdue timers run.
-const MAX_PEER_EVENTS_BEFORE_TIMERS: usize = 256;
-
-impl NodeLoop {
-    async fn run(
-        &mut self,
-        mut inbound: mpsc::Receiver<Inbound>,
-        mut words: mpsc::Receiver<FourLetterWord>,
-        mut reports: mpsc::UnboundedReceiver<StorageReport>,
-        mut peer_events: Option<mpsc::Receiver<peer::PeerEvent>>,
-        mut fault_requests: Option<mpsc::Receiver<faults::Request>>,
-        shutdown: impl Future<Output = ()>,
-    ) -> Result<(), ServeError> {
-        tokio::pin!(shutdown);
-        self.with_member(|m, ctx| m.look(ctx))?;
-        loop {
-            // Timeouts run even when requests never stop coming: the select below
-            // is biased towards I/O, so a busy loop could otherwise starve expiry.
-            let now = self.now;
-            if self
-                .node
-                .poll_timeout()
-                .is_some_and(|due| due <= now.mono_ms)
-            {
-                self.node.handle_timeout(now);
-                self.route_commands()?;
-            }
-            if self
-                .member
-                .as_ref()
-                .and_then(|m| m.member.poll_timeout())
-                .is_some_and(|due| due <= now.mono_ms)
-            {
-                // What peers sent while this loop was busy comes first: a peer
-                // is silent only if nothing of it waits here (ZooKeeper's
-                // timeouts count per read, not the reader's own stalls).
-                let first = if active(Failpoint::SyncTimedWhole) {
-                    0
-                } else {
-                    MAX_PEER_EVENTS_BEFORE_TIMERS
-                };
-                for _ in 0..first {
-                    match peer_events.as_mut().map(|rx| rx.try_recv()) {
-                        Some(Ok(event)) => self.with_member(|m, ctx| m.handle_peer(ctx, event))?,
-                        _ => break,
-                    }
-                }
-                self.with_member(|m, ctx| m.handle_timeout(ctx))?;
-            }
-            let due = [
-                self.node.poll_timeout(),
-                self.member.as_ref().and_then(|m| m.member.poll_timeout()),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            let deadline = due.map(|ms| self.clock.instant_at(ms));
-            let peer_event = async {
-                match peer_events.as_mut() {
-                    Some(rx) => rx.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let fault_request = async {
-                match fault_requests.as_mut() {
-                    Some(rx) => rx.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            // A test's cut-clients leaves client traffic (4lw too) unread.
-            let clients = !self
-                .faults
-                .as_ref()
-                .is_some_and(faults::Faults::clients_cut);
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            // biased: storage reports first so replies are not starved by new requests.
-            // Every arm is cancel-safe: channel receives lose nothing when another arm wins.
-            tokio::select! {
-                biased;
-                _ = &mut shutdown => return Ok(()),
-                report = reports.recv() => {
-                    let now = self.woke();
-                    match report {
-                        Some(report) if self.member.is_some() => self.with_member(|m, ctx| m.handle_report(ctx, report))?,
-                        Some(StorageReport::Persisted(zxid)) => self.node.handle_event(now, Event::Persisted { zxid }),
-                        // Standalone submits no barriers or rebuilds.
-                        Some(StorageReport::Reached(_) | StorageReport::Rebuilt(_) | StorageReport::DurableState(_) | StorageReport::Logged(_) | StorageReport::LoggedFor { .. }) => {}
-                        Some(StorageReport::Failed(e)) => return Err(ServeError::Storage(e)),
-                        None => return Err(ServeError::Storage("storage worker stopped".into())),
-                    }
-                }
-                Some(event) = peer_event => {
-                    self.woke();
-                    self.with_member(|m, ctx| m.handle_peer(ctx, event))?
-                }
-                Some((command, reply)) = fault_request => {
-                    self.woke();
-                    let _ = reply.send(self.fault(command));
-                }
-                Some(FourLetterWord { word, reply }) = words.recv(), if clients => {
-                    self.woke();
-                    let followers = self.member.as_ref().and_then(|m| m.member.followers());
-                    let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
-                }
-                msg = inbound.recv(), if clients && self.node.outstanding() < crate::core::MAX_OUTSTANDING => match msg {
-                    Some(msg) => self.inbound(msg),
-                    None => return Ok(()),
-                },
-                _ = sleep => {
-                    let now = self.woke();
-                    self.node.handle_timeout(now);
-                    self.with_member(|m, ctx| m.handle_timeout(ctx))?;
-                }
-            }
-            self.route_commands()?;
-        }
-    }
-
-    /// Runs one step of the member (if this node is one), then routes what
-    /// the node asked for.
-    fn with_member(
-        &mut self,
-        step: impl FnOnce(&mut member::Member, &mut member::Ctx<'_>) -> Result<(), ServeError>,
-    ) -> Result<(), ServeError> {
-        let Some(Membership { member, peers }) = self.member.as_mut() else {
-            return Ok(());
-        };
-        let mut ctx = member::Ctx {
-            node: &mut self.node,
-            links: peers,
-            jobs: &mut self.jobs,
-            now: self.now,
-        };
-        step(member, &mut ctx)?;
-        self.route_commands()
-    }
-
-    /// Reads the clock after a wake-up.
-    fn woke(&mut self) -> Now {
-        self.now = self.clock.now();
-        self.node.snapshot_stored(self.snapshot_progress.stored());
-        self.now
-    }
-
-    fn inbound(&mut self, msg: Inbound) {
-        let now = self.woke();
-        match msg {
-            Inbound::Connected {
-                conn,
-                remote_ip,
-                remote_port,
-                flow,
-                writer,
-            } => {
-                self.conns.insert(conn, ConnHandle { flow, writer });
-                self.node.handle_event(
-                    now,
-                    Event::Connected {
-                        conn,
-                        remote_ip,
-                        remote_port,
-                    },
-                );
-            }
-            Inbound::Handshake { conn, request } => self
-                .node
-                .handle_event(now, Event::Handshake { conn, request }),
-            Inbound::Frame { conn, frame } => {
-                self.node.handle_event(now, Event::Request { conn, frame })
-            }
-            Inbound::Disconnected { conn } => {
-                self.conns.remove(&conn);
-                self.node.handle_event(now, Event::Disconnected { conn });
-            }
-        }
-    }
-
-    /// Carries out what the node asked for: a member routes what concerns
-    /// the ensemble itself; the rest is written to connections (or, standalone,
-    /// submitted to storage).
-    fn route_commands(&mut self) -> Result<(), ServeError> {
-        let mut commands = std::mem::take(&mut self.routed);
-        match self.member.as_mut() {
-            Some(Membership { member, peers }) => {
-                let mut ctx = member::Ctx {
-                    node: &mut self.node,
-                    links: peers,
-                    jobs: &mut self.jobs,
-                    now: self.now,
-                };
-                member.route_node_commands(&mut ctx, &mut commands)?
-            }
-            None => self.node.take_commands(&mut commands),
-        }
-        while let Some(command) = commands.pop_front() {
-            match command {
-                Command::Reply { conn, frame } => self.write(conn, frame, true),
-                Command::Send { conn, frame } => self.write(conn, frame, false),
-                Command::Close { conn } => {
-                    if let Some(c) = self.conns.remove(&conn) {
-                        c.flow.close();
-                    }
-                }
-                Command::Persist { txn } => self.submit(StorageJob::Persist {
-                    zxid: txn.zxid(),
-                    record: txn.to_bytes(),
-                    permit: None,
-                })?,
-                Command::SnapshotPiece(piece) => self.submit(StorageJob::SnapshotPiece(piece))?,
-                // A standalone node asks nothing of an ensemble.
-                Command::Forward(_) | Command::Revalidate { .. } | Command::Revalidated { .. } => {}
-            }
-        }
-        self.routed = commands;
-        Ok(())
-    }
-
-    fn write(&mut self, conn: ConnId, frame: Bytes, answers_request: bool) {
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        if c.flow.queued(frame.len()) > MAX_CONNECTION_QUEUE_BYTES {
-            // A client that reads nothing while its watches fire: cut it off
-            // rather than hold its notifications without bound.
-            tracing::warn!(
-                conn = conn.0,
-                "closing a connection whose client does not read what it is sent"
-            );
-            self.drop_connection(conn);
-            return;
-        }
-        c.flow.send(frame, answers_request);
-    }
-
-    /// Drops a connection at once, its session left to live or expire.
-    fn drop_connection(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.remove(&conn) {
-            c.writer.abort();
-            self.node
-                .handle_event(self.now, Event::Disconnected { conn });
-        }
-    }
-
-    fn submit(&self, job: StorageJob) -> Result<(), ServeError> {
-        self.jobs
-            .send(job)
-            .map_err(|_| ServeError::Storage("storage worker stopped".into()))
-    }
 }
 
 /// Per-IP connection counts, for maxClientCnxns.
