@@ -115,6 +115,8 @@ pub struct Election {
     shortcuts: u64,
     /// The member stands aside (see the module doc): it proposes nobody.
     aside: bool,
+    /// The last round in which it declined to back a candidate.
+    refused_in_round: u64,
 }
 
 /// The proposal of a member that stands aside: no member has id 0, so
@@ -147,6 +149,7 @@ impl Election {
             unreachable: BTreeSet::new(),
             shortcuts: 0,
             aside: false,
+            refused_in_round: 0,
         }
     }
 
@@ -236,7 +239,7 @@ impl Election {
         // ZooKeeper's poll returned a message: the re-send timer starts over.
         self.resend_at = Some(now_ms + self.resend_interval_ms);
         if self.finalize_at.is_some() {
-            if !self.adopts(&n.vote, &self.vote) {
+            if !self.adopts(n.vote, self.vote) {
                 // While finalizing, a vote that changes nothing starts the
                 // wait over; one of this round is kept for the shortcut.
                 self.finalize_at = Some(now_ms + self.config.finalize_wait_ms);
@@ -340,11 +343,19 @@ impl Election {
     /// Whether `candidate` replaces `current` as the proposal: it ranks
     /// higher, and a member standing aside backs only another member with
     /// at least its own history.
-    fn adopts(&self, candidate: &Vote, current: &Vote) -> bool {
+    fn adopts(&mut self, candidate: Vote, current: Vote) -> bool {
         let backed = !self.aside
             || (candidate.leader != self.config.my_id
                 && (candidate.peer_epoch, candidate.zxid) >= (self.own.peer_epoch, self.own.zxid));
-        backed && candidate.beats(current)
+        if !backed && self.refused_in_round != self.logical_clock {
+            // Once a round: an operator sees why no leader comes.
+            self.refused_in_round = self.logical_clock;
+            tracing::warn!(
+                me = %self.config.my_id, candidate = %candidate, own = %self.own,
+                "election: standing aside (this tree diverged), backing no member with less history"
+            );
+        }
+        backed && candidate.beats(&current)
     }
 
     fn on_looking(&mut self, now_ms: u64, n: Notification) {
@@ -354,13 +365,13 @@ impl Election {
             self.logical_clock = n.election_epoch;
             self.received.clear();
             let opening = self.opening();
-            self.vote = if self.adopts(&n.vote, &opening) {
+            self.vote = if self.adopts(n.vote, opening) {
                 n.vote
             } else {
                 opening
             };
             self.broadcast(now_ms);
-        } else if self.adopts(&n.vote, &self.vote) {
+        } else if self.adopts(n.vote, self.vote) {
             self.vote = n.vote;
             self.broadcast(now_ms);
         }
