@@ -77,6 +77,25 @@ async fn write_loop(
     }
 }
 
+/// CPU seconds (user and system) the processes `pids` have used so far.
+fn cpu_secs(pids: &[u64]) -> f64 {
+    let ticks = |pid: &u64| -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // utime and stime: the 12th and 13th fields after the command name.
+        let mut after = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+        Some(after.next()?.parse::<u64>().ok()? + after.next()?.parse::<u64>().ok()?)
+    };
+    // USER_HZ is 100 in Linux's ABI.
+    pids.iter().filter_map(ticks).sum::<u64>() as f64 / 100.0
+}
+
+/// The members' process ids.
+fn member_pids(ensemble: &FaultEnsemble) -> Vec<u64> {
+    let status = ensemble.status();
+    let members = status["members"].as_array().cloned().unwrap_or_default();
+    members.iter().filter_map(|m| m["pid"].as_u64()).collect()
+}
+
 /// The leader's log lines that would show the follower cut off or re-synced.
 fn cut_off_lines(log: &str, slow: usize) -> Vec<String> {
     let me = format!("[node{slow}]");
@@ -112,6 +131,9 @@ fn a_slow_follower_under_sustained_writes_lags_and_keeps_serving() {
     ensemble.slow_disk(slow, slow_ms).expect("slow disk");
     eprintln!("{count} znodes of 8 KiB; member {slow} (a follower) {slow_ms} ms slower per fsync");
 
+    let pids = member_pids(&ensemble);
+    let cpu_before = cpu_secs(&pids);
+    let each_before: Vec<f64> = pids.iter().map(|p| cpu_secs(&[*p])).collect();
     let (done, failed, stop) = (
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
@@ -157,7 +179,16 @@ fn a_slow_follower_under_sustained_writes_lags_and_keeps_serving() {
         tasks.join_all().await;
     });
     let (done, failed) = (done.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
-    eprintln!("{done} writes acknowledged in {secs} s, {failed} failed");
+    let cpu = cpu_secs(&pids) - cpu_before;
+    let each: Vec<String> = (pids.iter().zip(&each_before))
+        .enumerate()
+        .map(|(i, (p, before))| format!("member {}: {:.1} s", i + 1, cpu_secs(&[*p]) - before))
+        .collect();
+    eprintln!("leader {leader}, slow {slow}; CPU {}", each.join(", "));
+    eprintln!(
+        "{done} writes acknowledged in {secs} s, {failed} failed; members' CPU {cpu:.1} s, {:.1} us per write",
+        cpu * 1e6 / done.max(1) as f64
+    );
     let log = ensemble.log();
     let cut = cut_off_lines(&log, slow);
     assert!(
