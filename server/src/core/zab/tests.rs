@@ -811,14 +811,7 @@ fn planted_trunc_below_log_base_is_caught() {
 #[test]
 fn each_wait_of_the_establishment_has_its_own_init_limit() {
     let z = |c| Zxid::new(1, c);
-    let mut l = Leader::new(
-        ServerId(1),
-        voters(3),
-        TIMING,
-        state(1, 1, &[z(1)]),
-        z(1),
-        0,
-    );
+    let mut l = leader_after_epoch_1();
     l.handle_timeout(900);
     l.handle_message(
         900,
@@ -846,14 +839,7 @@ fn each_wait_of_the_establishment_has_its_own_init_limit() {
     let out = drain_leader(&mut l);
     assert!(l.is_established(), "{out:?}");
     // A wait that passes its own initLimit still ends the role.
-    let mut slow = Leader::new(
-        ServerId(1),
-        voters(3),
-        TIMING,
-        state(1, 1, &[z(1)]),
-        z(1),
-        0,
-    );
+    let mut slow = leader_after_epoch_1();
     slow.handle_message(
         10,
         ServerId(2),
@@ -866,4 +852,10 @@ fn each_wait_of_the_establishment_has_its_own_init_limit() {
         matches!(out.last(), Some(ZabCommand::Abandon { reason }) if reason.contains("initLimit")),
         "{out:?}"
     );
+}
+
+/// Leader 1 of 3 starting at 0, its log one txn of epoch 1 long.
+fn leader_after_epoch_1() -> Leader {
+    let z1 = Zxid::new(1, 1);
+    Leader::new(ServerId(1), voters(3), TIMING, state(1, 1, &[z1]), z1, 0)
 }
