@@ -22,6 +22,7 @@ mod node_member;
 mod node_mode;
 mod node_request;
 pub mod pipeline;
+mod read_permit;
 pub mod reply;
 pub mod session;
 pub mod stats;
@@ -31,6 +32,7 @@ pub mod zab;
 
 pub use node::{Node, MAX_OUTSTANDING};
 pub(crate) use node_apply::apply_to_tree;
+pub use read_permit::ReadPermit;
 pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]

@@ -35,18 +35,18 @@ pub(super) mod tests;
 use crate::config::ServerSpec;
 use crate::core::election::{Notification, ServerId};
 use crate::core::zab::ZabMessage;
+pub use crate::core::ReadPermit;
 use bytes::Bytes;
 use convert::SnapPiece;
 use link::Outbox;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use zkd_protocol::peer::election::MAX_ELECTION_PAYLOAD;
 use zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME;
@@ -104,41 +104,19 @@ const SNAP_BYTES_IN_FLIGHT: usize = 8 << 20;
 /// that follower fills and closes) instead of that follower's memory growing.
 pub const ZAB_BYTES_IN_FLIGHT: usize = 64 << 20;
 
-/// A received message's share of a budget of bytes in flight
-/// ([`SNAP_BYTES_IN_FLIGHT`] or [`ZAB_BYTES_IN_FLIGHT`]), given back when
-/// the last clone drops.
-#[derive(Clone)]
-pub struct ReadPermit(Arc<OwnedSemaphorePermit>);
-
-impl fmt::Debug for ReadPermit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ReadPermit({} KiB)", self.0.num_permits())
-    }
-}
-
 #[cfg(test)]
 impl ReadPermit {
-    /// `units` of `budget`, which must be free.
+    /// `units` KiB of `budget`, which must be free.
     pub fn take(budget: &Arc<Semaphore>, units: u32) -> ReadPermit {
-        let permit = budget.clone().try_acquire_many_owned(units);
-        ReadPermit(Arc::new(permit.expect("the budget has room")))
+        Self::try_take(budget, units).expect("the budget has room")
     }
 
-    /// `units` of `budget`, if they are free.
+    /// `units` KiB of `budget`, if they are free.
     pub fn try_take(budget: &Arc<Semaphore>, units: u32) -> Option<ReadPermit> {
         let permit = budget.clone().try_acquire_many_owned(units).ok()?;
-        Some(ReadPermit(Arc::new(permit)))
+        Some(ReadPermit::new(permit, units))
     }
 }
-
-// Permits carry no information: events compare by what they say.
-impl PartialEq for ReadPermit {
-    fn eq(&self, _: &ReadPermit) -> bool {
-        true
-    }
-}
-
-impl Eq for ReadPermit {}
 
 /// Waits for `bytes` of `budget` (of `whole` bytes, counted in KiB).
 async fn read_permit(budget: &Arc<Semaphore>, bytes: usize, whole: usize) -> ReadPermit {
@@ -149,7 +127,7 @@ async fn read_permit(budget: &Arc<Semaphore>, bytes: usize, whole: usize) -> Rea
         .acquire_many_owned(units)
         .await
         .expect("a budget of bytes in flight is never closed");
-    ReadPermit(Arc::new(permit))
+    ReadPermit::new(permit, units)
 }
 
 /// Whether a member takes learners on its quorum port. Only a leader does
