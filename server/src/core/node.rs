@@ -145,11 +145,11 @@ impl Node {
     /// Writes the next slice of a snapshot in progress. Slices are small and
     /// spaced out, so even a huge tree never stalls clients for long.
     fn step_snapshot(&mut self, now: Now) {
+        let backlog = self.snapshot_backlog();
         let Some(snapshot) = self.snapshot.as_mut() else {
             return;
         };
         let slice = self.config.snapshot_slice_nodes;
-        let backlog = self.snapshot_handed.saturating_sub(self.snapshot_stored);
         let before = self.commands.len();
         if snapshot.step(&self.tree, now.mono_ms, slice, backlog, &mut self.commands) {
             if let Some(done) = self.snapshot.take() {

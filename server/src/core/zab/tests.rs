@@ -776,13 +776,7 @@ fn sync_of_a_follower_ahead(log_base: Zxid, first: ZabMessage) -> Vec<ZabCommand
         ZabMessage::FollowerInfo { accepted_epoch: 1 },
     );
     l.handle_reached(0, 1);
-    let ack_epoch = ZabMessage::AckEpoch {
-        current_epoch: Some(1),
-        last_zxid: z(5),
-        log_base,
-        wants_snapshot: false,
-    };
-    l.handle_message(0, ServerId(2), ack_epoch);
+    l.handle_message(0, ServerId(2), ack_epoch_of(1, z(5), log_base));
     l.handle_reached(0, 2);
     let out = drain_leader(&mut l);
     if !matches!(first, ZabMessage::Ping { .. }) {
@@ -820,13 +814,7 @@ fn each_wait_of_the_establishment_has_its_own_init_limit() {
     );
     l.handle_reached(950, 1);
     l.handle_timeout(1_800);
-    let ack_epoch = ZabMessage::AckEpoch {
-        current_epoch: Some(1),
-        last_zxid: z(1),
-        log_base: Zxid::ZERO,
-        wants_snapshot: false,
-    };
-    l.handle_message(1_800, ServerId(2), ack_epoch);
+    l.handle_message(1_800, ServerId(2), ack_epoch_of(1, z(1), Zxid::ZERO));
     l.handle_reached(1_850, 2);
     l.handle_timeout(2_700);
     l.handle_message(
@@ -858,4 +846,14 @@ fn each_wait_of_the_establishment_has_its_own_init_limit() {
 fn leader_after_epoch_1() -> Leader {
     let z1 = Zxid::new(1, 1);
     Leader::new(ServerId(1), voters(3), TIMING, state(1, 1, &[z1]), z1, 0)
+}
+
+/// A follower's ACKEPOCH: its currentEpoch, last zxid and lowest cut; no SNAP asked for.
+fn ack_epoch_of(current_epoch: u32, last_zxid: Zxid, log_base: Zxid) -> ZabMessage {
+    ZabMessage::AckEpoch {
+        current_epoch: Some(current_epoch),
+        last_zxid,
+        log_base,
+        wants_snapshot: false,
+    }
 }
