@@ -15,12 +15,10 @@ pub mod clock;
 pub mod connection;
 pub mod faults;
 pub mod four_letter;
-pub(crate) mod member;
+pub(crate) mod member_driver;
 mod node_loop;
 pub mod peer;
 pub mod recovery;
-mod snap_receiver;
-mod snap_sender;
 #[cfg(test)]
 mod snap_sender_tests;
 pub mod storage_worker;
@@ -317,8 +315,9 @@ async fn start_member(
         members = config.servers.len(),
         "ensemble member starting"
     );
+    let limits = member_driver::runtime_limits(&peers);
     Ok(Membership {
-        member: member::Member::new(me, voters, timing),
+        member: member_driver::MemberDriver::new(me, voters, timing, limits),
         peers,
     })
 }

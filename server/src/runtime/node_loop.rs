@@ -41,7 +41,7 @@ pub(super) struct NodeLoop {
 
 /// An ensemble member's election and Zab side, and its links to the others.
 pub(super) struct Membership {
-    pub(super) member: member::Member,
+    pub(super) member: member_driver::MemberDriver,
     pub(super) peers: peer::PeerNetwork,
 }
 
@@ -59,7 +59,7 @@ impl NodeLoop {
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         tokio::pin!(shutdown);
-        self.with_member(|m, ctx| m.look(ctx))?;
+        self.with_member(|m, node, now, io| m.look(node, now, io))?;
         loop {
             self.overdue_timers(&mut peer_events)?;
             let deadline = self.next_deadline();
@@ -82,7 +82,7 @@ impl NodeLoop {
                 report = reports.recv() => self.storage_report(report)?,
                 Some(event) = recv_if_any(&mut peer_events) => {
                     self.woke();
-                    self.with_member(|m, ctx| m.handle_peer(ctx, event))?
+                    self.with_member(|m, node, now, io| m.handle_peer(node, now, io, event))?
                 }
                 Some((command, reply)) = recv_if_any(&mut fault_requests) => {
                     self.woke();
@@ -90,7 +90,7 @@ impl NodeLoop {
                 }
                 Some(FourLetterWord { word, reply }) = words.recv(), if clients => {
                     self.woke();
-                    let followers = self.member.as_ref().and_then(|m| m.member.followers());
+                    let followers = self.member.as_ref().and_then(|m| m.member.member().followers());
                     let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
                 }
                 msg = inbound.recv(), if clients && self.node.outstanding() < crate::core::MAX_OUTSTANDING => match msg {
@@ -100,7 +100,7 @@ impl NodeLoop {
                 _ = sleep => {
                     let now = self.woke();
                     self.node.handle_timeout(now);
-                    self.with_member(|m, ctx| m.handle_timeout(ctx))?;
+                    self.with_member(|m, node, now, io| m.handle_timeout(node, now, io))?;
                 }
             }
             self.route_commands()?;
@@ -133,11 +133,13 @@ impl NodeLoop {
         };
         for _ in 0..first {
             match peer_events.as_mut().map(|rx| rx.try_recv()) {
-                Some(Ok(event)) => self.with_member(|m, ctx| m.handle_peer(ctx, event))?,
+                Some(Ok(event)) => {
+                    self.with_member(|m, node, now, io| m.handle_peer(node, now, io, event))?
+                }
                 _ => break,
             }
         }
-        self.with_member(|m, ctx| m.handle_timeout(ctx))
+        self.with_member(|m, node, now, io| m.handle_timeout(node, now, io))
     }
 
     /// When the node's or the member's next timer is due.
@@ -157,7 +159,7 @@ impl NodeLoop {
         let now = self.woke();
         match report {
             Some(report) if self.member.is_some() => {
-                self.with_member(|m, ctx| m.handle_report(ctx, report))?
+                self.with_member(|m, node, now, io| m.handle_report(node, now, io, report))?
             }
             Some(StorageReport::Persisted(zxid)) => {
                 self.node.handle_event(now, Event::Persisted { zxid })
@@ -180,18 +182,21 @@ impl NodeLoop {
     /// the node asked for.
     fn with_member(
         &mut self,
-        step: impl FnOnce(&mut member::Member, &mut member::Ctx<'_>) -> Result<(), ServeError>,
+        step: impl FnOnce(
+            &mut member_driver::MemberDriver,
+            &mut Node,
+            Now,
+            member_driver::MemberIo<'_>,
+        ) -> Result<(), ServeError>,
     ) -> Result<(), ServeError> {
         let Some(Membership { member, peers }) = self.member.as_mut() else {
             return Ok(());
         };
-        let mut ctx = member::Ctx {
-            node: &mut self.node,
+        let io = member_driver::MemberIo {
             links: peers,
             jobs: &mut self.jobs,
-            now: self.now,
         };
-        step(member, &mut ctx)?;
+        step(member, &mut self.node, self.now, io)?;
         self.route_commands()
     }
 
@@ -242,13 +247,11 @@ impl NodeLoop {
         let mut commands = std::mem::take(&mut self.routed);
         match self.member.as_mut() {
             Some(Membership { member, peers }) => {
-                let mut ctx = member::Ctx {
-                    node: &mut self.node,
+                let io = member_driver::MemberIo {
                     links: peers,
                     jobs: &mut self.jobs,
-                    now: self.now,
                 };
-                member.route_node_commands(&mut ctx, &mut commands)?
+                member.route_node_commands(&mut self.node, self.now, io, &mut commands)?
             }
             None => self.node.take_commands(&mut commands),
         }

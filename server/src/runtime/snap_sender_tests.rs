@@ -2,12 +2,15 @@
 //! follows it as fast as the follower reads, and a follower with more
 //! waiting than its link may queue is dropped.
 
+use super::member_driver::{carry_out, MemberIo};
 use super::peer::tests::{ensemble, link, next_event, settings, Member};
-use super::peer::{PeerEvent, PeerSettings};
-use super::snap_sender::SnapSender;
+use super::peer::{PeerEvent, PeerNetwork, PeerSettings};
 use crate::core::election::ServerId;
-use crate::core::zab::ZabMessage;
+use crate::core::member::{LinkLimits, Outbox, SnapSender};
+use crate::core::storage_job::StorageJob;
+use crate::core::zab::{FlowMarks, ZabMessage};
 use bytes::Bytes;
+use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::timeout;
 use zkd_protocol::peer::zab::MAX_SNAP_CHUNK;
@@ -23,6 +26,59 @@ fn proposal(counter: u32) -> ZabMessage {
     ZabMessage::Proposal {
         zxid: Zxid::new(2, counter),
         txn: Bytes::from(vec![counter as u8; PROPOSAL]),
+    }
+}
+
+/// A SNAP sender and the outbox it sends through, carried out on a real
+/// peer network as the member's driver does.
+struct Streaming {
+    sender: SnapSender,
+    out: Outbox,
+}
+
+impl Streaming {
+    fn new(net: &PeerNetwork) -> Streaming {
+        Streaming {
+            sender: SnapSender::default(),
+            out: Outbox::new(LinkLimits {
+                max_queued: net.max_queued_bytes(),
+                flow: FlowMarks::RUNTIME,
+            }),
+        }
+    }
+
+    fn start(&mut self, to: ServerId, tree: &DataTree, net: &mut PeerNetwork) {
+        self.out.link_up(to);
+        self.sender.start(0, to, tree, &mut self.out);
+        self.carry_out(net);
+    }
+
+    fn send(&mut self, to: ServerId, message: ZabMessage, net: &mut PeerNetwork) {
+        self.sender.send(to, message, &mut self.out);
+        self.carry_out(net);
+    }
+
+    /// A step at `now`, after the driver's look at the links.
+    fn step(&mut self, now: u64, tree: &DataTree, net: &mut PeerNetwork) {
+        self.out
+            .set_levels(now, [ServerId(1)].into_iter(), |p| net.queued_bytes(p));
+        self.sender.step(now, tree, &mut self.out);
+        self.carry_out(net);
+    }
+
+    fn carry_out(&mut self, net: &mut PeerNetwork) {
+        let mut commands = VecDeque::new();
+        self.out.take(&mut commands);
+        let mut jobs: VecDeque<StorageJob> = VecDeque::new();
+        carry_out(
+            &mut commands,
+            MemberIo {
+                links: net,
+                jobs: &mut jobs,
+            },
+        )
+        .expect("no storage");
+        assert!(jobs.is_empty(), "a SNAP sender submits no storage jobs");
     }
 }
 
@@ -49,8 +105,8 @@ async fn messages_held_behind_an_image_follow_it_as_the_follower_reads() {
         let (f, l) = (&mut f[0], &mut l[0]);
         let follower = ServerId(1);
         let tree = DataTree::new();
-        let mut sender = SnapSender::default();
-        sender.start(0, follower, &tree, &mut l.net);
+        let mut sender = Streaming::new(&l.net);
+        sender.start(follower, &tree, &mut l.net);
         const COUNT: u32 = 400;
         for counter in 1..=COUNT {
             sender.send(follower, proposal(counter), &mut l.net);
@@ -86,12 +142,16 @@ async fn messages_held_behind_an_image_follow_it_as_the_follower_reads() {
         // budget with it (or found the link full); a later one finds
         // nothing left.
         for _ in 0..3 {
-            if let Some(due) = sender.poll_timeout() {
+            if let Some(due) = sender.sender.poll_timeout() {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 sender.step(due, &tree, &mut l.net);
             }
         }
-        assert_eq!(sender.poll_timeout(), None, "nothing is held any more");
+        assert_eq!(
+            sender.sender.poll_timeout(),
+            None,
+            "nothing is held any more"
+        );
         // Sent directly again.
         sender.send(follower, proposal(COUNT + 1), &mut l.net);
         assert_eq!(next_zab_message(f).await, proposal(COUNT + 1));
@@ -114,8 +174,8 @@ async fn a_follower_with_more_held_than_its_link_may_queue_is_dropped() {
         let (f, l) = (&mut f[0], &mut l[0]);
         let follower = ServerId(1);
         let tree = DataTree::new();
-        let mut sender = SnapSender::default();
-        sender.start(0, follower, &tree, &mut l.net);
+        let mut sender = Streaming::new(&l.net);
+        sender.start(follower, &tree, &mut l.net);
         let mut counter = 0;
         while l.net.queued_bytes(follower).is_some() {
             counter += 1;
@@ -127,12 +187,12 @@ async fn a_follower_with_more_held_than_its_link_may_queue_is_dropped() {
             "closed after {counter}"
         );
         assert_eq!(
-            sender.poll_timeout(),
+            sender.sender.poll_timeout(),
             Some(0),
             "stepped once more, then none"
         );
         sender.step(0, &tree, &mut l.net);
-        assert_eq!(sender.poll_timeout(), None);
+        assert_eq!(sender.sender.poll_timeout(), None);
         loop {
             match next_event(f).await {
                 PeerEvent::ZabClosed {

@@ -58,7 +58,7 @@ impl WholeSim {
             }
         }
         let leading = (p.node.mode() == Mode::Leading)
-            .then(|| p.member.leading_epoch())
+            .then(|| p.member().leading_epoch())
             .flatten();
         if let Some(epoch) = leading {
             self.check_leader(id, epoch)?;
@@ -118,7 +118,7 @@ impl WholeSim {
             if !matches!(p.node.mode(), Mode::Leading | Mode::Following) {
                 return Err(Violation(format!(
                     "liveness: member {id} is not serving at the end ({})",
-                    p.member.describe()
+                    p.member().describe()
                 )));
             }
             trees.push((*id, p.node.tree()));
@@ -154,7 +154,7 @@ impl WholeSim {
         let Some(Some(p)) = self.procs.get(&id) else {
             return Ok(());
         };
-        let (decision, shortcuts) = p.member.election_decision();
+        let (decision, shortcuts) = p.member().election_decision();
         let seen = self.decided.entry(id).or_default();
         let new = decision.map(|(vote, round)| (vote.leader, round));
         let fresh = new.is_some() && new != seen.decision;
@@ -193,7 +193,7 @@ fn backs(n: &Notification, vote: &Vote, round: u64) -> bool {
 /// Finding 8: a member whose role ended answers LOOKING until its next
 /// round, so no looker follows a leader that is gone.
 pub(super) fn check_answers(id: ServerId, p: &Process) -> Result<(), Violation> {
-    if !p.member.draining() {
+    if !p.member().draining() {
         return Ok(());
     }
     for (to, wire) in &p.links.outbox {

@@ -7,8 +7,8 @@
 use super::trap::{JobKind, Moment};
 use super::{Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
+use crate::core::storage_job::StorageJob;
 use crate::runtime::recovery;
-use crate::runtime::storage_worker::StorageJob;
 
 impl WholeSim {
     /// Runs member `id`'s storage jobs whose time has come, ends its batch
@@ -32,7 +32,9 @@ impl WholeSim {
             reports.push(report);
         }
         for report in reports {
-            self.with_member(id, |m, ctx| m.handle_report(ctx, report))?;
+            self.with_member(id, |m, node, now, io| {
+                m.handle_report(node, now, io, report)
+            })?;
         }
         Ok(())
     }

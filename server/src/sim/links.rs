@@ -1,40 +1,35 @@
 //! A whole member's links in the simulation: the runtime member's
-//! [`PeerLinks`] port over simulated connections. Each quorum connection
+//! [`PeerLinks`] over simulated connections. Each quorum connection
 //! has an id that both ends know it by (the runtime's link generation);
 //! what a member sends waits in its outbox until the simulation puts it on
 //! the network, and a connection closed by either end, or broken by a
 //! partition or a crash, is dead for both.
 
 use crate::core::election::{Notification, ServerId};
+pub(crate) use crate::core::member::weight;
+use crate::core::member::LinkLimits;
+use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::{FlowMarks, ZabMessage};
-use crate::runtime::member::PeerLinks;
-use crate::runtime::peer::convert::SnapPiece;
-use crate::runtime::peer::{LearnerIntake, PeerEvent};
+use crate::runtime::member_driver::PeerLinks;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
-
-/// The simulator's flow marks: its txns are a few hundred bytes, so a
-/// follower whose reader waits for its budget (a slow disk) is paused and
-/// catches up, as the runtime's is past megabytes.
-const SIM_FLOW: FlowMarks = FlowMarks {
-    high: 6 << 10,
-    low: 2 << 10,
-    batch: 2 << 10,
-};
 
 /// Bytes a simulated quorum link may hold unread before it closes: the
 /// runtime's 256 MiB, scaled as the flow marks are.
 const SIM_MAX_QUEUED: usize = 64 << 10;
 
-/// What a Zab message on a link is counted as until the other end reads it.
-pub fn weight(message: &ZabMessage) -> usize {
-    const SMALL_MESSAGE: usize = 64;
-    match message {
-        ZabMessage::Proposal { txn, .. } => txn.len() + SMALL_MESSAGE,
-        _ => SMALL_MESSAGE,
-    }
-}
+/// The simulator's link limits. Its txns are a few hundred bytes, so the
+/// flow marks are too: a follower whose reader waits for its budget (a slow
+/// disk) is paused and catches up, as the runtime's is past megabytes.
+pub const SIM_LIMITS: LinkLimits = LinkLimits {
+    max_queued: SIM_MAX_QUEUED,
+    flow: FlowMarks {
+        high: 6 << 10,
+        low: 2 << 10,
+        batch: 2 << 10,
+    },
+};
 
 /// What travels between two members.
 #[derive(Debug)]
@@ -166,14 +161,6 @@ impl PeerLinks for SimLinks {
     fn queued_bytes(&self, to: ServerId) -> Option<usize> {
         let conn = self.quorum.get(&to)?;
         Some(self.unread.get(conn).copied().unwrap_or(0))
-    }
-
-    fn max_queued_bytes(&self) -> usize {
-        SIM_MAX_QUEUED
-    }
-
-    fn flow_marks(&self) -> FlowMarks {
-        SIM_FLOW
     }
 
     fn set_learner_intake(&mut self, intake: LearnerIntake) {

@@ -4,7 +4,7 @@
 //! one-line replay command.
 //!
 //! Each member is what a `zkd` process runs, the runtime's own member
-//! lifecycle (`runtime::member::Member`: election rounds from durable
+//! lifecycle (`core::member::Member`, driven by `runtime::member_driver`: election rounds from durable
 //! state, the Zab role, TRUNC and SNAP reloads, the drain barrier,
 //! divergence) around the client-facing `core::Node` (sessions, reads,
 //! `sync`, watches, forwarding, local snapshots), with the storage thread's
@@ -46,11 +46,13 @@ mod tests;
 mod trap;
 
 use crate::core::election::{Notification, ServerId};
+use crate::core::member::Member;
+use crate::core::peer_event::PeerEvent;
+use crate::core::storage_job::{StorageJob, StorageReport};
 use crate::core::zab::{Timing, Voters};
 use crate::core::{CoreConfig, Event, Mode, Node, Now};
-use crate::runtime::member::{Ctx, Member, StorageJobs};
-use crate::runtime::peer::PeerEvent;
-use crate::runtime::storage_worker::{InlineWorker, StorageJob, StorageReport};
+use crate::runtime::member_driver::{MemberDriver, MemberIo, StorageJobs};
+use crate::runtime::storage_worker::InlineWorker;
 use crate::runtime::{recovery, ServeError};
 use clients::{ClientCounts, Clients, Load};
 use clock::MemberClock;
@@ -137,7 +139,7 @@ enum Held {
 
 /// One running `zkd` process.
 struct Process {
-    member: Member,
+    driver: MemberDriver,
     node: Node,
     links: SimLinks,
     readers: Readers,
@@ -149,6 +151,12 @@ struct Process {
     sync_at: Option<u64>,
     worker: InlineWorker<MemStorage>,
     reports: UnboundedReceiver<StorageReport>,
+}
+
+impl Process {
+    fn member(&self) -> &Member {
+        self.driver.member()
+    }
 }
 
 impl StorageJobs for VecDeque<StorageJob> {
@@ -243,10 +251,13 @@ const SNAPSHOT_SLICE_NODES: usize = 16;
 /// a run followers fall out of it and catch up from the leader's log.
 const SIM_HISTORY_WINDOW: usize = 100;
 
-fn paced(mut member: Member) -> Member {
+/// A simulated member: small SNAP chunks, a short history, and link limits
+/// scaled to its small txns (`links`).
+fn sim_member(id: ServerId, voters: Voters, timing: Timing) -> MemberDriver {
+    let mut member = Member::new(id, voters, timing, links::SIM_LIMITS);
     member.pace_snapshots(SNAP_CHUNK);
     member.keep_history(SIM_HISTORY_WINDOW);
-    member
+    MemberDriver::driving(member)
 }
 
 /// Runs one schedule with whole members; the first broken invariant is an
@@ -355,7 +366,7 @@ impl WholeSim {
         let (reports_tx, reports) = unbounded_channel();
         self.incarnations += 1;
         let process = Process {
-            member: paced(Member::new(id, self.voters.clone(), self.timing)),
+            driver: sim_member(id, self.voters.clone(), self.timing),
             node,
             links: SimLinks::new(self.incarnations << 32),
             readers: Readers::new(),
@@ -367,7 +378,7 @@ impl WholeSim {
         };
         self.procs.insert(id, Some(process));
         self.trace_line(format_args!("member {id}: boots"));
-        self.with_member(id, |m, ctx| m.look(ctx))
+        self.with_member(id, |m, node, now, io| m.look(node, now, io))
     }
 
     fn run(&mut self) -> Result<(), Violation> {
@@ -434,21 +445,25 @@ impl WholeSim {
     fn with_member(
         &mut self,
         id: ServerId,
-        step: impl FnOnce(&mut Member, &mut Ctx<'_>) -> Result<(), ServeError>,
+        step: impl FnOnce(&mut MemberDriver, &mut Node, Now, MemberIo<'_>) -> Result<(), ServeError>,
     ) -> Result<(), Violation> {
         let now = self.at(id);
         let Some(Some(p)) = self.procs.get_mut(&id) else {
             return Ok(());
         };
-        let mut ctx = Ctx {
-            node: &mut p.node,
+        let io = MemberIo {
             links: &mut p.links,
             jobs: &mut p.submitted,
-            now,
         };
         let mut for_clients = std::collections::VecDeque::new();
-        let result = step(&mut p.member, &mut ctx)
-            .and_then(|()| p.member.route_node_commands(&mut ctx, &mut for_clients));
+        let result = step(&mut p.driver, &mut p.node, now, io).and_then(|()| {
+            let io = MemberIo {
+                links: &mut p.links,
+                jobs: &mut p.submitted,
+            };
+            p.driver
+                .route_node_commands(&mut p.node, now, io, &mut for_clients)
+        });
         result.map_err(|e| Violation(format!("member {id} stopped: {e}")))?;
         checks::check_answers(id, p)?;
         self.flush(id);
@@ -471,8 +486,8 @@ impl WholeSim {
                 continue;
             }
             let now = self.at(id);
-            self.with_member(id, |_, ctx| {
-                ctx.node.handle_event(now, event);
+            self.with_member(id, |_, node, _, _| {
+                node.handle_event(now, event);
                 Ok(())
             })?;
         }
@@ -505,29 +520,29 @@ impl WholeSim {
         };
         p.node.snapshot_stored(p.worker.snapshot_stored());
         let due = |t: Option<u64>| t.is_some_and(|t| t <= now.mono_ms);
-        let (node_due, member_due) = (due(p.node.poll_timeout()), due(p.member.poll_timeout()));
+        let (node_due, member_due) = (due(p.node.poll_timeout()), due(p.driver.poll_timeout()));
         if node_due {
-            self.with_member(id, |_, ctx| {
-                ctx.node.handle_timeout(now);
+            self.with_member(id, |_, node, _, _| {
+                node.handle_timeout(now);
                 Ok(())
             })?;
         }
         if member_due {
-            self.with_member(id, |m, ctx| m.handle_timeout(ctx))?;
+            self.with_member(id, |m, node, now, io| m.handle_timeout(node, now, io))?;
         }
         Ok(())
     }
 
     /// A peer event for member `id`, with a permit as a link's reader gives.
     fn peer_event(&mut self, id: ServerId, event: PeerEvent) -> Result<(), Violation> {
-        self.with_member(id, |m, ctx| m.handle_peer(ctx, event))
+        self.with_member(id, |m, node, now, io| m.handle_peer(node, now, io, event))
     }
 
     /// The last zxid leader `leader` sent `follower` before NEWLEADER, while
     /// it syncs or follows.
     fn sync_point(&self, leader: ServerId, follower: ServerId) -> Option<Zxid> {
         match self.procs.get(&leader) {
-            Some(Some(p)) => p.member.sync_point(follower),
+            Some(Some(p)) => p.member().sync_point(follower),
             _ => None,
         }
     }

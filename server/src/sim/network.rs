@@ -11,8 +11,9 @@ use super::reader::wire_conn;
 use super::trap::Moment;
 use super::{Held, SyncKind, Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
+use crate::core::peer_event::{LearnerIntake, PeerEvent};
 use crate::core::zab::ZabMessage;
-use crate::runtime::peer::{LearnerIntake, PeerEvent, ReadPermit};
+use crate::core::ReadPermit;
 
 /// How long after its connection closed a message may still reach its member.
 const LATE_READ_MS: u64 = 200;

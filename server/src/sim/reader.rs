@@ -10,7 +10,7 @@
 use super::links::Wire;
 use super::{Held, Violation, WholeSim};
 use crate::core::election::ServerId;
-use crate::runtime::peer::ReadPermit;
+use crate::core::ReadPermit;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::Semaphore;

@@ -6,9 +6,9 @@
 use super::trap::{Action, Moment};
 use super::{SyncKind, WholeSim, Wire};
 use crate::core::election::ServerId;
+use crate::core::storage_job::StorageJob;
 use crate::core::types::SnapshotPiece;
 use crate::core::Mode;
-use crate::runtime::storage_worker::StorageJob;
 use crate::sim::Schedule;
 use zkd_protocol::Zxid;
 use zkd_storage::MemStorage;
@@ -125,13 +125,13 @@ impl Script {
 
     /// Whether member `id` leads an epoch it chose and has not established.
     pub fn establishing(&self, id: ServerId) -> bool {
-        matches!(self.sim.procs.get(&id), Some(Some(p)) if p.member.establishing())
+        matches!(self.sim.procs.get(&id), Some(Some(p)) if p.member().establishing())
     }
 
     /// The leader member `id` follows, if it follows one.
     pub fn following(&self, id: ServerId) -> Option<ServerId> {
         match self.sim.procs.get(&id) {
-            Some(Some(p)) => p.member.following(),
+            Some(Some(p)) => p.member().following(),
             _ => None,
         }
     }
@@ -211,7 +211,7 @@ impl Script {
     /// The epoch member `id` leads, if it leads.
     pub fn leading_epoch(&self, id: ServerId) -> Option<u32> {
         match self.sim.procs.get(&id) {
-            Some(Some(p)) => p.member.leading_epoch(),
+            Some(Some(p)) => p.member().leading_epoch(),
             _ => None,
         }
     }

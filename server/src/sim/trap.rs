@@ -5,8 +5,8 @@
 
 use super::WholeSim;
 use crate::core::election::ServerId;
+use crate::core::storage_job::StorageJob;
 use crate::core::zab::ZabMessage;
-use crate::runtime::storage_worker::StorageJob;
 use zkd_protocol::Zxid;
 
 /// A storage job, as a trap sees it.

@@ -77,7 +77,7 @@ impl NodeLoop {
     /// (as this member knows it) and the faults in force.
     fn fault_status(&self) -> String {
         let zxid = self.node.processed_zxid();
-        let member = self.member.as_ref().map(|m| &m.member);
+        let member = self.member.as_ref().map(|m| m.member.member());
         let role = member.map_or("standalone".into(), |m| m.describe());
         let epoch = member
             .and_then(|m| m.epoch())

@@ -8,6 +8,7 @@
 //! closes the link on it.
 
 use crate::core::election::{Notification, ServerId, ServerState, Vote};
+pub use crate::core::peer_event::SnapPiece;
 use crate::core::zab::{Epoch, ForwardedRequest, SessionTouch, SnapshotSource, ZabMessage};
 use bytes::Bytes;
 use std::fmt;
@@ -243,19 +244,6 @@ pub enum Inbound {
     Message(ZabMessage),
     /// The next piece of the image a SNAP announced.
     SnapChunk(SnapPiece),
-}
-
-/// A piece of a SNAP's image, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SnapPiece {
-    /// The zxid the SNAP names its image by.
-    pub zxid: Zxid,
-    /// Where `data` starts in the image (0 for the first piece).
-    pub offset: u64,
-    /// The bytes.
-    pub data: Bytes,
-    /// On the last piece: txns up to this zxid may already be in the image.
-    pub fuzzy_through: Option<Zxid>,
 }
 
 /// A SNAP whose chunks are arriving.

@@ -34,10 +34,10 @@ pub(super) mod tests;
 
 use crate::config::ServerSpec;
 use crate::core::election::{Notification, ServerId};
+pub use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::ZabMessage;
 pub use crate::core::ReadPermit;
 use bytes::Bytes;
-use convert::SnapPiece;
 use link::Outbox;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -61,36 +61,6 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Room for a snapshot chunk's framing around [`MAX_SNAP_CHUNK`] bytes of data.
 const SNAP_CHUNK_OVERHEAD: usize = 64;
-
-/// What the peers of this member tell it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PeerEvent {
-    /// An election notification from a peer (sender checked against the link's sid).
-    Notification(Notification),
-    /// Our election connection to `peer` was refused: nothing listens at
-    /// its address, so it cannot vote until it is heard from again.
-    Unreachable(ServerId),
-    /// A Zab message on the quorum link with `from` (`link`: that link's
-    /// generation, see [`PeerNetwork::is_stale`]).
-    /// `permit`: its share of [`ZAB_BYTES_IN_FLIGHT`], held until the
-    /// member is done with it (a proposal's, until it is durable).
-    Zab {
-        from: ServerId,
-        message: ZabMessage,
-        permit: ReadPermit,
-        link: u64,
-    },
-    /// The next piece of the SNAP image `from` is streaming to us, with its
-    /// share of the bytes in flight (drop it once the piece is written).
-    SnapChunk {
-        from: ServerId,
-        piece: SnapPiece,
-        permit: ReadPermit,
-        link: u64,
-    },
-    /// The quorum link with `peer` closed (after every message it delivered).
-    ZabClosed { peer: ServerId, link: u64 },
-}
 
 /// Bytes of SNAP pieces received and not yet written (dropped) that a
 /// member allows: while they are spent the link stops reading, so a slow
@@ -128,21 +98,6 @@ async fn read_permit(budget: &Arc<Semaphore>, bytes: usize, whole: usize) -> Rea
         .await
         .expect("a budget of bytes in flight is never closed");
     ReadPermit::new(permit, units)
-}
-
-/// Whether a member takes learners on its quorum port. Only a leader does
-/// (ZooKeeper's followers do not listen for learners), so a connection that
-/// claims a member's sid cannot replace a follower's link to its leader.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LearnerIntake {
-    /// Leading: learners are taken.
-    Taken,
-    /// Looking: a learner's handshake waits (within `connect_timeout`) for
-    /// the outcome, since followers may dial before their leader-elect leads.
-    Held,
-    /// Following: learners are closed at once, so one that chose this
-    /// member by mistake looks again without waiting.
-    Refused,
 }
 
 /// Limits and timeouts of the peer links.

@@ -1,6 +1,7 @@
 //! The storage worker on MemStorage wrappers: order, group commit, barriers, snapshots.
 
 use super::*;
+use crate::core::types::SnapshotPiece;
 use bytes::Bytes;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;

@@ -55,7 +55,7 @@ impl Member {
         from: ServerId,
         message: ZabMessage,
         permit: ReadPermit,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), Fatal> {
         if let Role::Following(f) = &mut self.role {
             if f.leader() == from {
                 f.heard_from_leader(ctx.now.mono_ms);
@@ -86,20 +86,20 @@ impl Member {
         from: ServerId,
         piece: SnapPiece,
         permit: ReadPermit,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), Fatal> {
         let from_leader = matches!(&self.role, Role::Following(f) if f.leader() == from);
         if !from_leader || !matches!(self.waiting, Waiting::Nothing) {
             // A SNAP only comes first in a sync, before anything is reloaded.
             tracing::warn!(peer = %from, "snapshot piece from a member that is not syncing us; closing");
             self.snap_in = None;
-            ctx.links.close_zab(from);
+            self.out.close_zab(from);
             return Ok(());
         }
         if let Role::Following(f) = &mut self.role {
             f.heard_from_leader(ctx.now.mono_ms);
         }
         let received = SnapReceiver::receive(&mut self.snap_in, piece, permit);
-        ctx.jobs.submit(received.job)?;
+        self.out.submit(received.job);
         match received.snap {
             Some(snap) => self.zab_message(ctx, from, snap),
             None => Ok(()),
@@ -115,7 +115,7 @@ impl Member {
         ctx: &mut Ctx<'_>,
         logged: LoggedTxns,
         through: Zxid,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), Fatal> {
         let after = ctx.node.tree().last_zxid();
         for (zxid, bytes) in logged {
             if zxid <= after {
@@ -124,7 +124,7 @@ impl Member {
             if zxid > through {
                 break;
             }
-            let txn = Txn::from_bytes(bytes).map_err(|e| ServeError::Storage(e.to_string()))?;
+            let txn = Txn::from_bytes(bytes).map_err(|e| Fatal(e.to_string()))?;
             let digest = None;
             ctx.node
                 .handle_event(ctx.now, Event::Committed { txn, digest });
@@ -143,7 +143,7 @@ impl Member {
         ctx: &mut Ctx<'_>,
         zxid: Zxid,
         why: &str,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), Fatal> {
         if active(Failpoint::ServeDiverged) {
             tracing::error!(%zxid, why, "this member's tree diverged; serving on (failpoint)");
             return Ok(());
@@ -152,7 +152,7 @@ impl Member {
         self.diverged = Divergence::Rebuild;
         // Durable before the next vote (the drain waits for it), so a
         // restart does not forget that this member must not lead.
-        ctx.jobs.submit(StorageJob::MarkDiverged(zxid))?;
+        self.out.submit(StorageJob::MarkDiverged(zxid));
         self.end_role(ctx, "tree diverged")
     }
 
@@ -188,18 +188,14 @@ impl Member {
     /// The storage thread rebuilt the tree from disk: for a reload, or for
     /// a diverged tree after the role's drain (then the vote follows). A
     /// rebuild that comes after its role ended is still what is on disk.
-    pub(super) fn rebuilt(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        rebuilt: RebuiltTree,
-    ) -> Result<(), ServeError> {
+    pub(super) fn rebuilt(&mut self, ctx: &mut Ctx<'_>, rebuilt: RebuiltTree) -> Result<(), Fatal> {
         match self.waiting {
             Waiting::Reload { .. } => self.reloaded(ctx, Loaded::Tree(rebuilt)),
             Waiting::Drain => {
                 ctx.node.replace_tree(*rebuilt.tree, rebuilt.fuzzy_through);
                 if self.diverged == Divergence::Rebuild {
                     self.diverged = Divergence::AwaitingSnapshot;
-                    return self.look(ctx);
+                    self.look(ctx);
                 }
                 Ok(())
             }
@@ -211,7 +207,7 @@ impl Member {
     /// (caught up on the logged txns, or rebuilt, which the storage thread
     /// read), then what waited carries on. The time the reload took is the
     /// member's own, not the leader's silence.
-    pub(super) fn reloaded(&mut self, ctx: &mut Ctx<'_>, loaded: Loaded) -> Result<(), ServeError> {
+    pub(super) fn reloaded(&mut self, ctx: &mut Ctx<'_>, loaded: Loaded) -> Result<(), Fatal> {
         let Waiting::Reload { deferred, reload } =
             std::mem::replace(&mut self.waiting, Waiting::Nothing)
         else {
@@ -229,7 +225,7 @@ impl Member {
             }
             // Reports come in job order: a reload gets what its own job read.
             _ => {
-                return Err(ServeError::Storage(
+                return Err(Fatal(
                     "a reload got what another kind of storage job read".into(),
                 ))
             }

@@ -1,8 +1,9 @@
 //! The leader's view of its followers' links, for its flow control
-//! (`core::zab::Leader::link_queue`): what waits on each link, its queue and
-//! what waits behind a SNAP to it, looked at most once a millisecond (each
-//! look takes the link's lock; a busy leader handles many events a
-//! millisecond, and a millisecond of writes is far below the marks).
+//! (`core::zab::Leader::link_queue`): what waits on each link, its queue as
+//! the driver last saw it plus what the member queued since, and what waits
+//! behind a SNAP to it. Reported at most once a millisecond, as the driver
+//! looks at the links (a busy leader handles many events a millisecond, and
+//! a millisecond of writes is far below the marks).
 
 use super::{Ctx, Member, Role};
 
@@ -17,7 +18,7 @@ impl Member {
         }
         self.links_reported_ms = Some(ctx.now.mono_ms);
         for &sid in self.voters.0.iter().filter(|&&v| v != self.id) {
-            let queued = ctx.links.queued_bytes(sid).unwrap_or(0) + self.snaps_out.held_bytes(sid);
+            let queued = self.out.queued_bytes(sid).unwrap_or(0) + self.snaps_out.held_bytes(sid);
             l.link_queue(sid, queued);
         }
     }

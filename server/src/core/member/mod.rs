@@ -1,10 +1,11 @@
-//! The ensemble side of the node loop: fast leader election, the member's
-//! Zab role, and the peer links, driven like the simulator's members drive
-//! the same pure cores. The client-facing `Node` follows the role: it serves
-//! clients only while the role says `Serving`.
+//! An ensemble member: fast leader election, the member's Zab role, and
+//! what it asks of its peer links and its storage thread, as commands (see
+//! `outbox`). The runtime's node loop and the simulator drive it with the
+//! same driver (`runtime::member_driver`). The client-facing `Node` follows
+//! the role: it serves clients only while the role says `Serving`.
 //!
 //! ```text
-//! PeerEvent ─▶ Election ─outcome─▶ Leader | Follower ─ZabCommand─▶ peers, storage jobs,
+//! PeerEvent ─▶ Election ─outcome─▶ Leader | Follower ─ZabCommand─▶ MemberCommand (peers, storage),
 //!                                                                  Node (Committed, mode)
 //! ```
 //!
@@ -12,21 +13,22 @@
 //! round, so the vote is made from what is durable, and nothing the old role
 //! queued can land under the new one.
 
-use super::peer::convert::SnapPiece;
-use super::peer::{LearnerIntake, PeerEvent, PeerNetwork, ReadPermit};
-use super::snap_receiver::SnapReceiver;
-use super::snap_sender::SnapSender;
-use super::storage_worker::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
-use super::ServeError;
 use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
 };
+use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
+use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 use crate::core::zab::{
     DurableState, Epoch, Follower, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
 };
-use crate::core::{Command, Event, Node, Now, MAX_OUTSTANDING};
+use crate::core::{Command, Event, Node, Now, ReadPermit, MAX_OUTSTANDING};
 use crate::failpoints::{active, Failpoint};
-pub(crate) use ports::{PeerLinks, StorageJobs};
+#[cfg(test)]
+pub(crate) use outbox::weight;
+pub(crate) use outbox::Outbox;
+pub use outbox::{LinkLimits, MemberCommand};
+use snap_receiver::SnapReceiver;
+pub(crate) use snap_sender::SnapSender;
 use std::collections::VecDeque;
 use zkd_protocol::Zxid;
 use zkd_storage::Txn;
@@ -34,12 +36,25 @@ use zkd_storage::Txn;
 mod decoded;
 mod flow;
 mod node_commands;
-mod ports;
+mod outbox;
+mod snap_receiver;
+mod snap_sender;
 mod sync;
 
 use decoded::DecodedTxns;
 
 use sync::{Deferred, Divergence, Loaded, Reload};
+
+/// Why a member cannot go on: its storage failed, or holds or was sent
+/// what it cannot use. The process stops, to restart from disk.
+#[derive(Debug)]
+pub struct Fatal(pub String);
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// Txns a member keeps in memory to bring a follower up to date by DIFF;
 /// one further behind gets a SNAP.
@@ -79,12 +94,10 @@ enum Waiting {
     },
 }
 
-/// What a member step needs from its driver: the client-facing node, the
-/// links to the other members, the storage thread, and the time.
+/// What a member step needs from its driver: the client-facing node and
+/// the time.
 pub(crate) struct Ctx<'a> {
     pub node: &'a mut Node,
-    pub links: &'a mut dyn PeerLinks,
-    pub jobs: &'a mut dyn StorageJobs,
     pub now: Now,
 }
 
@@ -124,11 +137,13 @@ pub(crate) struct Member {
     links_reported_ms: Option<u64>,
     /// Txns kept in memory for DIFFs and catch-ups ([`HISTORY_WINDOW`]).
     history_window: usize,
+    /// What the member asks of its driver, and how full its links are.
+    out: Outbox,
 }
 
 impl Member {
     /// A member that has not looked for a leader yet.
-    pub fn new(id: ServerId, voters: Voters, timing: Timing) -> Self {
+    pub fn new(id: ServerId, voters: Voters, timing: Timing, limits: LinkLimits) -> Self {
         let config = ElectionConfig {
             my_id: id,
             voters: voters.0.clone(),
@@ -158,6 +173,26 @@ impl Member {
             unsaved_epochs: (None, None),
             links_reported_ms: None,
             history_window: HISTORY_WINDOW,
+            out: Outbox::new(limits),
+        }
+    }
+
+    /// Moves what the member asked for since the last call to the end of
+    /// `into`, in the order asked: the driver carries it out.
+    pub fn take_commands(&mut self, into: &mut VecDeque<MemberCommand>) {
+        self.out.take(into);
+    }
+
+    /// A leader paces each follower to what its link holds: before a step
+    /// at `now_ms`, the driver says how many bytes are queued on the quorum
+    /// link to each peer (`level`: None without a link). It is asked once a
+    /// millisecond at most, and only while leading; in between the member
+    /// counts what it queues itself.
+    pub fn see_links(&mut self, now_ms: u64, level: impl FnMut(ServerId) -> Option<usize>) {
+        if matches!(self.role, Role::Leading(_)) && self.out.levels_stale(now_ms) {
+            let me = self.id;
+            let peers = self.voters.0.iter().copied().filter(move |&v| v != me);
+            self.out.set_levels(now_ms, peers, level);
         }
     }
 
@@ -272,20 +307,20 @@ impl Member {
     /// Starts an election round from what is durable now, once the storage
     /// thread has read it (the log since the last snapshot may be long; the
     /// node loop keeps serving pings and lookers meanwhile).
-    pub fn look(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+    pub fn look(&mut self, ctx: &mut Ctx<'_>) {
         self.role = Role::Looking;
         self.waiting = Waiting::State;
         self.looked = None;
         self.election.stand_down();
         let tree_at = ctx.node.tree().last_zxid();
-        ctx.jobs.submit(StorageJob::ReadDurableState {
+        self.out.submit(StorageJob::ReadDurableState {
             window: self.history_window,
             tree_at,
-        })
+        });
     }
 
     /// What is durable was read: the round starts with this member's vote.
-    fn start_round(&mut self, ctx: &mut Ctx<'_>, mut read: ReadState) -> Result<(), ServeError> {
+    fn start_round(&mut self, ctx: &mut Ctx<'_>, mut read: ReadState) -> Result<(), Fatal> {
         self.waiting = Waiting::Nothing;
         *read.state = self.with_unsaved_epochs(*read.state);
         let own = Vote {
@@ -318,7 +353,7 @@ impl Member {
     }
 
     /// Timers of the election and of the role.
-    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Fatal> {
         self.election.handle_timeout(ctx.now.mono_ms);
         self.after_election(ctx)?;
         match &mut self.role {
@@ -336,7 +371,7 @@ impl Member {
         }
         let moved = self
             .snaps_out
-            .step(ctx.now.mono_ms, ctx.node.tree(), ctx.links);
+            .step(ctx.now.mono_ms, ctx.node.tree(), &mut self.out);
         if let Role::Leading(l) = &mut self.role {
             for peer in moved {
                 l.heard_from(peer, ctx.now.mono_ms);
@@ -345,12 +380,9 @@ impl Member {
         self.after_zab(ctx)
     }
 
-    /// Something from a peer.
-    pub fn handle_peer(&mut self, ctx: &mut Ctx<'_>, event: PeerEvent) -> Result<(), ServeError> {
-        if ctx.links.is_stale(&event) && !active(Failpoint::StaleLinkEvents) {
-            tracing::debug!(?event, "dropping an event of a quorum link closed since");
-            return Ok(());
-        }
+    /// Something from a peer, on a link that is still open (the driver
+    /// drops what links closed or replaced since sent).
+    pub fn handle_peer(&mut self, ctx: &mut Ctx<'_>, event: PeerEvent) -> Result<(), Fatal> {
         match event {
             PeerEvent::Notification(n) => {
                 self.election.handle_notification(ctx.now.mono_ms, n);
@@ -366,6 +398,7 @@ impl Member {
                 permit,
                 ..
             } => {
+                self.out.link_up(from);
                 if matches!(self.waiting, Waiting::Reload { .. }) {
                     return self.defer(ctx, from, message, permit);
                 }
@@ -376,8 +409,12 @@ impl Member {
                 piece,
                 permit,
                 ..
-            } => self.snap_piece(ctx, from, piece, permit),
+            } => {
+                self.out.link_up(from);
+                self.snap_piece(ctx, from, piece, permit)
+            }
             PeerEvent::ZabClosed { peer, .. } => {
+                self.out.link_down(peer);
                 self.snaps_out.cancel(peer);
                 match &mut self.role {
                     Role::Leading(l) => l.peer_disconnected(peer),
@@ -397,7 +434,7 @@ impl Member {
         from: ServerId,
         message: ZabMessage,
         permit: ReadPermit,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), Fatal> {
         // Planted (unbounded-intake): given back at once.
         self.arriving = (!active(Failpoint::UnboundedIntake)).then_some(permit);
         let handled = self.zab_message(ctx, from, message);
@@ -411,9 +448,9 @@ impl Member {
         ctx: &mut Ctx<'_>,
         from: ServerId,
         message: ZabMessage,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), Fatal> {
         match (&mut self.role, message) {
-            (Role::Looking, _) => ctx.links.close_zab(from),
+            (Role::Looking, _) => self.out.close_zab(from),
             // Client traffic a follower relays goes to the node; the
             // leader's role sees only the protocol.
             (Role::Leading(_), ZabMessage::Request(_))
@@ -422,7 +459,7 @@ impl Member {
                 // A follower's own gate keeps it far below this: a peer past
                 // it is not one, and would fill the leader's memory.
                 tracing::warn!(peer = %from, "too many forwarded requests in flight; closing");
-                ctx.links.close_zab(from);
+                self.out.close_zab(from);
             }
             (Role::Leading(_), ZabMessage::Request(request)) => ctx.node.handle_event(
                 ctx.now,
@@ -467,19 +504,17 @@ impl Member {
     }
 
     /// A storage report.
-    pub fn handle_report(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        report: StorageReport,
-    ) -> Result<(), ServeError> {
+    pub fn handle_report(&mut self, ctx: &mut Ctx<'_>, report: StorageReport) -> Result<(), Fatal> {
         match report {
-            StorageReport::Failed(e) => return Err(ServeError::Storage(e)),
+            StorageReport::Failed(e) => return Err(Fatal(e)),
             StorageReport::Reached(TOKEN_DRAINED) if matches!(self.waiting, Waiting::Drain) => {
                 if self.diverged == Divergence::Rebuild {
                     // The diverged tree is rebuilt from disk before the vote.
-                    return ctx.jobs.submit(StorageJob::Rebuild);
+                    self.out.submit(StorageJob::Rebuild);
+                } else {
+                    self.look(ctx);
                 }
-                return self.look(ctx);
+                return Ok(());
             }
             StorageReport::Rebuilt(rebuilt) => return self.rebuilt(ctx, rebuilt),
             StorageReport::DurableState(read) => {
@@ -509,12 +544,12 @@ impl Member {
         self.after_zab(ctx)
     }
 
-    fn after_election(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+    fn after_election(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Fatal> {
         for ElectionCommand::Send { to, notification } in
             self.election.drain_commands().collect::<Vec<_>>()
         {
             if to != self.id {
-                ctx.links.send_notification(to, notification);
+                self.out.send_notification(to, notification);
             }
         }
         let Some(outcome) = self.election.take_outcome() else {
@@ -535,7 +570,7 @@ impl Member {
         }) = self.looked.take()
         else {
             // A decision comes only in a round `start_round` began.
-            return Err(ServeError::Storage(
+            return Err(Fatal(
                 "an election decided without the durable state it started from".into(),
             ));
         };
@@ -554,37 +589,40 @@ impl Member {
         if matches!(self.waiting, Waiting::Drain) {
             return Ok(());
         }
-        let tree_zxid = ctx.node.tree().last_zxid();
-        let now_ms = ctx.now.mono_ms;
-        self.role = match outcome.state {
-            ServerState::Leading => Role::Leading(
-                Leader::new(
-                    self.id,
-                    self.voters.clone(),
-                    self.timing,
-                    state,
-                    tree_zxid,
-                    now_ms,
-                )
-                .with_flow(ctx.links.flow_marks()),
-            ),
-            _ => {
-                let follower =
-                    Follower::new(outcome.vote.leader, self.timing, state, tree_zxid, now_ms);
-                Role::Following(match self.diverged {
-                    Divergence::None => follower,
-                    _ => follower.asking_for_snapshot(),
-                })
-            }
-        };
-        ctx.links.set_learner_intake(match self.role {
-            Role::Leading(_) => LearnerIntake::Taken,
-            _ => LearnerIntake::Refused,
-        });
+        let follow = (!leading).then_some(outcome.vote.leader);
+        self.take_role(ctx, follow, state);
         self.after_zab(ctx)
     }
 
-    fn after_zab(&mut self, ctx: &mut Ctx<'_>) -> Result<(), ServeError> {
+    /// The role the election decided starts from what was durable: leading,
+    /// or following the leader in `follow`.
+    fn take_role(&mut self, ctx: &mut Ctx<'_>, follow: Option<ServerId>, state: DurableState) {
+        let tree_zxid = ctx.node.tree().last_zxid();
+        let now_ms = ctx.now.mono_ms;
+        self.role = if let Some(leader) = follow {
+            let follower = Follower::new(leader, self.timing, state, tree_zxid, now_ms);
+            Role::Following(match self.diverged {
+                Divergence::None => follower,
+                _ => follower.asking_for_snapshot(),
+            })
+        } else {
+            let leader = Leader::new(
+                self.id,
+                self.voters.clone(),
+                self.timing,
+                state,
+                tree_zxid,
+                now_ms,
+            );
+            Role::Leading(leader.with_flow(self.out.flow_marks()))
+        };
+        self.out.set_learner_intake(match self.role {
+            Role::Leading(_) => LearnerIntake::Taken,
+            _ => LearnerIntake::Refused,
+        });
+    }
+
+    fn after_zab(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Fatal> {
         self.report_links(ctx);
         let mut commands = std::mem::take(&mut self.zab_commands);
         loop {
@@ -614,12 +652,12 @@ impl Member {
     }
 
     /// Carries out one command of the role.
-    fn run(&mut self, ctx: &mut Ctx<'_>, command: ZabCommand) -> Result<(), ServeError> {
+    fn run(&mut self, ctx: &mut Ctx<'_>, command: ZabCommand) -> Result<(), Fatal> {
         match command {
             ZabCommand::Send { to, message } => {
                 if let ZabMessage::FollowerInfo { .. } = message {
                     // Each (re)try of the follower's handshake gets a fresh link.
-                    ctx.links.connect_zab(to);
+                    self.out.connect_zab(to);
                 }
                 let message = match message {
                     ZabMessage::Ping { zxid, .. } if matches!(self.role, Role::Following(_)) => {
@@ -638,14 +676,14 @@ impl Member {
                     }
                     other => other,
                 };
-                self.snaps_out.send(to, message, ctx.links);
+                self.snaps_out.send(to, message, &mut self.out);
             }
             ZabCommand::Storage(op) => self.storage_op(ctx, op)?,
             ZabCommand::Deliver { zxid, txn, digest } => {
                 let txn = match self.decoded.take(zxid) {
                     Some(txn) => txn,
                     None => Txn::from_bytes(txn)
-                        .map_err(|e| ServeError::Storage(format!("committed txn {zxid}: {e}")))?,
+                        .map_err(|e| Fatal(format!("committed txn {zxid}: {e}")))?,
                 };
                 ctx.node
                     .handle_event(ctx.now, Event::Committed { txn, digest });
@@ -659,7 +697,7 @@ impl Member {
             }
             ZabCommand::SendSnapshot { to } => {
                 self.snaps_out
-                    .start(ctx.now.mono_ms, to, ctx.node.tree(), ctx.links)
+                    .start(ctx.now.mono_ms, to, ctx.node.tree(), &mut self.out)
             }
             ZabCommand::ReadLog {
                 to,
@@ -667,15 +705,15 @@ impl Member {
                 max_bytes,
             } => {
                 let peer = to;
-                ctx.jobs.submit(StorageJob::ReadFor {
+                self.out.submit(StorageJob::ReadFor {
                     peer,
                     after,
                     max_bytes,
-                })?;
+                });
             }
             ZabCommand::Disconnect { peer } => {
                 self.snaps_out.cancel(peer);
-                ctx.links.close_zab(peer);
+                self.out.close_zab(peer);
             }
             ZabCommand::Serving => self.serving(ctx),
             ZabCommand::Abandon { reason } => return self.end_role(ctx, &reason),
@@ -703,7 +741,7 @@ impl Member {
         }
     }
 
-    fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), ServeError> {
+    fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), Fatal> {
         tracing::info!(role = %self.describe(), reason, "role ended; back to election");
         self.role = Role::Looking;
         self.decoded.clear();
@@ -712,13 +750,14 @@ impl Member {
         ctx.node.stop_serving(ctx.now);
         self.snaps_out.clear();
         self.snap_in = None;
-        ctx.links.close_all_zab();
-        ctx.links.set_learner_intake(LearnerIntake::Held);
+        self.out.close_all_zab();
+        self.out.set_learner_intake(LearnerIntake::Held);
         self.waiting = Waiting::Drain;
-        ctx.jobs.submit(StorageJob::Barrier(TOKEN_DRAINED))
+        self.out.submit(StorageJob::Barrier(TOKEN_DRAINED));
+        Ok(())
     }
 
-    fn storage_op(&mut self, ctx: &mut Ctx<'_>, op: StorageOp) -> Result<(), ServeError> {
+    fn storage_op(&mut self, ctx: &mut Ctx<'_>, op: StorageOp) -> Result<(), Fatal> {
         let job = match op {
             StorageOp::Append { zxid, txn } => {
                 // A leader's own proposal was kept as it was made; one from
@@ -726,10 +765,10 @@ impl Member {
                 // deserializes a proposal first.
                 if !self.decoded.holds(zxid) {
                     let decoded = Txn::from_bytes(txn.clone())
-                        .map_err(|e| ServeError::Storage(format!("txn {zxid}: {e}")))?;
+                        .map_err(|e| Fatal(format!("txn {zxid}: {e}")))?;
                     if decoded.zxid() != zxid {
                         let inside = decoded.zxid();
-                        return Err(ServeError::Storage(format!("txn {zxid} says {inside}")));
+                        return Err(Fatal(format!("txn {zxid} says {inside}")));
                     }
                     self.decoded.keep(decoded);
                 }
@@ -742,7 +781,7 @@ impl Member {
             StorageOp::TruncateAndReload { after } => {
                 tracing::info!(%after, "truncating the log");
                 self.decoded.clear();
-                ctx.jobs.submit(StorageJob::Truncate(after))?;
+                self.out.submit(StorageJob::Truncate(after));
                 let tree_at = ctx.node.tree().last_zxid();
                 let reload = if tree_at <= after {
                     Reload::CatchUp {
@@ -760,11 +799,11 @@ impl Member {
                 fuzzy_through,
             } => {
                 self.decoded.clear();
-                ctx.jobs.submit(StorageJob::InstallSnapshot {
+                self.out.submit(StorageJob::InstallSnapshot {
                     zxid,
                     image,
                     fuzzy_through,
-                })?;
+                });
                 self.reload_after_storage(Reload::Rebuild { installed: true })
             }
             // Planted (skip-epoch-write): the epoch changes in memory only;
@@ -781,6 +820,7 @@ impl Member {
             StorageOp::SetCurrentEpoch(e) => StorageJob::SetCurrentEpoch(e),
             StorageOp::Barrier(token) => StorageJob::Barrier(token),
         };
-        ctx.jobs.submit(job)
+        self.out.submit(job);
+        Ok(())
     }
 }

@@ -8,7 +8,7 @@
 //! link's own bound: past it the follower has fallen too far behind, and
 //! its link closes (it syncs again).
 
-use super::member::PeerLinks;
+use super::outbox::{weight, Outbox};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
 use std::collections::{BTreeMap, VecDeque};
@@ -31,9 +31,6 @@ const CHUNKS_PER_TURN: usize = 4;
 /// How long an image waiting for its follower waits before it looks again.
 const RETRY_MS: u64 = 5;
 
-/// Bytes a message other than a txn is counted as while it waits.
-const SMALL_MESSAGE: usize = 64;
-
 /// One follower's image in flight, then what waited behind it.
 struct Stream {
     /// None once the image is sent: the held messages are going out.
@@ -44,7 +41,7 @@ struct Stream {
 }
 
 /// Every SNAP the leader is streaming, by follower.
-pub(super) struct SnapSender {
+pub(crate) struct SnapSender {
     streams: BTreeMap<ServerId, Stream>,
     /// When the streams next have work (None: no stream).
     next_ms: Option<u64>,
@@ -75,7 +72,7 @@ impl SnapSender {
     }
 
     /// Starts streaming `to` an image of `tree` as it is now.
-    pub fn start(&mut self, now_ms: u64, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) {
+    pub fn start(&mut self, now_ms: u64, to: ServerId, tree: &DataTree, peers: &mut Outbox) {
         let cursor = tree.start_snapshot();
         tracing::info!(peer = %to, zxid = %cursor.zxid(), "leader: streaming a snapshot");
         peers.send_snap_start(to, cursor.zxid());
@@ -93,7 +90,7 @@ impl SnapSender {
     /// Sends `message` to `to`, or holds it while an image (or what waits
     /// behind one) is on its way there. A follower that has more waiting
     /// than its link may queue is dropped.
-    pub fn send(&mut self, to: ServerId, message: ZabMessage, peers: &mut dyn PeerLinks) {
+    pub fn send(&mut self, to: ServerId, message: ZabMessage, peers: &mut Outbox) {
         let Some(stream) = self.streams.get_mut(&to) else {
             return peers.send_zab(to, message);
         };
@@ -123,12 +120,7 @@ impl SnapSender {
     /// Sends what each follower has room for; finished images release the
     /// messages held behind them. Returns the followers whose image moved
     /// on: they read it, so they are alive.
-    pub fn step(
-        &mut self,
-        now_ms: u64,
-        tree: &DataTree,
-        peers: &mut dyn PeerLinks,
-    ) -> Vec<ServerId> {
+    pub fn step(&mut self, now_ms: u64, tree: &DataTree, peers: &mut Outbox) -> Vec<ServerId> {
         let mut moved = Vec::new();
         if self.next_ms.is_none_or(|due| now_ms < due) {
             return moved;
@@ -164,7 +156,7 @@ impl SnapSender {
         self.next_ms = None;
     }
 
-    fn step_one(&mut self, to: ServerId, tree: &DataTree, peers: &mut dyn PeerLinks) -> Progress {
+    fn step_one(&mut self, to: ServerId, tree: &DataTree, peers: &mut Outbox) -> Progress {
         let chunk_size = self.chunk;
         let Some(stream) = self.streams.get_mut(&to) else {
             return Progress::Finished;
@@ -228,7 +220,7 @@ impl Stream {
         to: ServerId,
         tree: &DataTree,
         chunk_size: usize,
-        peers: &mut dyn PeerLinks,
+        peers: &mut Outbox,
     ) {
         let Some(cursor) = self.cursor.take() else {
             return;
@@ -248,7 +240,7 @@ impl Stream {
     }
 
     /// Sends held messages, a chunk's worth; false once none are left.
-    fn release(&mut self, to: ServerId, chunk_size: usize, peers: &mut dyn PeerLinks) -> bool {
+    fn release(&mut self, to: ServerId, chunk_size: usize, peers: &mut Outbox) -> bool {
         let mut budget = chunk_size;
         while let Some(message) = self.held.pop_front() {
             let bytes = weight(&message);
@@ -260,14 +252,5 @@ impl Stream {
             }
         }
         false
-    }
-}
-
-/// What a held message is counted as: its txn or body, or a small message.
-fn weight(message: &ZabMessage) -> usize {
-    match message {
-        ZabMessage::Proposal { txn, .. } => txn.len() + SMALL_MESSAGE,
-        ZabMessage::Request(request) => request.body.len() + SMALL_MESSAGE,
-        _ => SMALL_MESSAGE,
     }
 }

@@ -14,7 +14,7 @@ impl Member {
         &mut self,
         ctx: &mut Ctx<'_>,
         for_clients: &mut VecDeque<Command>,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), Fatal> {
         let mut commands = std::mem::take(&mut self.node_commands);
         loop {
             // Proposing may end the role, which queues closes of connections.
@@ -29,25 +29,20 @@ impl Member {
                         for_clients.push_back(command)
                     }
                     Command::Persist { txn } => self.propose(ctx, txn)?,
-                    Command::Forward(request) => {
-                        self.send_to_leader(ctx.links, ZabMessage::Request(request))
-                    }
+                    Command::Forward(request) => self.send_to_leader(ZabMessage::Request(request)),
                     Command::Revalidate {
                         session,
                         timeout_ms,
-                    } => self.send_to_leader(
-                        ctx.links,
-                        ZabMessage::Revalidate {
-                            session,
-                            timeout_ms,
-                        },
-                    ),
+                    } => self.send_to_leader(ZabMessage::Revalidate {
+                        session,
+                        timeout_ms,
+                    }),
                     Command::Revalidated { to, session, valid } => {
                         let reply = ZabMessage::RevalidateReply { session, valid };
-                        self.send_to_follower(ctx.links, ServerId(to), reply)
+                        self.send_to_follower(ServerId(to), reply)
                     }
                     Command::SnapshotPiece(piece) => {
-                        ctx.jobs.submit(StorageJob::SnapshotPiece(piece))?
+                        self.out.submit(StorageJob::SnapshotPiece(piece))
                     }
                 }
             }
@@ -55,7 +50,7 @@ impl Member {
     }
 
     /// The leader's node started a txn: propose it.
-    fn propose(&mut self, ctx: &mut Ctx<'_>, txn: Txn) -> Result<(), ServeError> {
+    fn propose(&mut self, ctx: &mut Ctx<'_>, txn: Txn) -> Result<(), Fatal> {
         if let Role::Leading(l) = &mut self.role {
             match l.next_zxid() {
                 Some(next) if next == txn.zxid() => {
@@ -74,16 +69,16 @@ impl Member {
     }
 
     /// The follower's node sends the leader a request or a revalidation.
-    fn send_to_leader(&mut self, links: &mut dyn PeerLinks, message: ZabMessage) {
+    fn send_to_leader(&mut self, message: ZabMessage) {
         if let Role::Following(f) = &self.role {
-            links.send_zab(f.leader(), message);
+            self.out.send_zab(f.leader(), message);
         }
     }
 
     /// The leader's node answers a follower's revalidation.
-    fn send_to_follower(&mut self, links: &mut dyn PeerLinks, to: ServerId, message: ZabMessage) {
+    fn send_to_follower(&mut self, to: ServerId, message: ZabMessage) {
         if let Role::Leading(_) = &self.role {
-            self.snaps_out.send(to, message, links);
+            self.snaps_out.send(to, message, &mut self.out);
         }
     }
 }

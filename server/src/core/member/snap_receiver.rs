@@ -5,10 +5,10 @@
 //! the storage thread has written it, so the link reads no faster than the
 //! disk writes.
 
-use super::peer::convert::SnapPiece;
-use super::peer::ReadPermit;
-use super::storage_worker::StorageJob;
+use crate::core::peer_event::SnapPiece;
+use crate::core::storage_job::StorageJob;
 use crate::core::zab::{SnapshotSource, ZabMessage};
+use crate::core::ReadPermit;
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotSeal;
 

@@ -1,0 +1,272 @@
+//! The one driver of a member, for the runtime and the simulator alike: it
+//! hands the member its inputs (peer events of links still open, storage
+//! reports, timers, the node's commands, how full each link is) and carries
+//! out the commands the member makes, in order, on the member's links and
+//! storage thread. The runtime plugs in its peer network and the storage
+//! thread's channel; the simulator its simulated links and disk.
+
+use super::peer::PeerNetwork;
+use super::ServeError;
+use crate::core::election::{Notification, ServerId};
+use crate::core::member::{Ctx, Fatal, LinkLimits, Member, MemberCommand};
+use crate::core::peer_event::{LearnerIntake, PeerEvent};
+use crate::core::storage_job::{StorageJob, StorageReport};
+use crate::core::zab::{FlowMarks, Timing, Voters, ZabMessage};
+use crate::core::{Command, Node, Now};
+use crate::failpoints::{active, Failpoint};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use zkd_protocol::Zxid;
+
+/// A member's links to its peers, as the driver reaches them. Sends only
+/// queue, and never block.
+pub(crate) trait PeerLinks {
+    /// Queues an election notification for `to`.
+    fn send_notification(&mut self, to: ServerId, n: Notification);
+    /// Follower: opens a fresh quorum link to `leader`.
+    fn connect_zab(&mut self, leader: ServerId);
+    /// Whether `event` came from a quorum link closed or replaced since.
+    fn is_stale(&self, event: &PeerEvent) -> bool;
+    /// Queues a Zab message on the quorum link with `to`.
+    fn send_zab(&mut self, to: ServerId, message: ZabMessage);
+    /// Starts a SNAP of the image as of `zxid` to `to`.
+    fn send_snap_start(&mut self, to: ServerId, zxid: Zxid);
+    /// The next chunk of the SNAP to `to`; the last carries `fuzzy_through`.
+    fn send_snap_chunk(
+        &mut self,
+        to: ServerId,
+        offset: u64,
+        data: Bytes,
+        fuzzy_through: Option<Zxid>,
+    );
+    /// Bytes queued for `to` and not yet written; None without a link.
+    fn queued_bytes(&self, to: ServerId) -> Option<usize>;
+    /// Whether learners' connections are taken, held or refused.
+    fn set_learner_intake(&mut self, intake: LearnerIntake);
+    /// Closes the quorum link with `peer`, if any.
+    fn close_zab(&mut self, peer: ServerId);
+    /// Closes every quorum link.
+    fn close_all_zab(&mut self);
+}
+
+/// A member's storage thread: jobs run strictly in the order submitted,
+/// and their reports come back in that order.
+pub(crate) trait StorageJobs {
+    /// Queues `job`; an error means storage has stopped.
+    fn submit(&mut self, job: StorageJob) -> Result<(), ServeError>;
+}
+
+/// What a member's commands reach.
+pub(crate) struct MemberIo<'a> {
+    pub links: &'a mut dyn PeerLinks,
+    pub jobs: &'a mut dyn StorageJobs,
+}
+
+/// A member and its driver's state.
+pub(crate) struct MemberDriver {
+    member: Member,
+    /// The member's commands being carried out: a list kept from one step
+    /// to the next (see [`take_queued`](crate::core::take_queued)).
+    commands: VecDeque<MemberCommand>,
+}
+
+impl From<Fatal> for ServeError {
+    fn from(fatal: Fatal) -> ServeError {
+        ServeError::Storage(fatal.0)
+    }
+}
+
+impl MemberDriver {
+    /// A member that has not looked for a leader yet.
+    pub fn new(id: ServerId, voters: Voters, timing: Timing, limits: LinkLimits) -> MemberDriver {
+        MemberDriver::driving(Member::new(id, voters, timing, limits))
+    }
+
+    /// Drives `member` (the simulator sets some of its members up first).
+    pub fn driving(member: Member) -> MemberDriver {
+        MemberDriver {
+            member,
+            commands: VecDeque::new(),
+        }
+    }
+
+    /// The member, for what it tells about itself.
+    pub fn member(&self) -> &Member {
+        &self.member
+    }
+
+    /// Starts the first election round.
+    pub fn look(&mut self, node: &mut Node, now: Now, io: MemberIo<'_>) -> Result<(), ServeError> {
+        self.step(node, now, io, |m, ctx| {
+            m.look(ctx);
+            Ok(())
+        })
+    }
+
+    /// A peer event. One of a quorum link closed or replaced since is dropped.
+    pub fn handle_peer(
+        &mut self,
+        node: &mut Node,
+        now: Now,
+        io: MemberIo<'_>,
+        event: PeerEvent,
+    ) -> Result<(), ServeError> {
+        // Planted (stale-link-events): what a closed link sent still counts.
+        if io.links.is_stale(&event) && !active(Failpoint::StaleLinkEvents) {
+            tracing::debug!(?event, "dropping an event of a quorum link closed since");
+            return Ok(());
+        }
+        self.step(node, now, io, |m, ctx| m.handle_peer(ctx, event))
+    }
+
+    /// A storage report.
+    pub fn handle_report(
+        &mut self,
+        node: &mut Node,
+        now: Now,
+        io: MemberIo<'_>,
+        report: StorageReport,
+    ) -> Result<(), ServeError> {
+        self.step(node, now, io, |m, ctx| m.handle_report(ctx, report))
+    }
+
+    /// The member's timers.
+    pub fn handle_timeout(
+        &mut self,
+        node: &mut Node,
+        now: Now,
+        io: MemberIo<'_>,
+    ) -> Result<(), ServeError> {
+        self.step(node, now, io, |m, ctx| m.handle_timeout(ctx))
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.member.poll_timeout()
+    }
+
+    /// Carries out what the node asked of the ensemble and of storage; the
+    /// frames and closes for client connections go to `for_clients`, in the
+    /// order queued, for the caller to write.
+    pub fn route_node_commands(
+        &mut self,
+        node: &mut Node,
+        now: Now,
+        io: MemberIo<'_>,
+        for_clients: &mut VecDeque<Command>,
+    ) -> Result<(), ServeError> {
+        self.step(node, now, io, |m, ctx| {
+            m.route_node_commands(ctx, for_clients)
+        })
+    }
+
+    fn step(
+        &mut self,
+        node: &mut Node,
+        now: Now,
+        io: MemberIo<'_>,
+        step: impl FnOnce(&mut Member, &mut Ctx<'_>) -> Result<(), Fatal>,
+    ) -> Result<(), ServeError> {
+        self.member
+            .see_links(now.mono_ms, |peer| io.links.queued_bytes(peer));
+        let stepped = step(&mut self.member, &mut Ctx { node, now });
+        // What the member asked for before it failed is still carried out,
+        // as it was when the member called its links directly.
+        self.member.take_commands(&mut self.commands);
+        let carried = self.carry_out(io);
+        stepped?;
+        carried
+    }
+
+    fn carry_out(&mut self, io: MemberIo<'_>) -> Result<(), ServeError> {
+        carry_out(&mut self.commands, io)
+    }
+}
+
+/// Carries out `commands` in order; a storage thread that stopped ends it
+/// (the rest are dropped).
+pub(crate) fn carry_out(
+    commands: &mut VecDeque<MemberCommand>,
+    io: MemberIo<'_>,
+) -> Result<(), ServeError> {
+    while let Some(command) = commands.pop_front() {
+        let links = &mut *io.links;
+        match command {
+            MemberCommand::Notify { to, notification } => links.send_notification(to, notification),
+            MemberCommand::ConnectZab(leader) => links.connect_zab(leader),
+            MemberCommand::SendZab { to, message } => links.send_zab(to, message),
+            MemberCommand::SnapStart { to, zxid } => links.send_snap_start(to, zxid),
+            MemberCommand::SnapChunk {
+                to,
+                offset,
+                data,
+                fuzzy_through,
+            } => links.send_snap_chunk(to, offset, data, fuzzy_through),
+            MemberCommand::LearnerIntake(intake) => links.set_learner_intake(intake),
+            MemberCommand::CloseZab(peer) => links.close_zab(peer),
+            MemberCommand::CloseAllZab => links.close_all_zab(),
+            MemberCommand::Storage(job) => {
+                if let Err(e) = io.jobs.submit(job) {
+                    commands.clear();
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl PeerLinks for PeerNetwork {
+    fn send_notification(&mut self, to: ServerId, n: Notification) {
+        PeerNetwork::send_notification(self, to, n)
+    }
+    fn connect_zab(&mut self, leader: ServerId) {
+        PeerNetwork::connect_zab(self, leader)
+    }
+    fn is_stale(&self, event: &PeerEvent) -> bool {
+        PeerNetwork::is_stale(self, event)
+    }
+    fn send_zab(&mut self, to: ServerId, message: ZabMessage) {
+        PeerNetwork::send_zab(self, to, message)
+    }
+    fn send_snap_start(&mut self, to: ServerId, zxid: Zxid) {
+        PeerNetwork::send_snap_start(self, to, zxid)
+    }
+    fn send_snap_chunk(
+        &mut self,
+        to: ServerId,
+        offset: u64,
+        data: Bytes,
+        fuzzy_through: Option<Zxid>,
+    ) {
+        PeerNetwork::send_snap_chunk(self, to, offset, data, fuzzy_through)
+    }
+    fn queued_bytes(&self, to: ServerId) -> Option<usize> {
+        PeerNetwork::queued_bytes(self, to)
+    }
+    fn set_learner_intake(&mut self, intake: LearnerIntake) {
+        PeerNetwork::set_learner_intake(self, intake)
+    }
+    fn close_zab(&mut self, peer: ServerId) {
+        PeerNetwork::close_zab(self, peer)
+    }
+    fn close_all_zab(&mut self) {
+        PeerNetwork::close_all_zab(self)
+    }
+}
+
+impl StorageJobs for std::sync::mpsc::Sender<StorageJob> {
+    fn submit(&mut self, job: StorageJob) -> Result<(), ServeError> {
+        self.send(job)
+            .map_err(|_| ServeError::Storage("storage worker stopped".into()))
+    }
+}
+
+/// The runtime's link limits: its peer network's bound, and flow marks
+/// well under it.
+pub(crate) fn runtime_limits(peers: &PeerNetwork) -> LinkLimits {
+    LinkLimits {
+        max_queued: peers.max_queued_bytes(),
+        flow: FlowMarks::RUNTIME,
+    }
+}
