@@ -110,11 +110,16 @@ pub enum Failpoint {
     /// cut back to (no snapshot it can rebuild from lies below the cut),
     /// instead of sending a SNAP: the follower's storage refuses the cut.
     TruncBelowLogBase,
+    /// The node loop waits for each storage read it asks for (a round's
+    /// durable state, a rebuild, a log read for a reload or for a lagging
+    /// follower), as if it did the read itself: its timers, pings and peer
+    /// events stall meanwhile (issue 14, finding 7).
+    BlockingStorageReads,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 20] = [
+    pub const ALL: [Failpoint; 21] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -135,6 +140,7 @@ impl Failpoint {
         Failpoint::DivergedMayLead,
         Failpoint::UnpacedSnapshots,
         Failpoint::TruncBelowLogBase,
+        Failpoint::BlockingStorageReads,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -160,6 +166,7 @@ impl Failpoint {
             Failpoint::DivergedMayLead => "diverged-may-lead",
             Failpoint::UnpacedSnapshots => "unpaced-snapshots",
             Failpoint::TruncBelowLogBase => "trunc-below-log-base",
+            Failpoint::BlockingStorageReads => "blocking-storage-reads",
         }
     }
 

@@ -68,6 +68,8 @@ pub(crate) struct MemberDriver {
     /// The member's commands being carried out: a list kept from one step
     /// to the next (see [`take_queued`](crate::core::take_queued)).
     commands: VecDeque<MemberCommand>,
+    /// Storage reads submitted and not yet reported.
+    reads_pending: usize,
 }
 
 impl From<Fatal> for ServeError {
@@ -87,6 +89,7 @@ impl MemberDriver {
         MemberDriver {
             member,
             commands: VecDeque::new(),
+            reads_pending: 0,
         }
     }
 
@@ -127,7 +130,17 @@ impl MemberDriver {
         io: MemberIo<'_>,
         report: StorageReport,
     ) -> Result<(), ServeError> {
+        if reports_a_read(&report) {
+            self.reads_pending = self.reads_pending.saturating_sub(1);
+        }
         self.step(node, now, io, |m, ctx| m.handle_report(ctx, report))
+    }
+
+    /// Planted (blocking-storage-reads): whether the node loop must wait for
+    /// a storage read before it does anything else. Never otherwise: reads
+    /// run on the storage thread while the loop goes on.
+    pub fn blocked(&self) -> bool {
+        self.reads_pending > 0 && active(Failpoint::BlockingStorageReads)
     }
 
     /// The member's timers.
@@ -173,6 +186,7 @@ impl MemberDriver {
         // What the member asked for before it failed is still carried out,
         // as it was when the member called its links directly.
         self.member.take_commands(&mut self.commands);
+        self.reads_pending += self.commands.iter().filter(|c| asks_a_read(c)).count();
         let carried = self.carry_out(io);
         stepped?;
         carried
@@ -181,6 +195,30 @@ impl MemberDriver {
     fn carry_out(&mut self, io: MemberIo<'_>) -> Result<(), ServeError> {
         carry_out(&mut self.commands, io)
     }
+}
+
+/// Whether `command` has the storage thread read (and report what it read).
+fn asks_a_read(command: &MemberCommand) -> bool {
+    matches!(
+        command,
+        MemberCommand::Storage(
+            StorageJob::ReadDurableState { .. }
+                | StorageJob::Rebuild
+                | StorageJob::ReadLogged { .. }
+                | StorageJob::ReadFor { .. }
+        )
+    )
+}
+
+/// Whether `report` answers a read ([`asks_a_read`]).
+fn reports_a_read(report: &StorageReport) -> bool {
+    matches!(
+        report,
+        StorageReport::DurableState(_)
+            | StorageReport::Rebuilt(_)
+            | StorageReport::Logged(_)
+            | StorageReport::LoggedFor { .. }
+    )
 }
 
 /// Carries out `commands` in order; a storage thread that stopped ends it

@@ -61,6 +61,13 @@ impl NodeLoop {
         tokio::pin!(shutdown);
         self.with_member(|m, node, now, io| m.look(node, now, io))?;
         loop {
+            if self.member.as_ref().is_some_and(|m| m.member.blocked()) {
+                // Planted (blocking-storage-reads): the loop does nothing
+                // else until the read it asked for is done.
+                let report = reports.recv().await;
+                self.storage_report(report)?;
+                continue;
+            }
             self.overdue_timers(&mut peer_events)?;
             let deadline = self.next_deadline();
             // A test's cut-clients leaves client traffic (4lw too) unread.

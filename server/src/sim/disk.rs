@@ -7,8 +7,38 @@
 use super::trap::{JobKind, Moment};
 use super::{Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
-use crate::core::storage_job::StorageJob;
+use crate::core::storage_job::{StorageJob, StorageReport};
 use crate::runtime::recovery;
+
+/// Bytes a simulated disk reads (and the storage thread decodes) per ms:
+/// scaled down with the simulator's small txns and trees, so that a read
+/// of a whole log or tree takes tens to hundreds of ms, as a large one
+/// takes seconds at the runtime's sizes.
+const READ_BYTES_PER_MS: usize = 512;
+
+/// Bytes a tree node is counted as beyond its path and data.
+const NODE_OVERHEAD: usize = 64;
+
+/// How long the disk took to read what `report` carries; None if it is
+/// not a read.
+fn read_ms(report: &StorageReport) -> Option<u64> {
+    let txns = |t: &[(zkd_protocol::Zxid, bytes::Bytes)]| t.iter().map(|(_, b)| b.len()).sum();
+    let bytes: usize = match report {
+        StorageReport::DurableState(read) => {
+            let history = read.state.history.after(read.state.history.base());
+            history.map(|(_, b)| b.len()).sum::<usize>() + txns(&read.after_tree)
+        }
+        StorageReport::Rebuilt(rebuilt) => {
+            let tree = &rebuilt.tree;
+            tree.approximate_data_size() + NODE_OVERHEAD * tree.node_count()
+        }
+        StorageReport::Logged(logged) | StorageReport::LoggedFor { txns: logged, .. } => {
+            txns(logged)
+        }
+        _ => return None,
+    };
+    Some((bytes / READ_BYTES_PER_MS) as u64)
+}
 
 impl WholeSim {
     /// Runs member `id`'s storage jobs whose time has come, ends its batch
@@ -27,10 +57,25 @@ impl WholeSim {
                 .end_batch()
                 .map_err(|e| Violation(format!("member {id}'s storage failed: {e}")))?;
         }
-        let mut reports = Vec::new();
+        let slow_reads = self.slow_reads.get(&id).copied().unwrap_or(0);
         while let Ok(report) = p.reports.try_recv() {
-            reports.push(report);
+            let work = match read_ms(&report) {
+                Some(ms) => ms + slow_reads,
+                None => 0,
+            };
+            // The disk was busy reading: the jobs queued after wait for it.
+            for (done, _) in p.disk.iter_mut() {
+                *done += work;
+            }
+            let after = p.reported.back().map_or(self.now, |(t, _)| *t);
+            p.reported.push_back((after.max(self.now) + work, report));
         }
+        let due = p
+            .reported
+            .iter()
+            .take_while(|(t, _)| *t <= self.now)
+            .count();
+        let reports: Vec<StorageReport> = p.reported.drain(..due).map(|(_, r)| r).collect();
         for report in reports {
             self.with_member(id, |m, node, now, io| {
                 m.handle_report(node, now, io, report)
@@ -153,6 +198,7 @@ impl WholeSim {
         }
         self.counts.crashes += 1;
         self.paused.remove(&id);
+        self.busy.remove(&id);
         self.failing.remove(&id);
         if let Some(Some(p)) = self.procs.insert(id, None) {
             for (peer, conn) in p.links.quorum {

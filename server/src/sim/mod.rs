@@ -151,6 +151,10 @@ struct Process {
     sync_at: Option<u64>,
     worker: InlineWorker<MemStorage>,
     reports: UnboundedReceiver<StorageReport>,
+    /// Reports made, each with when it reaches the member: a read's comes
+    /// once the disk has read what it holds (`disk::read_ms`), and the
+    /// reports after it wait behind it.
+    reported: VecDeque<(u64, StorageReport)>,
 }
 
 impl Process {
@@ -210,6 +214,9 @@ struct WholeSim {
     stalled: BTreeSet<ServerId>,
     /// Members whose disk a script slowed: each job takes this much longer (ms).
     slow_disks: BTreeMap<ServerId, u64>,
+    /// Members whose disk a script made slow to read (a cold cache): each
+    /// read takes this much longer (ms).
+    slow_reads: BTreeMap<ServerId, u64>,
     /// Members whose tree a script damaged, and since when: exempt from the
     /// digest check until they serve again after a SNAP.
     damaged: BTreeMap<ServerId, u64>,
@@ -221,6 +228,10 @@ struct WholeSim {
     /// Paused members (a stopped process, its connections open): when they
     /// resume, and what reached them meanwhile, in order.
     paused: BTreeMap<ServerId, (u64, VecDeque<Held>)>,
+    /// Paused members whose loop waits for a storage read (planted
+    /// blocking-storage-reads only): their disk goes on, and they resume
+    /// once it has reported the read.
+    busy: BTreeSet<ServerId>,
     /// Each member's clock (its machine's: it survives restarts).
     clocks: BTreeMap<ServerId, MemberClock>,
     heals_at: Option<u64>,
@@ -307,11 +318,13 @@ impl WholeSim {
             writes_held: false,
             stalled: BTreeSet::new(),
             slow_disks: BTreeMap::new(),
+            slow_reads: BTreeMap::new(),
             damaged: BTreeMap::new(),
             syncs: Vec::new(),
             traps: Vec::new(),
             sprung: Vec::new(),
             paused: BTreeMap::new(),
+            busy: BTreeSet::new(),
             clocks: BTreeMap::new(),
             heals_at: None,
             next_fault_ms: 1_000,
@@ -375,6 +388,7 @@ impl WholeSim {
             sync_at: None,
             worker: InlineWorker::new(disk, 3, reports_tx),
             reports,
+            reported: VecDeque::new(),
         };
         self.procs.insert(id, Some(process));
         self.trace_line(format_args!("member {id}: boots"));
@@ -407,7 +421,11 @@ impl WholeSim {
         let ids: Vec<ServerId> = self.procs.keys().copied().collect();
         for &id in &ids {
             // A stopped process does nothing; its disk's jobs finish late.
-            if !self.paused.contains_key(&id) {
+            // A busy one's disk goes on.
+            if self.busy.contains(&id) {
+                self.disk_due(id)?;
+                self.end_busy(id);
+            } else if !self.paused.contains_key(&id) {
                 self.disk_due(id)?;
                 self.reads_due(id)?;
                 self.timers_due(id)?;
@@ -466,7 +484,11 @@ impl WholeSim {
         });
         result.map_err(|e| Violation(format!("member {id} stopped: {e}")))?;
         checks::check_answers(id, p)?;
+        let blocked = p.driver.blocked();
         self.flush(id);
+        if blocked && self.busy.insert(id) {
+            self.paused.entry(id).or_insert((u64::MAX, VecDeque::new()));
+        }
         self.check_decision(id)?;
         let mut events = Vec::new();
         for command in for_clients {
@@ -510,6 +532,17 @@ impl WholeSim {
         }
         for (to, wire) in outbox {
             self.send(id, to, wire);
+        }
+    }
+
+    /// A busy member whose read has been reported resumes, what reached it
+    /// meanwhile delivered next.
+    fn end_busy(&mut self, id: ServerId) {
+        let blocked = matches!(self.procs.get(&id), Some(Some(p)) if p.driver.blocked());
+        if !blocked && self.busy.remove(&id) {
+            if let Some((until, _)) = self.paused.get_mut(&id) {
+                *until = self.now;
+            }
         }
     }
 

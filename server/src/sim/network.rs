@@ -303,7 +303,7 @@ impl WholeSim {
         let due: Vec<ServerId> = self
             .paused
             .iter()
-            .filter(|(_, (until, _))| *until <= self.now)
+            .filter(|(id, (until, _))| *until <= self.now && !self.busy.contains(id))
             .map(|(id, _)| *id)
             .collect();
         for id in due {

@@ -146,12 +146,14 @@ impl Script {
             .collect()
     }
 
-    /// Storage jobs member `id` submitted and its disk has not run, and
-    /// whether appends it ran wait for their sync.
+    /// Storage jobs member `id` submitted and its disk has not run or
+    /// reported (a read's report comes once the disk has read), and whether
+    /// appends it ran wait for their sync.
     pub fn queued(&self, id: ServerId) -> usize {
         match self.sim.procs.get(&id) {
             Some(Some(p)) => {
-                p.submitted.len() + p.disk.len() + usize::from(p.worker.has_unsynced())
+                let unsynced = usize::from(p.worker.has_unsynced());
+                p.submitted.len() + p.disk.len() + p.reported.len() + unsynced
             }
             _ => 0,
         }
@@ -177,6 +179,12 @@ impl Script {
     /// Each job member `id`'s disk runs from now on takes `ms` longer.
     pub fn slow_disk(&mut self, id: ServerId, ms: u64) {
         self.sim.slow_disks.insert(id, ms);
+    }
+
+    /// Each read member `id`'s disk does from now on (a round's durable
+    /// state, a rebuild, a log read) takes `ms` longer.
+    pub fn slow_reads(&mut self, id: ServerId, ms: u64) {
+        self.sim.slow_reads.insert(id, ms);
     }
 
     /// Member `id`'s tree goes wrong in memory (a node no txn created
@@ -404,6 +412,7 @@ impl Script {
         self.sim.heal();
         self.sim.stalled.clear();
         self.sim.slow_disks.clear();
+        self.sim.slow_reads.clear();
         let down: Vec<ServerId> = self
             .sim
             .procs

@@ -51,6 +51,47 @@ pub(super) fn a_slow_follower_lags_and_catches_up(seed: u64) -> Result<u64, Stri
     s.finish().map(|()| reads)
 }
 
+/// How much longer each of the leader's reads takes while they are slow:
+/// twice the scripts' syncLimit (5 ticks of 100 ms).
+const SLOW_READ_MS: u64 = 1_000;
+
+/// Issue 14, finding 7: the leader catches a lagging follower up from its
+/// log while its disk's reads are slow, each longer than syncLimit (a cold
+/// cache). The reads run on its storage thread, not its loop: it goes on
+/// pinging the other follower and serving, so every member serves its
+/// clients all along, and the lagging one catches up.
+pub(super) fn slow_log_reads_stall_no_one(seed: u64) -> Result<u64, String> {
+    let mut s = Script::snapshotting(seed, 3, SNAP_COUNT);
+    let leader = s.leader_with_writes(20)?;
+    let follower = s.others(leader)[0];
+    let reads = s.sim.counts.catch_up_reads;
+    s.slow_disk(follower, SLOW_JOB_MS);
+    s.slow_reads(leader, SLOW_READ_MS);
+    let until = s.now() + SLOW_MS;
+    s.run_until_holding(
+        "the slow reads",
+        SLOW_MS + 1,
+        |s| s.now() >= until,
+        every_member_serves,
+    )?;
+    s.slow_disk(follower, 0);
+    s.slow_reads(leader, 0);
+    let end = s.now() + 3_000;
+    s.run_until_holding(
+        "the disks recovered",
+        3_001,
+        |s| s.now() >= end,
+        every_member_serves,
+    )?;
+    let reads = s.sim.counts.catch_up_reads - reads;
+    s.finish().map(|()| reads)
+}
+
+/// What every member's clients see: it serves them.
+fn every_member_serves(s: &Script) -> Result<(), String> {
+    s.ids().into_iter().try_for_each(|id| keeps_serving(s, id))
+}
+
 /// What the follower's clients see: it serves them.
 fn keeps_serving(s: &Script, follower: ServerId) -> Result<(), String> {
     match s.serving(follower) {
@@ -72,6 +113,31 @@ fn a_follower_with_a_slow_disk_lags_and_catches_up_without_a_snap() {
     assert!(
         replaying || reads.get() > 0,
         "no catch-up read the leader's log"
+    );
+}
+
+#[test]
+fn a_leaders_slow_log_reads_stall_none_of_its_members() {
+    let reads = std::cell::Cell::new(0);
+    each_seed(|seed| {
+        let read = slow_log_reads_stall_no_one(seed)?;
+        reads.set(reads.get() + read);
+        Ok(())
+    });
+    let replaying = std::env::var("ZKD_SIM_SEED").is_ok();
+    assert!(
+        replaying || reads.get() > 0,
+        "no catch-up read the leader's log"
+    );
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_blocking_storage_reads_caught_with_whole_members() {
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::BlockingStorageReads,
+        |seed| slow_log_reads_stall_no_one(seed).map(drop),
+        &["stopped serving its clients"],
     );
 }
 
