@@ -35,7 +35,7 @@ pub mod zab;
 
 pub use node::{Node, MAX_OUTSTANDING};
 pub(crate) use node_apply::apply_to_tree;
-pub use read_permit::ReadPermit;
+pub use read_permit::{budget_units, ReadPermit};
 pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]

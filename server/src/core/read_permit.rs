@@ -27,6 +27,14 @@ impl ReadPermit {
     }
 }
 
+/// The units of a budget of `whole` bytes, counted in units of `unit`
+/// bytes, that `bytes` read take: rounded up, at least one (so every
+/// message counts), and never more than the whole budget (so even the
+/// largest message can be read).
+pub fn budget_units(bytes: usize, unit: usize, whole: usize) -> u32 {
+    bytes.div_ceil(unit).clamp(1, whole / unit) as u32
+}
+
 impl fmt::Debug for ReadPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ReadPermit({} KiB)", self.kib)
@@ -52,6 +60,14 @@ mod tests {
         fn drop(&mut self) {
             self.0.store(true, Ordering::SeqCst);
         }
+    }
+
+    #[test]
+    fn a_budget_share_is_rounded_up_and_bounded_by_the_whole() {
+        assert_eq!(budget_units(0, 1024, 8 << 10), 1);
+        assert_eq!(budget_units(1, 1024, 8 << 10), 1);
+        assert_eq!(budget_units(1025, 1024, 8 << 10), 2);
+        assert_eq!(budget_units(1 << 20, 1024, 8 << 10), 8);
     }
 
     #[test]

@@ -5,21 +5,30 @@
 //! reader waits, what follows it on that link waits too, its close
 //! included, and the sender's SNAP stream stalls; what it read before its
 //! connection died still reaches the member when the budget allows, stale.
-//! The budgets are a few messages deep, so a slow disk makes readers wait.
+//! The budgets count bytes, as the runtime's do, scaled to the simulator's
+//! small txns: a few dozen deep, so a slow disk makes readers wait.
 
-use super::links::Wire;
+use super::links::{weight, Wire};
 use super::{Held, Violation, WholeSim};
 use crate::core::election::ServerId;
-use crate::core::ReadPermit;
+use crate::core::{budget_units, ReadPermit};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
-/// Zab messages a member may hold before its readers wait.
-pub(super) const ZAB_BUDGET: usize = 24;
+/// Bytes of Zab messages a member may hold before its readers wait: the
+/// runtime's 64 MiB, scaled to the simulator's small txns (about twenty).
+const ZAB_BUDGET: usize = 4 << 10;
 
-/// SNAP pieces a member may hold unwritten before its reader waits.
-const SNAP_BUDGET: usize = 4;
+/// Bytes of SNAP pieces a member may hold unwritten before its reader
+/// waits: a few of the simulator's chunks, as the runtime's 8 MiB are.
+const SNAP_BUDGET: usize = 2 << 10;
+
+/// The budgets are counted in units of this many bytes (the runtime's in KiB).
+const UNIT: usize = 64;
+
+/// Zab messages a member may hold at most (each takes at least a unit).
+pub(super) const MAX_ZAB_MESSAGES: usize = ZAB_BUDGET / UNIT;
 
 /// One member incarnation's read budgets and its waiting readers.
 pub(super) struct Readers {
@@ -32,8 +41,8 @@ impl Readers {
     pub fn new() -> Readers {
         Readers {
             budgets: Budgets {
-                zab: Arc::new(Semaphore::new(ZAB_BUDGET)),
-                snap: Arc::new(Semaphore::new(SNAP_BUDGET)),
+                zab: Arc::new(Semaphore::new(ZAB_BUDGET / UNIT)),
+                snap: Arc::new(Semaphore::new(SNAP_BUDGET / UNIT)),
             },
             waiting: BTreeMap::new(),
         }
@@ -58,12 +67,13 @@ enum Admission {
 impl Budgets {
     /// What `wire` needs to reach the member now.
     fn admit(&self, wire: &Wire) -> Admission {
-        let budget = match wire {
-            Wire::Zab { .. } => &self.zab,
-            Wire::Snap { .. } => &self.snap,
+        let (budget, bytes, whole) = match wire {
+            Wire::Zab { message, .. } => (&self.zab, weight(message), ZAB_BUDGET),
+            Wire::Snap { piece, .. } => (&self.snap, piece.data.len(), SNAP_BUDGET),
             Wire::Notification(_) | Wire::Closed { .. } | Wire::Refused => return Admission::Free,
         };
-        ReadPermit::try_take(budget, 1).map_or(Admission::Wait, Admission::Granted)
+        let units = budget_units(bytes, UNIT, whole);
+        ReadPermit::try_take(budget, units).map_or(Admission::Wait, Admission::Granted)
     }
 }
 

@@ -5,7 +5,7 @@
 //! synced. And a reader waits for its budget, so a slow disk bounds what
 //! a follower queues.
 
-use super::reader::ZAB_BUDGET;
+use super::reader::MAX_ZAB_MESSAGES;
 use super::script::Script;
 use super::scripted::each_seed;
 use super::Wire;
@@ -105,7 +105,7 @@ pub(super) fn a_slow_follower(seed: u64) -> Result<(), String> {
     let follower = s.others(leader)[0];
     let waits = s.sim.counts.budget_waits;
     s.slow_disk(follower, SLOW_JOB_MS);
-    let bound = ZAB_BUDGET + OTHER_JOBS;
+    let bound = MAX_ZAB_MESSAGES + OTHER_JOBS;
     let until = s.now() + SLOW_MS;
     s.run_until_holding(
         "the slow disk",

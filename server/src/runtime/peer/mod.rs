@@ -90,8 +90,7 @@ impl ReadPermit {
 
 /// Waits for `bytes` of `budget` (of `whole` bytes, counted in KiB).
 async fn read_permit(budget: &Arc<Semaphore>, bytes: usize, whole: usize) -> ReadPermit {
-    // Rounded up to KiB, and never more than the whole budget.
-    let units = bytes.div_ceil(1024).clamp(1, whole >> 10) as u32;
+    let units = crate::core::budget_units(bytes, 1024, whole);
     let permit = budget
         .clone()
         .acquire_many_owned(units)
