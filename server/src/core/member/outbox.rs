@@ -211,3 +211,58 @@ pub fn weight(message: &ZabMessage) -> usize {
         _ => SMALL_MESSAGE,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbox() -> Outbox {
+        Outbox::new(LinkLimits {
+            max_queued: 1 << 20,
+            flow: FlowMarks::RUNTIME,
+        })
+    }
+
+    /// The driver looked before a follower's link opened; a message on that
+    /// link in the same millisecond shows it is up (a SNAP to it would
+    /// otherwise be abandoned as if its link had closed).
+    #[test]
+    fn a_link_a_message_came_on_is_up_until_the_driver_looks_again() {
+        let (one, two) = (ServerId(1), ServerId(2));
+        let mut out = outbox();
+        out.set_levels(5, [one, two].into_iter(), |p| (p == one).then_some(10));
+        assert_eq!(out.queued_bytes(two), None);
+        out.link_up(two);
+        assert_eq!(out.queued_bytes(two), Some(0));
+        assert!(!out.levels_stale(5));
+        out.link_down(two);
+        assert_eq!(out.queued_bytes(two), None);
+        assert!(out.levels_stale(6));
+    }
+
+    /// Between the driver's looks, what the member queues counts, so a SNAP
+    /// stream stops at its bound within one millisecond too.
+    #[test]
+    fn what_the_member_queues_counts_until_the_driver_looks_again() {
+        let one = ServerId(1);
+        let mut out = outbox();
+        out.set_levels(5, [one].into_iter(), |_| Some(100));
+        out.send_snap_chunk(one, 0, Bytes::from(vec![0; 1000]), None);
+        let proposal = ZabMessage::Proposal {
+            zxid: Zxid::new(1, 1),
+            txn: Bytes::from(vec![0; 200]),
+        };
+        out.send_zab(one, proposal);
+        assert_eq!(
+            out.queued_bytes(one),
+            Some(100 + 1000 + 200 + SMALL_MESSAGE)
+        );
+        out.set_levels(6, [one].into_iter(), |_| Some(0));
+        assert_eq!(out.queued_bytes(one), Some(0));
+        let mut commands = VecDeque::new();
+        out.take(&mut commands);
+        assert!(matches!(commands[0], MemberCommand::SnapChunk { .. }));
+        assert!(matches!(commands[1], MemberCommand::SendZab { .. }));
+        assert_eq!(commands.len(), 2);
+    }
+}
