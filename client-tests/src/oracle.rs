@@ -247,6 +247,25 @@ impl ZooKeeperProcess {
         ))
     }
 
+    /// Its zoo.cfg.
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
+    /// Its dataDir.
+    pub fn data_dir(&self) -> PathBuf {
+        self._dir.path().join("data")
+    }
+
+    /// Stops it: SIGTERM, ZooKeeper's clean shutdown, or SIGKILL (`kill9`),
+    /// and waits for it to exit.
+    pub fn stop(&mut self, kill9: bool) {
+        let signal = if kill9 { "-KILL" } else { "-TERM" };
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args([signal, &pid]).status();
+        let _ = self.child.wait();
+    }
+
     /// The JVM's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

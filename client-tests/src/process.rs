@@ -422,7 +422,7 @@ impl ZkdProcess {
     /// Deletes everything the server stored (its myid stays): a member
     /// whose disk was replaced. Only while it is stopped.
     pub fn wipe_data(&self) {
-        let stored = self.data.join("version-2");
+        let stored = self.data.join("zkd");
         if stored.exists() {
             std::fs::remove_dir_all(&stored).expect("wipe the data dir");
         }

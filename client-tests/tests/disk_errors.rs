@@ -62,7 +62,7 @@ async fn an_fsync_error_stops_the_node_cleanly_and_acknowledges_nothing_after() 
     let fatal: Vec<&str> = log.lines().filter(|l| l.contains("fatal")).collect();
     assert_eq!(fatal.len(), 1, "one fatal line:\n{log}");
     assert!(
-        fatal[0].contains("Input/output error") && fatal[0].contains("version-2"),
+        fatal[0].contains("Input/output error") && fatal[0].contains("zkd/"),
         "the fatal line names the error and the file: {}",
         fatal[0]
     );

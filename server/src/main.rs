@@ -107,6 +107,14 @@ fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Before anything binds or writes: a directory of ZooKeeper's is refused
+    // untouched, and nothing is served over it.
+    if let Err(e) =
+        zkd_storage::sled::layout::refuse_zookeeper_data(&config.data_dir, &config.data_log_dir)
+    {
+        tracing::error!("fatal: {e}");
+        return ExitCode::FAILURE;
+    }
     runtime.block_on(async move {
         let host = config
             .client_port_address

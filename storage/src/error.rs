@@ -11,6 +11,9 @@ pub enum StorageError {
     Corrupt(String),
     /// A caller broke the contract (e.g. appended a zxid out of order).
     Misuse(String),
+    /// The data directory holds files zkd will not take: another server's
+    /// (Apache ZooKeeper's), or two versions of zkd's own. Nothing was changed.
+    Foreign(String),
 }
 
 impl fmt::Display for StorageError {
@@ -19,6 +22,7 @@ impl fmt::Display for StorageError {
             StorageError::Db(e) => write!(f, "storage failed: {e}"),
             StorageError::Corrupt(e) => write!(f, "storage corrupt: {e}"),
             StorageError::Misuse(e) => write!(f, "storage misuse: {e}"),
+            StorageError::Foreign(e) => write!(f, "{e}"),
         }
     }
 }

@@ -116,8 +116,8 @@ impl ServerInfo {
         format!(
             "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize={data}\ndataLogDir={}\ndataLogSize={log}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
             c.client_port,
-            c.data_dir.join("version-2").display(),
-            c.data_log_dir.join("version-2").display(),
+            c.data_dir.join(zkd_storage::sled::layout::ZKD_DIR).display(),
+            c.data_log_dir.join(zkd_storage::sled::layout::ZKD_DIR).display(),
             c.tick_time_ms,
             c.max_client_cnxns,
             c.min_session_timeout_ms,

@@ -337,7 +337,7 @@ mod tests {
 
     /// Flips a byte inside the sealed snapshot at zxid 10 under `dir`.
     fn damage_snapshot_10(dir: &std::path::Path) {
-        let file = dir.join("version-2/snapshots/snapshot.a");
+        let file = dir.join("zkd/snapshots/snapshot.a");
         let mut bytes = std::fs::read(&file).unwrap();
         bytes[40] ^= 0xff;
         std::fs::write(&file, bytes).unwrap();

@@ -1,5 +1,5 @@
 //! The log's synced mark: how far the txn log reached at its last sync, kept
-//! outside sled in `dataLogDir/version-2/log/zkd-synced`, so that a log cut
+//! outside sled in `dataLogDir/zkd/txnlog/zkd-synced`, so that a log cut
 //! short by damage is found on open.
 //!
 //! Why: sled treats the first record that fails its CRC, anywhere in the part

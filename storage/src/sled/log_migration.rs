@@ -1,5 +1,5 @@
 //! Data dirs of earlier versions keep the txn log in a sled database at
-//! `dataLogDir/version-2/log` (trees `txnlog` and `txnlog-meta`, and the
+//! `dataLogDir/version-2/log` (now `zkd/log`; trees `txnlog` and `txnlog-meta`, and the
 //! synced mark beside them). On open its txns and purge mark are copied into
 //! segment files, synced, and the old directory is renamed away, then
 //! removed. Until the rename the old log is the truth: a copy cut short by a
@@ -96,7 +96,7 @@ mod tests {
     #[test]
     fn a_sled_log_moves_to_segments_with_its_purge_mark() {
         let dir = tempfile::tempdir().unwrap();
-        let old = dir.path().join("version-2").join("log");
+        let old = dir.path().join("zkd").join("log");
         {
             let db = ::sled::open(&old).unwrap();
             let txns = db.open_tree("txnlog").unwrap();

@@ -13,12 +13,13 @@
 //! ends it) is refused on open, by the synced mark kept beside it
 //! ([`log_mark`]).
 //!
-//! Layout: the txn log lives in `dataLogDir/version-2/txnlog`, epochs in a
-//! sled database under `dataDir/version-2/data`, and snapshots are files in
-//! `dataDir/version-2/snapshots` ([`snapshot_files`]), so operators can put
-//! the log on a separate disk as with ZooKeeper. A log still in the sled
-//! database of earlier versions (`version-2/log`) is moved on open
-//! ([`log_migration`]).
+//! Layout ([`layout`]): the txn log lives in `dataLogDir/zkd/txnlog`,
+//! epochs in a sled database under `dataDir/zkd/data`, and snapshots are
+//! files in `dataDir/zkd/snapshots` ([`snapshot_files`]), so operators can
+//! put the log on a separate disk as with ZooKeeper. Nothing of zkd's is
+//! under ZooKeeper's `version-2/`, and a directory holding ZooKeeper's files
+//! is refused. A log still in the sled database of earlier versions
+//! (`zkd/log`) is moved into segments on open ([`log_migration`]).
 
 use crate::data_tree::DataTree;
 use crate::divergence_mark::DivergenceMark;
@@ -32,6 +33,7 @@ use log_mark::LogMark;
 use snapshot_files::SnapshotFiles;
 
 mod gradual_removal;
+pub mod layout;
 mod log_mark;
 mod log_migration;
 mod record_index;
@@ -183,10 +185,13 @@ fn zxid_of(key: &[u8]) -> Result<Zxid> {
 impl SledStorage {
     /// Opens (or creates) the stores under `data_dir` and `data_log_dir`.
     pub fn open(data_dir: &Path, data_log_dir: &Path) -> Result<SledStorage> {
-        let log_dir = data_log_dir.join("version-2").join("txnlog");
-        log_migration::migrate(&data_log_dir.join("version-2").join("log"), &log_dir)?;
-        let snapshot_dir = data_dir.join("version-2").join("snapshots");
-        let data_dir = data_dir.join("version-2").join("data");
+        let layout::Layout {
+            log_dir,
+            sled_log_dir,
+            snapshot_dir,
+            epochs_dir: data_dir,
+        } = layout::Layout::prepare(data_dir, data_log_dir)?;
+        log_migration::migrate(&sled_log_dir, &log_dir)?;
         let snapshots = SnapshotFiles::open(snapshot_dir)?;
         // The log's scan (every record's CRC), sled's open and the newest
         // snapshot's decoding each take tens of ms or more on a large data
@@ -580,7 +585,7 @@ mod tests {
 
     /// The newest segment file of the txn log.
     fn log_file(dir: &Path) -> PathBuf {
-        let log = dir.join("version-2").join("txnlog");
+        let log = dir.join("zkd").join("txnlog");
         let mut segments: Vec<PathBuf> = std::fs::read_dir(log)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -678,6 +683,31 @@ mod tests {
         assert_eq!(s.last_zxid().unwrap(), Some(Zxid(last.0 + 10)));
     }
 
+    /// A data dir of an earlier zkd, its files under `version-2/`: opened,
+    /// they move to `zkd/` whole (log, epochs, snapshots), and nothing is
+    /// left under ZooKeeper's name.
+    #[test]
+    fn an_earlier_zkds_data_dir_opens_with_everything_it_held() {
+        use crate::snapshot::SnapshotStore;
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        fill(&mut s, 1, 30, true);
+        s.set_accepted_epoch(3).unwrap();
+        s.set_current_epoch(2).unwrap();
+        s.save_snapshot(Zxid(20), Bytes::from_static(b"image20"))
+            .unwrap();
+        kill(s, dir.path());
+        std::fs::rename(dir.path().join("zkd"), dir.path().join("version-2")).unwrap();
+        let s = reopen(dir.path()).unwrap();
+        assert_eq!(s.last_zxid().unwrap(), Some(Zxid(30)));
+        assert_eq!(
+            (s.accepted_epoch().unwrap(), s.current_epoch().unwrap()),
+            (3, 2)
+        );
+        assert_eq!(s.snapshot_zxids().unwrap(), vec![Zxid(20)]);
+        assert!(!dir.path().join("version-2").exists());
+    }
+
     /// A damaged epoch record: sled would hand back the older epoch.
     #[test]
     fn a_lost_epoch_is_refused() {
@@ -687,7 +717,7 @@ mod tests {
         s.set_current_epoch(3).unwrap();
         s.set_accepted_epoch(4).unwrap();
         kill(s, dir.path());
-        let db = dir.path().join("version-2").join("data").join("db");
+        let db = dir.path().join("zkd").join("data").join("db");
         let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
         f.set_len(f.metadata().unwrap().len() - 1).unwrap();
         match reopen(dir.path()) {
@@ -726,7 +756,7 @@ mod tests {
     fn whole_snapshots_of_the_old_format_become_files() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let old = ::sled::open(dir.path().join("version-2").join("data")).unwrap();
+            let old = ::sled::open(dir.path().join("zkd").join("data")).unwrap();
             let tree = old.open_tree("snapshots").unwrap();
             for (zxid, image) in [(4i64, &b"image4"[..]), (7, b"image7")] {
                 let mut value = image.to_vec();

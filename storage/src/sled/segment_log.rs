@@ -1,4 +1,4 @@
-//! The txn log as segment files of zkd's own, in `dataLogDir/version-2/txnlog`:
+//! The txn log as segment files of zkd's own, in `dataLogDir/zkd/txnlog`:
 //! `zkd-log.<first zxid, 16 hex digits>`, each up to [`SEGMENT_BYTES`], plus
 //! the purge mark (`zkd-purged`, a [`LogMark`]).
 //!

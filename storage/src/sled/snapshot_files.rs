@@ -1,5 +1,5 @@
 //! Snapshots as plain files beside sled's databases, one per snapshot as
-//! ZooKeeper keeps them: `dataDir/version-2/snapshots/snapshot.<zxid in hex>`.
+//! ZooKeeper names them: `dataDir/zkd/snapshots/snapshot.<zxid in hex>`.
 //! sled keeps what it writes in memory well past its cache size when values
 //! are large, so a 100 MB image written through it cost a few hundred MB of
 //! resident memory; files stream in and out a piece at a time.

@@ -216,9 +216,11 @@ impl MemberDisk {
     /// A new, empty disk (the member must be stopped; its myid stays).
     pub fn replace(&mut self) {
         self.power_cut();
-        let stored = self.backing.join("version-2");
-        if stored.exists() {
-            std::fs::remove_dir_all(&stored).expect("wipe the backing dir");
+        // zkd's files, or ZooKeeper's.
+        for stored in [self.backing.join("zkd"), self.backing.join("version-2")] {
+            if stored.exists() {
+                std::fs::remove_dir_all(&stored).expect("wipe the backing dir");
+            }
         }
         self.power_on();
     }
@@ -266,7 +268,7 @@ impl MemberDisk {
     /// zkd's newest `txnlog/zkd-log.*` segment, or ZooKeeper's newest `log.*`
     /// file.
     fn newest_log(&self) -> Option<PathBuf> {
-        let v2 = self.backing.join("version-2");
+        let (zkd, v2) = (self.backing.join("zkd"), self.backing.join("version-2"));
         let newest = |dir: PathBuf, prefix: &str| {
             std::fs::read_dir(dir)
                 .ok()?
@@ -275,7 +277,7 @@ impl MemberDisk {
                 .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
                 .map(|e| e.path())
         };
-        newest(v2.join("txnlog"), "zkd-log.").or_else(|| newest(v2, "log."))
+        newest(zkd.join("txnlog"), "zkd-log.").or_else(|| newest(v2, "log."))
     }
 
     /// Cuts 1 B to 4 KiB off the end of the newest log (bytes that were
