@@ -14,6 +14,9 @@ need_apt=""
 [ -f /usr/share/java/zookeeper.jar ] || need_apt=1
 [ -x /usr/lib/zookeeper/bin/cli_mt ] || need_apt=1
 [ -x /usr/bin/javac ] || need_apt=1
+# The servlet API, without which ZooKeeper's AdminServer does not start
+# (tests/admin_server.rs compares zkd's with it).
+[ -f /usr/share/java/servlet-api.jar ] || need_apt=1
 # Apache Curator for tests/curator.rs (a LeaderLatch under the fault API).
 [ -f /usr/share/java/curator-recipes.jar ] || need_apt=1
 # libfiu's fiu-run/fiu-ctrl make fsync fail with EIO for tests/disk_errors.rs.
@@ -36,7 +39,7 @@ if [ -n "$need_apt" ]; then
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086 # node_pkgs is a list of package names
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils faketime iproute2 nftables libcurator-recipes-java $node_pkgs >/dev/null
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils faketime iproute2 nftables libcurator-recipes-java libservlet-api-java $node_pkgs >/dev/null
 fi
 
 # kazoo, the stock Python client, for the kazoo smoke test.

@@ -358,14 +358,15 @@ pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
     (code, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
-/// A base port whose derived ports (base .. base + 2700) are all free now.
+/// A base port whose derived ports (client, quorum, election, fault API and
+/// AdminServer: base .. base + 5905) are all free now.
 pub fn free_base_port() -> u16 {
     use rand::Rng;
     let mut rng = rand::thread_rng();
     for _ in 0..200 {
         let base: u16 = rng.gen_range(11_000..28_000);
         let ports = (0..7)
-            .flat_map(|i| [base + i, base + 706 + i, base + 1706 + i])
+            .flat_map(|i| [base + i, base + 706 + i, base + 1706 + i, base + 5899 + i])
             .chain([base + 2700]);
         if ports.into_iter().all(port_free) {
             return base;

@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 /// Debian's ZooKeeper jar; its manifest names every dependency.
 pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 
+/// The servlet API (Debian's libservlet-api-java), which ZooKeeper's
+/// manifest leaves out: without it its AdminServer (Jetty) does not start.
+pub const SERVLET_API_JAR: &str = "/usr/share/java/servlet-api.jar";
+
 /// slf4j's stderr logger (Debian's `libslf4j-java`, which ZooKeeper depends
 /// on). Without a binding on the classpath ZooKeeper logs nothing at all, and
 /// a failing ensemble test would have no server side to show.
@@ -91,9 +95,11 @@ pub fn launch_wrapped(
         .open(log)
         .expect("ZooKeeper log file");
     let mut classpath = ZOOKEEPER_JAR.to_owned();
-    if Path::new(SLF4J_SIMPLE_JAR).exists() {
-        classpath.push(':');
-        classpath.push_str(SLF4J_SIMPLE_JAR);
+    for jar in [SLF4J_SIMPLE_JAR, SERVLET_API_JAR] {
+        if Path::new(jar).exists() {
+            classpath.push(':');
+            classpath.push_str(jar);
+        }
     }
     let mut command = match wrapper.split_first() {
         Some((program, args)) => {

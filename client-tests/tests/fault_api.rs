@@ -470,15 +470,22 @@ fn bad_fault_requests_are_refused_and_change_nothing() {
 }
 
 /// A plain `zkd serve` has no fault surface: no control socket in its
-/// dataDir and no listener but its client port. With `zkd.faults.enable`
-/// the socket is there (so the check above can fail).
+/// dataDir and no listener but its client port and its AdminServer's (on
+/// by default, as ZooKeeper's is). With `zkd.faults.enable` the socket is
+/// there (so the check above can fail).
 #[test]
 fn a_plain_server_has_no_fault_surface() {
-    let plain = ZkdProcess::start();
+    let admin = zkd_client_tests::process::free_port();
+    let plain = ZkdProcess::start_with(
+        zkd_client_tests::ServerOptions::default().with("admin.serverPort", &admin.to_string()),
+    );
     let data_dir = data_dir_of(&plain);
     assert!(!data_dir.join("zkd-faults.sock").exists());
     let pid = plain.pid().unwrap();
-    assert_eq!(listening_tcp_ports(pid), BTreeSet::from([plain.port]));
+    assert_eq!(
+        listening_tcp_ports(pid),
+        BTreeSet::from([plain.port, admin])
+    );
     assert!(
         named_unix_sockets(pid).is_empty(),
         "{:?}",

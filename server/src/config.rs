@@ -89,6 +89,18 @@ pub struct Config {
     /// `zkd.faults.enable`: the member takes fault commands on a control
     /// socket in its dataDir (test ensembles only; off by default).
     pub faults_enabled: bool,
+    /// ZooKeeper's AdminServer: HTTP on `admin.serverAddress:admin.serverPort`
+    /// under `admin.commandURL`; None with `admin.enableServer=false`.
+    pub admin: Option<AdminConfig>,
+}
+
+/// Where the AdminServer listens (ZooKeeper's defaults: every address,
+/// port 8080, `/commands`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminConfig {
+    pub address: String,
+    pub port: u16,
+    pub command_url: String,
 }
 
 impl Config {
@@ -154,6 +166,14 @@ impl Config {
                 .num("jute.maxbuffer")?
                 .unwrap_or(zkd_protocol::DEFAULT_MAX_BUFFER),
             faults_enabled: p.num("zkd.faults.enable")?.unwrap_or(false),
+            admin: match p.num("admin.enableServer")?.unwrap_or(true) {
+                false => None,
+                true => Some(AdminConfig {
+                    address: p.get("admin.serverAddress").unwrap_or("0.0.0.0").to_owned(),
+                    port: p.num("admin.serverPort")?.unwrap_or(8080),
+                    command_url: p.get("admin.commandURL").unwrap_or("/commands").to_owned(),
+                }),
+            },
         };
         p.warn_unknown();
         config.validate()?;
@@ -294,13 +314,10 @@ fn parse_whitelist(value: Option<&str>) -> Whitelist {
 }
 
 /// Keys ZooKeeper knows that zkd accepts without acting on them.
-const ACCEPTED_KEYS: [&str; 12] = [
+const ACCEPTED_KEYS: [&str; 9] = [
     "electionAlg",
     "peerType",
     "clientPortListenBacklog",
-    "admin.enableServer",
-    "admin.serverPort",
-    "admin.serverAddress",
     "reconfigEnabled",
     "metricsProvider.className",
     "quorumListenOnAllIPs",

@@ -83,6 +83,13 @@ fn main() -> ExitCode {
                 }
                 cfg.data_dir = dir;
             }
+            // Before anything binds or writes: a directory of ZooKeeper's
+            // is refused untouched, and nothing is served over it.
+            let (data, log) = (&cfg.data_dir, &cfg.data_log_dir);
+            if let Err(e) = zkd_storage::sled::layout::refuse_zookeeper_data(data, log) {
+                tracing::error!("fatal: {e}");
+                return ExitCode::FAILURE;
+            }
             run(cfg)
         }
         Commands::Ensemble(args) => zkd_server::launcher::run(&args),
@@ -107,14 +114,6 @@ fn run(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Before anything binds or writes: a directory of ZooKeeper's is refused
-    // untouched, and nothing is served over it.
-    if let Err(e) =
-        zkd_storage::sled::layout::refuse_zookeeper_data(&config.data_dir, &config.data_log_dir)
-    {
-        tracing::error!("fatal: {e}");
-        return ExitCode::FAILURE;
-    }
     runtime.block_on(async move {
         let host = config
             .client_port_address

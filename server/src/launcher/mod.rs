@@ -24,6 +24,8 @@ pub const MAX_NODES: usize = 7;
 pub const QUORUM_OFFSET: u32 = 707;
 /// First election port = base port + this (2181 + 1707 = 3888, ZooKeeper's default).
 pub const ELECTION_OFFSET: u32 = 1707;
+/// First AdminServer port = base port + this (2181 + 5899 = 8080, ZooKeeper's default).
+pub const ADMIN_OFFSET: u32 = 5899;
 /// How long members get to stop after SIGTERM before they are killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often each member is asked `srvr`.
@@ -49,6 +51,7 @@ Ports, for member i and base port B (--base-port):
   client    B + i - 1      2181, 2182, 2183 ...
   quorum    B + 706 + i    2888, 2889, 2890 ...
   election  B + 1706 + i   3888, 3889, 3890 ...
+  admin     B + 5898 + i   8080, 8081, 8082 ... (AdminServer: /commands)
   fault API B + 2700       4881 (--fault-port), on 127.0.0.1 only
 Two ensembles whose base ports differ by 7 to 700 use disjoint ports.
 
@@ -134,6 +137,8 @@ pub struct Member {
     pub client_port: u16,
     pub quorum_port: u16,
     pub election_port: u16,
+    /// Its AdminServer's port.
+    pub admin_port: u16,
 }
 
 impl Member {
@@ -173,13 +178,13 @@ pub fn members(args: &EnsembleArgs) -> Result<Vec<Member>, EnsembleError> {
         )));
     }
     let base = u32::from(args.base_port);
-    let highest = base + ELECTION_OFFSET + n as u32 - 1;
+    let highest = base + ADMIN_OFFSET + n as u32 - 1;
     if base == 0 || highest > u32::from(u16::MAX) {
         return Err(invalid(format!(
             "--base-port {base}: must be from 1 to {} so that every port fits \
              (the highest is base + {})",
-            u32::from(u16::MAX) - ELECTION_OFFSET - (n as u32 - 1),
-            ELECTION_OFFSET + n as u32 - 1
+            u32::from(u16::MAX) - ADMIN_OFFSET - (n as u32 - 1),
+            ADMIN_OFFSET + n as u32 - 1
         )));
     }
     let port = |p: u32| u16::try_from(p).expect("checked above");
@@ -192,6 +197,7 @@ pub fn members(args: &EnsembleArgs) -> Result<Vec<Member>, EnsembleError> {
                 client_port: port(base + i - 1),
                 quorum_port: port(base + QUORUM_OFFSET + i - 1),
                 election_port: port(base + ELECTION_OFFSET + i - 1),
+                admin_port: port(base + ADMIN_OFFSET + i - 1),
             }
         })
         .collect())
@@ -223,12 +229,15 @@ pub fn zoo_cfg(members: &[Member], me: &Member, data_dir: &str, tick_time_ms: u6
          clientPort={port}\n\
          clientPortAddress={host}\n\
          4lw.commands.whitelist=*\n\
+         admin.serverAddress={host}\n\
+         admin.serverPort={admin}\n\
          # A test ensemble: the member takes `zkd fault` commands (never set this in production).\n\
          zkd.faults.enable=true\n",
         id = me.id,
         n = members.len(),
         port = me.client_port,
         host = me.host,
+        admin = me.admin_port,
     );
     for m in members {
         text.push_str(&m.server_line());
@@ -299,6 +308,7 @@ fn check_ports_free(members: &[Member], fault_port: u16) -> Result<(), EnsembleE
             ("client", m.client_port),
             ("quorum", m.quorum_port),
             ("election", m.election_port),
+            ("admin", m.admin_port),
         ] {
             if let Err(e) = std::net::TcpListener::bind((m.host.as_str(), port)) {
                 return Err(invalid(format!(

@@ -41,6 +41,21 @@ impl ServerInfo {
         }
     }
 
+    /// The server's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Bytes on disk of (data, log).
+    pub fn disk_usage(&self) -> (u64, u64) {
+        (self.disk_usage)()
+    }
+
+    /// Milliseconds since the server started.
+    pub fn uptime_ms(&self) -> u64 {
+        self.clock.now().mono_ms - self.started_mono_ms
+    }
+
     /// The reply to `word`, honouring the whitelist. `followers` is the
     /// leader's (followers, synced followers).
     pub fn answer(&self, word: &str, node: &mut Node, followers: Option<(usize, usize)>) -> String {
@@ -130,7 +145,7 @@ impl ServerInfo {
         let s = node.stats();
         let tree = node.tree();
         let (open_fds, max_fds) = fd_counts();
-        let uptime = self.clock.now().mono_ms - self.started_mono_ms;
+        let uptime = self.uptime_ms();
         let mut rows: Vec<(&str, String)> = vec![
             ("zk_version", version_string()),
             ("zk_server_state", node.mode().name().into()),
@@ -294,7 +309,8 @@ fn envi() -> String {
     )
 }
 
-fn fd_counts() -> (usize, u64) {
+/// Open file descriptors, and the most this process may open.
+pub fn fd_counts() -> (usize, u64) {
     let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     let max = std::fs::read_to_string("/proc/self/limits")
         .ok()

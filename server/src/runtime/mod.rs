@@ -11,6 +11,7 @@
 //!
 //! The runtime is handed its [`Store`]: sled in production, `MemStorage` in tests.
 
+pub mod admin;
 pub mod clock;
 pub mod connection;
 pub mod faults;
@@ -160,6 +161,7 @@ pub async fn serve<S: Store>(
     } else {
         (None, None)
     };
+    let (admin_server, admin_rx) = admin::start(config.admin.as_ref()).await.unzip();
     let disk = storage.clone();
     let info = four_letter::ServerInfo::new(config, Box::new(move || disk.disk_usage()), clock);
     let mut node_loop = NodeLoop {
@@ -173,6 +175,7 @@ pub async fn serve<S: Store>(
         member,
         routed: VecDeque::new(),
         faults,
+        admin: admin_rx,
     };
     let reports = storage_thread.reports;
     let result = node_loop
@@ -185,7 +188,9 @@ pub async fn serve<S: Store>(
             shutdown,
         )
         .await;
-    acceptor.abort();
+    for task in std::iter::once(acceptor).chain(admin_server) {
+        task.abort();
+    }
     if let Err(ServeError::Storage(e)) = result {
         // The worker has stopped without acknowledging anything more.
         std::mem::forget(node_loop);

@@ -37,6 +37,8 @@ pub(super) struct NodeLoop {
     pub(super) routed: VecDeque<Command>,
     /// A test's fault switches (`zkd.faults.enable` only).
     pub(super) faults: Option<faults::Faults>,
+    /// The AdminServer's commands, when it runs (taken by `run`).
+    pub(super) admin: Option<mpsc::Receiver<admin::AdminQuery>>,
 }
 
 /// An ensemble member's election and Zab side, and its links to the others.
@@ -59,6 +61,7 @@ impl NodeLoop {
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         tokio::pin!(shutdown);
+        let mut admin = self.admin.take();
         self.with_member(|m, node, now, io| m.look(node, now, io))?;
         loop {
             if self.member.as_ref().is_some_and(|m| m.member.blocked()) {
@@ -97,8 +100,13 @@ impl NodeLoop {
                 }
                 Some(FourLetterWord { word, reply }) = words.recv(), if clients => {
                     self.woke();
-                    let followers = self.member.as_ref().and_then(|m| m.member.member().followers());
+                    let followers = self.followers();
                     let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
+                }
+                Some(admin::AdminQuery { command, reply }) = recv_if_any(&mut admin) => {
+                    self.woke();
+                    let followers = self.followers();
+                    let _ = reply.send(admin::answer(&self.info, command, &mut self.node, followers));
                 }
                 msg = inbound.recv(), if clients && self.node.outstanding() < crate::core::MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
@@ -205,6 +213,13 @@ impl NodeLoop {
         };
         step(member, &mut self.node, self.now, io)?;
         self.route_commands()
+    }
+
+    /// A leader's (followers, synced followers), for `mntr` and `monitor`.
+    fn followers(&self) -> Option<(usize, usize)> {
+        self.member
+            .as_ref()
+            .and_then(|m| m.member.member().followers())
     }
 
     /// Reads the clock after a wake-up.
