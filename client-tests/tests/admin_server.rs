@@ -171,7 +171,15 @@ fn errors_answer_as_zookeepers_and_the_server_keeps_serving() {
     let _ = cut.write_all(b"GET /comm");
     drop(cut);
     assert_eq!(json(zkd, "/commands/ruok")["error"], Value::Null);
+    // Idle connections past the AdminServer's bound: clients are served
+    // meanwhile, and so is the next request once they go.
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(("127.0.0.1", zkd)).expect("connect"))
+        .collect();
     assert!(zkd_process.four_letter_word("ruok").contains("imok"));
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(json(zkd, "/commands/ruok")["error"], Value::Null);
 }
 
 #[test]

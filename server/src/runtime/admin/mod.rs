@@ -11,16 +11,20 @@ mod commands;
 use crate::config::AdminConfig;
 pub use commands::{answer, COMMANDS};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 /// The largest request head read.
 const MAX_HEAD: usize = 16 * 1024;
 
 /// How long a client may take to send its request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections served at once.
+const MAX_CONNECTIONS: usize = 32;
 
 /// Capacity of the channel to the node loop.
 pub const ADMIN_CAPACITY: usize = 64;
@@ -57,8 +61,18 @@ pub async fn start(
 }
 
 async fn serve(listener: TcpListener, url: String, queries: mpsc::Sender<AdminQuery>) {
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(handle(stream, url.clone(), queries.clone()));
+        // Past the bound a connection is closed at once: idle or slow
+        // clients cannot pile up tasks.
+        let Ok(slot) = open.clone().try_acquire_owned() else {
+            continue;
+        };
+        let (url, queries) = (url.clone(), queries.clone());
+        tokio::spawn(async move {
+            handle(stream, url, queries).await;
+            drop(slot);
+        });
     }
 }
 
