@@ -173,6 +173,30 @@ impl ZooKeeperEnsemble {
         properties: &[(&str, &str)],
         heap: &'static str,
     ) -> ZooKeeperEnsemble {
+        ZooKeeperEnsemble::start_configured(n, tick_time_ms, properties, heap, &|_| String::new())
+    }
+
+    /// Starts `n` members with a 500 ms tick, member `i`'s AdminServer on
+    /// 127.0.0.1:`admin_ports[i]`, and waits until every one serves.
+    pub fn start_with_admin(admin_ports: &[u16]) -> ZooKeeperEnsemble {
+        let lines = |i: usize| {
+            format!(
+                "admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={}\n",
+                admin_ports[i]
+            )
+        };
+        ZooKeeperEnsemble::start_configured(admin_ports.len(), 500, &[], TEST_HEAP, &lines)
+    }
+
+    /// Starts `n` members, member `i`'s zoo.cfg ending with `extra(i)`
+    /// (whose keys override the base config's), and waits until every one serves.
+    fn start_configured(
+        n: usize,
+        tick_time_ms: u64,
+        properties: &[(&str, &str)],
+        heap: &'static str,
+        extra: &dyn Fn(usize) -> String,
+    ) -> ZooKeeperEnsemble {
         require_tool(ZOOKEEPER_JAR);
         assert!(n >= 2, "an ensemble needs two or more members, not {n}");
         let properties: Vec<(String, String)> = properties
@@ -180,7 +204,8 @@ impl ZooKeeperEnsemble {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         for attempt in 1..=PORT_CLASH_ATTEMPTS {
-            let mut ensemble = ZooKeeperEnsemble::spawn_all(n, tick_time_ms, &properties, heap);
+            let mut ensemble =
+                ZooKeeperEnsemble::spawn_all(n, tick_time_ms, &properties, heap, extra);
             match ensemble.wait_serving(&(0..n).collect::<Vec<_>>()) {
                 Ok(_) => return ensemble,
                 // Another process bound one of the ports first: new ports.
@@ -199,6 +224,7 @@ impl ZooKeeperEnsemble {
         tick_time_ms: u64,
         properties: &[(String, String)],
         heap: &'static str,
+        extra: &dyn Fn(usize) -> String,
     ) -> ZooKeeperEnsemble {
         let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
         for id in 1..=n {
@@ -216,7 +242,7 @@ impl ZooKeeperEnsemble {
                 std::fs::write(data.join("myid"), format!("{id}\n")).expect("write myid");
                 let port = free_port();
                 let config = dir.path().join("zoo.cfg");
-                let text = base_config(tick_time_ms, &data, port) + &servers;
+                let text = base_config(tick_time_ms, &data, port) + &servers + &extra(id - 1);
                 std::fs::write(&config, text).expect("write zoo.cfg");
                 let mut member = ZooKeeperMember {
                     child: None,

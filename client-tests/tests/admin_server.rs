@@ -1,22 +1,46 @@
 //! Issue 36, item 1: zkd's AdminServer beside Debian's ZooKeeper 3.8
-//! AdminServer (Jetty), the same requests to both. Every command zkd lists
-//! is one ZooKeeper lists, under the same names and aliases, and answers
-//! with ZooKeeper's keys and JSON types, nested objects included (JVM-only
-//! keys aside, and `monitor` has only the keys of zkd's `mntr` so far, each
-//! as ZooKeeper names and types it). Errors answer as ZooKeeper's do, and
-//! bad requests leave the server serving.
+//! AdminServer (Jetty), the same requests to both, standalone and as a
+//! 3-member ensemble's leader, follower, and lone survivor. zkd lists every
+//! command ZooKeeper lists, under the same names and aliases, and each
+//! answers with ZooKeeper's keys and JSON types, nested objects and array
+//! elements included (JVM-only keys aside, and `monitor` has only the keys
+//! of zkd's `mntr` so far, each as ZooKeeper names and types it), and with
+//! ZooKeeper's error where ZooKeeper gives one. Bad requests leave the
+//! server serving.
 
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
+use zkd_client_tests::ensemble::Ensemble;
 use zkd_client_tests::oracle::{require_tool, ZooKeeperProcess, SERVLET_API_JAR};
+use zkd_client_tests::oracle_ensemble::ZooKeeperEnsemble;
 use zkd_client_tests::process::{free_port, ServerOptions, ZkdProcess};
+use zookeeper::{Acl, CreateMode, ZooKeeper};
 
-/// Keys of ZooKeeper's answers that describe its JVM, which zkd has not.
+/// Keys of ZooKeeper's answers that describe its JVM (its properties, heap
+/// and locale, and the logger's `org.slf4j.*` flags), which zkd has not, and
+/// the `zookeeper.*` system properties, which follow each server's zoo.cfg.
 fn jvm_only(key: &str) -> bool {
-    key.starts_with("java.") || key.starts_with("os.memory.")
+    [
+        "java.",
+        "os.memory.",
+        "sun.",
+        "jdk.",
+        "jetty.",
+        "org.",
+        "zookeeper.",
+    ]
+    .iter()
+    .any(|p| key.starts_with(p) && key != "zookeeper.version")
+        || [
+            "file.encoding",
+            "native.encoding",
+            "user.language",
+            "user.timezone",
+        ]
+        .contains(&key)
 }
 
 /// What a response was: its status line and its body.
@@ -67,22 +91,118 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// Every key of `zk` (JVM-only ones aside) is in `zkd` with the same kind,
-/// nested objects compared alike. `at` names where, for the message.
+/// nested objects and the first elements of arrays compared alike. `at`
+/// names where, for the message.
 fn same_keys_and_kinds(at: &str, zk: &Value, zkd: &Value, missing: &mut Vec<String>) {
+    if let (Value::Array(zk), Value::Array(zkd)) = (zk, zkd) {
+        match (zk.first(), zkd.first()) {
+            (Some(theirs), Some(ours)) => {
+                same_kind(&format!("{at}[0]"), theirs, ours, missing);
+            }
+            (Some(_), None) => missing.push(format!("{at}: empty, ZooKeeper's is not")),
+            _ => {}
+        }
+        return;
+    }
     let (Value::Object(zk), Value::Object(zkd)) = (zk, zkd) else {
         return;
     };
+    if DATA_MAPS.iter().any(|m| at.ends_with(m)) {
+        // Keyed by session, path, time or member: each server's own keys,
+        // so only the kinds of their values compare.
+        match (zk.values().next(), zkd.values().next()) {
+            (Some(theirs), Some(ours)) => same_kind(&format!("{at}.*"), theirs, ours, missing),
+            (Some(_), None) => missing.push(format!("{at}: empty, ZooKeeper's is not")),
+            _ => {}
+        }
+        return;
+    }
     for (key, theirs) in zk.iter().filter(|(k, _)| !jvm_only(k)) {
         match zkd.get(key) {
             None => missing.push(format!("{at}.{key} missing")),
-            Some(ours) if kind(ours) != kind(theirs) => missing.push(format!(
-                "{at}.{key}: zkd gives a {}, ZooKeeper a {}",
-                kind(ours),
-                kind(theirs)
-            )),
-            Some(ours) => same_keys_and_kinds(&format!("{at}.{key}"), theirs, ours, missing),
+            Some(ours) => same_kind(&format!("{at}.{key}"), theirs, ours, missing),
         }
     }
+}
+
+/// Objects whose keys are data (session ids, paths, times, member ids).
+const DATA_MAPS: [&str; 5] = [
+    ".expiry_time_to_session_ids",
+    ".session_id_to_ephemeral_paths",
+    ".session_id_to_watched_paths",
+    ".path_to_session_ids",
+    ".current_config",
+];
+
+/// `ours` is of `theirs`' kind, and so is what it holds. ZooKeeper's null
+/// (an `initial_configuration` it did not keep) takes any kind.
+fn same_kind(at: &str, theirs: &Value, ours: &Value, missing: &mut Vec<String>) {
+    if kind(ours) != kind(theirs) && !theirs.is_null() {
+        missing.push(format!(
+            "{at}: zkd gives a {}, ZooKeeper a {}",
+            kind(ours),
+            kind(theirs)
+        ));
+    } else {
+        same_keys_and_kinds(at, theirs, ours, missing);
+    }
+}
+
+/// The path a command is asked on: `set_trace_mask` with the mask it needs.
+fn command_path(command: &str) -> String {
+    match command {
+        "set_trace_mask" => "/commands/set_trace_mask?traceMask=306".into(),
+        _ => format!("/commands/{command}"),
+    }
+}
+
+/// Compares every command zkd lists, on ZooKeeper's port `zk` and zkd's
+/// `zkd`: the same error (or none) and the same keys and kinds. Returns
+/// what differs, each named with `role`.
+fn compare_commands(role: &str, zk: u16, zkd: u16) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for command in &listed(zkd) {
+        let path = command_path(command);
+        let (zk_json, zkd_json) = (json(zk, &path), json(zkd, &path));
+        let at = format!("{role} {command}");
+        assert_eq!(
+            zkd_json["command"],
+            Value::from(command.as_str()),
+            "{at}: {zkd_json}"
+        );
+        if zkd_json["error"] != zk_json["error"] {
+            wrong.push(format!(
+                "{at}: error {} where ZooKeeper's is {}",
+                zkd_json["error"], zk_json["error"]
+            ));
+        } else if command == "monitor" {
+            // zkd's keys so far are ZooKeeper's, with ZooKeeper's types.
+            same_keys_and_kinds(&at, &zkd_json, &zk_json, &mut wrong);
+        } else {
+            same_keys_and_kinds(&at, &zk_json, &zkd_json, &mut wrong);
+        }
+    }
+    wrong
+}
+
+/// A session on `addr` that holds an ephemeral node and a data watch, so
+/// `connections`, `dump` and the watch commands have something to show.
+fn busy_session(addr: &str) -> ZooKeeper {
+    let client = ZooKeeper::connect(addr, Duration::from_secs(10), |_| {}).expect("connect");
+    let open = Acl::open_unsafe().clone();
+    client
+        .create(
+            "/admin",
+            b"a".to_vec(),
+            open.clone(),
+            CreateMode::Persistent,
+        )
+        .expect("create");
+    client
+        .create("/admin-e", b"e".to_vec(), open, CreateMode::Ephemeral)
+        .expect("create");
+    client.get_data("/admin", true).expect("watch");
+    client
 }
 
 fn servers() -> (ZooKeeperProcess, ZkdProcess, u16, u16) {
@@ -105,32 +225,175 @@ fn servers() -> (ZooKeeperProcess, ZkdProcess, u16, u16) {
 
 #[test]
 fn every_command_answers_with_zookeepers_keys_and_types() {
-    let (_zk, _zkd, zk, zkd) = servers();
+    let (zk_process, zkd_process, zk, zkd) = servers();
     let (theirs, ours) = (listed(zk), listed(zkd));
-    assert!(ours.len() >= 10, "zkd lists {ours:?}");
-    let foreign: Vec<_> = ours.difference(&theirs).collect();
-    assert!(
-        foreign.is_empty(),
-        "commands ZooKeeper has not: {foreign:?}"
+    assert_eq!(ours, theirs, "the commands listed");
+    let _sessions = (
+        busy_session(&zk_process.addr()),
+        busy_session(&zkd_process.addr()),
     );
-    let mut wrong = Vec::new();
-    for command in &ours {
-        let path = format!("/commands/{command}");
-        let (zk_json, zkd_json) = (json(zk, &path), json(zkd, &path));
+    let wrong = compare_commands("standalone", zk, zkd);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Values a tool reads, beyond their kinds.
+    let conns = json(zkd, "/commands/connections");
+    assert_eq!(
+        conns["connections"].as_array().map(Vec::len),
+        Some(1),
+        "{conns}"
+    );
+    let watches = json(zkd, "/commands/watches_by_path");
+    assert!(
+        watches["path_to_session_ids"]["/admin"].is_array(),
+        "{watches}"
+    );
+    let dump = json(zkd, "/commands/dump");
+    let ephemerals = dump["session_id_to_ephemeral_paths"].as_object().cloned();
+    let paths: Vec<_> = ephemerals.into_iter().flatten().map(|(_, p)| p).collect();
+    assert_eq!(paths, [Value::from(vec!["/admin-e"])], "{dump}");
+    let port = zkd_process.config_path().to_owned();
+    let config = std::fs::read_to_string(port).expect("zoo.cfg");
+    let initial = json(zkd, "/commands/initial_configuration");
+    assert_eq!(
+        initial["initial_configuration"],
+        Value::from(config),
+        "{initial}"
+    );
+}
+
+/// Member `i`'s AdminServer port on zkd and on ZooKeeper, after each
+/// ensemble has elected its leader.
+struct Ensembles {
+    zk: ZooKeeperEnsemble,
+    zkd: Ensemble,
+    zk_admin: Vec<u16>,
+    zkd_admin: Vec<u16>,
+}
+
+fn ensembles() -> Ensembles {
+    require_tool(SERVLET_API_JAR);
+    let zk_admin: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let zkd_admin: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let zk = ZooKeeperEnsemble::start_with_admin(&zk_admin);
+    let options = zkd_admin
+        .iter()
+        .map(|port| {
+            ServerOptions {
+                tick_time_ms: 500,
+                ..ServerOptions::default()
+            }
+            .with("admin.serverAddress", "127.0.0.1")
+            .with("admin.serverPort", &port.to_string())
+        })
+        .collect();
+    let zkd = Ensemble::start_each(options);
+    Ensembles {
+        zk,
+        zkd,
+        zk_admin,
+        zkd_admin,
+    }
+}
+
+#[test]
+fn an_ensembles_leader_follower_and_lone_survivor_answer_as_zookeepers() {
+    let Ensembles {
+        mut zk,
+        mut zkd,
+        zk_admin,
+        zkd_admin,
+    } = ensembles();
+    let (zk_leader, zkd_leader) = (
+        zk.leader().expect("a leader"),
+        zkd.leader().expect("a leader"),
+    );
+    let (zk_follower, zkd_follower) = ((zk_leader + 1) % 3, (zkd_leader + 1) % 3);
+    let _sessions = (
+        busy_session(&zk.members[zk_follower].addr()),
+        busy_session(&zkd.members[zkd_follower].addr()),
+    );
+    let mut wrong = compare_commands("leader", zk_admin[zk_leader], zkd_admin[zkd_leader]);
+    wrong.extend(compare_commands(
+        "follower",
+        zk_admin[zk_follower],
+        zkd_admin[zkd_follower],
+    ));
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Who leads, and the membership, as every member tells them.
+    for (i, port) in zkd_admin.iter().enumerate() {
+        let leader = json(*port, "/commands/leader");
         assert_eq!(
-            zkd_json["command"],
-            Value::from(command.as_str()),
-            "{zkd_json}"
+            leader["is_leader"],
+            Value::from(i == zkd_leader),
+            "{leader}"
         );
-        assert_eq!(zkd_json["error"], Value::Null, "{command}: {zkd_json}");
-        if command == "monitor" {
-            // zkd's keys so far are ZooKeeper's, with ZooKeeper's types.
-            same_keys_and_kinds(command, &zkd_json, &zk_json, &mut wrong);
-        } else {
-            same_keys_and_kinds(command, &zk_json, &zkd_json, &mut wrong);
+        assert_eq!(leader["leader_id"], Value::from(zkd_leader + 1), "{leader}");
+        let zab = json(*port, "/commands/zabstate");
+        assert_eq!(zab["zabstate"], Value::from("broadcast"), "{zab}");
+        assert_eq!(zab["myid"], Value::from(i + 1), "{zab}");
+        let quorum = format!("127.0.0.1:{}", zkd.peers[i].quorum_port);
+        assert_eq!(
+            zab["quorum_address"]["one"],
+            Value::from(quorum.as_str()),
+            "{zab}"
+        );
+        let view = json(*port, "/commands/voting_view");
+        let members = view["current_config"].as_object().map(|m| m.len());
+        assert_eq!(members, Some(3), "{view}");
+        assert_eq!(
+            view["current_config"][(i + 1).to_string()]["server_addresses"][0],
+            Value::from(quorum),
+            "{view}"
+        );
+    }
+    // Two members gone: the survivor answers as ZooKeeper's does while it
+    // elects (zabstate says where it is: "election" where ZooKeeper's is "").
+    let (zk_left, zkd_left) = (zk_follower, zkd_follower);
+    for i in (0..3).filter(|i| *i != zk_left) {
+        zk.kill9(i);
+    }
+    for i in (0..3).filter(|i| *i != zkd_left) {
+        zkd.members[i].kill9();
+    }
+    wait_until_not_serving(zkd_admin[zkd_left]);
+    wait_until_not_serving(zk_admin[zk_left]);
+    let mut wrong = Vec::new();
+    for command in listed(zkd_admin[zkd_left])
+        .iter()
+        .filter(|c| *c != "monitor")
+    {
+        // ZooKeeper's monitor fails with a NullPointerException (HTTP 500)
+        // here; zkd's answers, with server_state "looking".
+        let path = command_path(command);
+        let (theirs, ours) = (
+            json(zk_admin[zk_left], &path),
+            json(zkd_admin[zkd_left], &path),
+        );
+        if ours["error"] != theirs["error"] {
+            wrong.push(format!(
+                "{command}: {} where ZooKeeper's is {}",
+                ours["error"], theirs["error"]
+            ));
         }
+        same_keys_and_kinds(command, &theirs, &ours, &mut wrong);
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+    let zab = json(zkd_admin[zkd_left], "/commands/zabstate");
+    assert_eq!(zab["zabstate"], Value::from("election"), "{zab}");
+    let monitor = json(zkd_admin[zkd_left], "/commands/monitor");
+    assert_eq!(monitor["server_state"], Value::from("looking"), "{monitor}");
+}
+
+/// Waits (at most 30 s) until the AdminServer on `port` says its server
+/// does not serve.
+fn wait_until_not_serving(port: u16) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while json(port, "/commands/ruok")["error"].is_null() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "port {port} still serves"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -138,7 +401,8 @@ fn aliases_name_the_same_commands_as_zookeepers() {
     let (_zk, _zkd, zk, zkd) = servers();
     let ours = listed(zkd);
     let aliases = [
-        "conf", "config", "crst", "env", "envi", "isro", "mntr", "srvr", "srst", "wchs",
+        "conf", "config", "crst", "cons", "env", "envi", "gtmk", "icfg", "isro", "lsnp", "lead",
+        "mntr", "orst", "obsr", "srvr", "stmk", "srst", "stat", "sysp", "wchs", "wchc", "wchp",
     ];
     let mut checked = 0;
     for alias in aliases {
@@ -158,6 +422,14 @@ fn errors_answer_as_zookeepers_and_the_server_keeps_serving() {
     let (_zk, zkd_process, zk, zkd) = servers();
     let (theirs, ours) = (json(zk, "/commands/nope"), json(zkd, "/commands/nope"));
     assert_eq!(ours, theirs, "an unknown command");
+    for path in [
+        "/commands/set_trace_mask",
+        "/commands/set_trace_mask?traceMask=lots",
+        "/commands/set_trace_mask?traceMask=1&traceMask=2",
+        "/commands/get_trace_mask",
+    ] {
+        assert_eq!(json(zkd, path), json(zk, path), "{path}");
+    }
     for (method, path) in [("POST", "/commands/ruok"), ("GET", "/elsewhere")] {
         let status = |port| get(port, method, path).0;
         let code = |s: String| s.split(' ').nth(1).unwrap_or_default().to_owned();
@@ -192,4 +464,47 @@ fn admin_enable_server_false_leaves_the_port_closed() {
     );
     assert!(zkd.four_letter_word("ruok").contains("imok"));
     assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn last_snapshot_names_the_newest_snapshot_on_disk() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let options = ServerOptions {
+        data_dir: Some(data.path().to_owned()),
+        ..ServerOptions::default()
+    };
+    let zkd = ZkdProcess::start_with(
+        options
+            .with("snapCount", "2")
+            .with("admin.serverAddress", "127.0.0.1")
+            .with("admin.serverPort", &port.to_string()),
+    );
+    let none = json(port, "/commands/last_snapshot");
+    assert_eq!(none["zxid"], Value::from("ffffffffffffffff"), "{none}");
+    assert_eq!(none["timestamp"], Value::from(-1), "{none}");
+    let client = ZooKeeper::connect(&zkd.addr(), Duration::from_secs(10), |_| {}).expect("connect");
+    for i in 0..10 {
+        let open = Acl::open_unsafe().clone();
+        let path = format!("/n{i}");
+        client
+            .create(&path, vec![], open, CreateMode::Persistent)
+            .expect("create");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let last = loop {
+        let last = json(port, "/commands/last_snapshot");
+        if last["zxid"] != none["zxid"] {
+            break last;
+        }
+        assert!(std::time::Instant::now() < deadline, "no snapshot: {last}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let zxid = last["zxid"].as_str().expect("a hex zxid");
+    let file = data.path().join(format!("zkd/snapshots/snapshot.{zxid}"));
+    assert!(file.exists(), "{last}: no {}", file.display());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let now = now.expect("a clock past 1970").as_secs() as i64;
+    let at = last["timestamp"].as_i64().expect("seconds");
+    assert!((now - 60..=now + 1).contains(&at), "{last} at {now}");
 }

@@ -212,6 +212,10 @@ impl Store for StalledStorage {
     fn disk_usage(&self) -> (u64, u64) {
         (0, 0)
     }
+
+    fn last_snapshot(&self) -> Option<(Zxid, u64)> {
+        self.inner.last_snapshot()
+    }
 }
 
 /// Sends a four-letter word, waiting at most `limit` for the answer.

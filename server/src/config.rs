@@ -92,6 +92,9 @@ pub struct Config {
     /// ZooKeeper's AdminServer: HTTP on `admin.serverAddress:admin.serverPort`
     /// under `admin.commandURL`; None with `admin.enableServer=false`.
     pub admin: Option<AdminConfig>,
+    /// The zoo.cfg text as read at start (the AdminServer's
+    /// `initial_configuration`); None when built from properties.
+    pub file_text: Option<String>,
 }
 
 /// Where the AdminServer listens (ZooKeeper's defaults: every address,
@@ -118,7 +121,11 @@ impl Config {
                 props.insert("myid".into(), id.to_string());
             }
         }
-        Config::from_properties(&props)
+        let config = Config::from_properties(&props)?;
+        Ok(Config {
+            file_text: Some(text),
+            ..config
+        })
     }
 
     /// Builds and validates a configuration from `key=value` pairs.
@@ -174,6 +181,7 @@ impl Config {
                     command_url: p.get("admin.commandURL").unwrap_or("/commands").to_owned(),
                 }),
             },
+            file_text: None,
         };
         p.warn_unknown();
         config.validate()?;

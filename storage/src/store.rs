@@ -19,17 +19,31 @@ pub trait Store:
 {
     /// Bytes on disk of the data store and of the log (`dirs`, `conf`).
     fn disk_usage(&self) -> (u64, u64);
+
+    /// The newest sealed snapshot: its zxid, and when it was sealed in
+    /// seconds since the Unix epoch (the AdminServer's `last_snapshot`).
+    fn last_snapshot(&self) -> Option<(Zxid, u64)>;
 }
 
 impl Store for crate::SledStorage {
     fn disk_usage(&self) -> (u64, u64) {
         self.sizes()
     }
+
+    fn last_snapshot(&self) -> Option<(Zxid, u64)> {
+        self.newest_snapshot()
+    }
 }
 
 impl Store for crate::MemStorage {
     fn disk_usage(&self) -> (u64, u64) {
         (0, 0)
+    }
+
+    /// The newest sealed snapshot, sealed at time 0: memory keeps no clock.
+    fn last_snapshot(&self) -> Option<(Zxid, u64)> {
+        let seals = self.snapshot_seals().ok()?;
+        seals.last().map(|(zxid, _)| (*zxid, 0))
     }
 }
 

@@ -13,6 +13,7 @@
 
 pub mod acl;
 pub mod connection;
+pub mod digest_log;
 pub mod election;
 pub mod java_order;
 mod local_snapshot;

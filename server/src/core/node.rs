@@ -1,6 +1,7 @@
 //! `Node`: the state machine's state, its event entry points, handshakes and timeouts.
 
 use super::connection::{Conn, ConnState};
+use super::digest_log::DigestLog;
 use super::local_snapshot::LocalSnapshot;
 use super::node_mode::ModeState;
 use super::pipeline::pending::PendingChanges;
@@ -77,6 +78,8 @@ pub struct Node {
     /// A committed txn failed to apply here: the tree diverged from the
     /// leader's at this zxid (taken by the member, which ends its role).
     pub(super) diverged_at: Option<Zxid>,
+    /// The tree's digest every 128th zxid (the AdminServer's `hash`).
+    pub(super) digests: DigestLog,
 }
 
 impl Node {
@@ -110,6 +113,7 @@ impl Node {
             mode: ModeState::Standalone,
             fuzzy_through: Zxid::ZERO,
             diverged_at: None,
+            digests: DigestLog::default(),
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node
@@ -549,6 +553,11 @@ impl Node {
     /// Server-wide counters.
     pub fn stats(&self) -> &ServerStats {
         &self.stats
+    }
+
+    /// The tree's digest every 128th zxid, the last 1,024 (`hash`).
+    pub fn digests(&self) -> &DigestLog {
+        &self.digests
     }
 
     /// Resets server-wide counters (`srst`).

@@ -50,6 +50,7 @@ impl Node {
             return;
         }
         let (outcome, triggers) = apply_to_tree(&mut self.tree, &txn);
+        self.digests.applied(txn.zxid(), || self.tree.digest());
         if let Some(why) = self.disagreement(&txn, &outcome, digest) {
             tracing::error!(zxid = %txn.zxid(), why, "this member's tree diverged from the leader's");
             self.diverged_at.get_or_insert(txn.zxid());

@@ -29,7 +29,9 @@ impl Latency {
         if self.count == 0 {
             0.0
         } else {
-            self.total_ms as f64 / self.count as f64
+            // Four decimals, as ZooKeeper's AvgMinMaxCounter rounds.
+            let avg = self.total_ms as f64 / self.count as f64;
+            (avg * 10_000.0).round() / 10_000.0
         }
     }
 }

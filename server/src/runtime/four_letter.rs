@@ -1,65 +1,15 @@
 //! Four-letter words on the client port, with ZooKeeper's output formats.
 
-use super::clock::Clock;
-use crate::config::Config;
+use super::server_info::{version_string, ServerInfo};
 use crate::core::connection::Conn;
 use crate::core::{ConnId, Mode, Node};
 use std::fmt::Write;
 
-/// The ZooKeeper release whose client-visible behaviour zkd follows.
-pub const ZOOKEEPER_COMPAT_VERSION: &str = "3.9.5";
-
-/// What the node loop knows besides the core, for 4lw output.
-pub struct ServerInfo {
-    config: Config,
-    /// Bytes on disk of (data, log).
-    disk_usage: Box<dyn Fn() -> (u64, u64) + Send>,
-    clock: Clock,
-    started_mono_ms: u64,
-}
-
-/// `Zookeeper version:` value: the compatible release, then zkd's own version.
-pub fn version_string() -> String {
-    format!(
-        "{ZOOKEEPER_COMPAT_VERSION}-zkd-{}, built on 1970-01-01 00:00 UTC",
-        env!("CARGO_PKG_VERSION")
-    )
-}
-
 impl ServerInfo {
-    /// Info for a server started now.
-    pub fn new(
-        config: Config,
-        disk_usage: Box<dyn Fn() -> (u64, u64) + Send>,
-        clock: Clock,
-    ) -> ServerInfo {
-        ServerInfo {
-            started_mono_ms: clock.now().mono_ms,
-            config,
-            disk_usage,
-            clock,
-        }
-    }
-
-    /// The server's configuration.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// Bytes on disk of (data, log).
-    pub fn disk_usage(&self) -> (u64, u64) {
-        (self.disk_usage)()
-    }
-
-    /// Milliseconds since the server started.
-    pub fn uptime_ms(&self) -> u64 {
-        self.clock.now().mono_ms - self.started_mono_ms
-    }
-
     /// The reply to `word`, honouring the whitelist. `followers` is the
     /// leader's (followers, synced followers).
     pub fn answer(&self, word: &str, node: &mut Node, followers: Option<(usize, usize)>) -> String {
-        if !self.config.four_letter_whitelist.allows(word) {
+        if !self.config().four_letter_whitelist.allows(word) {
             return format!("{word} is not executed because it is not in the whitelist.\n");
         }
         if node.mode() == Mode::NotServing && !matches!(word, "ruok" | "conf" | "envi" | "dirs") {
@@ -82,7 +32,7 @@ impl ServerInfo {
             "wchc" => wchc(node),
             "wchp" => wchp(node),
             "dirs" => {
-                let (data, log) = (self.disk_usage)();
+                let (data, log) = self.disk_usage();
                 format!("datadir_size: {data}\nlogdir_size: {log}\n")
             }
             "dump" => dump(node),
@@ -126,8 +76,8 @@ impl ServerInfo {
     }
 
     fn conf(&self) -> String {
-        let c = &self.config;
-        let (data, log) = (self.disk_usage)();
+        let c = self.config();
+        let (data, log) = self.disk_usage();
         format!(
             "clientPort={}\nsecureClientPort=-1\ndataDir={}\ndataDirSize={data}\ndataLogDir={}\ndataLogSize={log}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
             c.client_port,

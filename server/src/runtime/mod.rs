@@ -20,6 +20,7 @@ pub(crate) mod member_driver;
 mod node_loop;
 pub mod peer;
 pub mod recovery;
+pub mod server_info;
 #[cfg(test)]
 mod snap_sender_tests;
 pub mod storage_worker;
@@ -31,6 +32,7 @@ use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
 use node_loop::{Membership, NodeLoop};
+use server_info::ServerInfo;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::net::IpAddr;
@@ -162,8 +164,7 @@ pub async fn serve<S: Store>(
         (None, None)
     };
     let (admin_server, admin_rx) = admin::start(config.admin.as_ref()).await.unzip();
-    let disk = storage.clone();
-    let info = four_letter::ServerInfo::new(config, Box::new(move || disk.disk_usage()), clock);
+    let info = ServerInfo::new(config, Box::new(storage.clone()), clock);
     let mut node_loop = NodeLoop {
         node,
         now: clock.now(),

@@ -29,7 +29,7 @@ pub(super) struct NodeLoop {
     /// How much of the node's snapshot pieces storage is done with.
     pub(super) snapshot_progress: storage_worker::SnapshotProgress,
     pub(super) conns: BTreeMap<ConnId, ConnHandle>,
-    pub(super) info: four_letter::ServerInfo,
+    pub(super) info: super::server_info::ServerInfo,
     /// The election and Zab side, in an ensemble.
     pub(super) member: Option<Membership>,
     /// The node's commands being carried out: a list kept from one wake-up
@@ -100,13 +100,12 @@ impl NodeLoop {
                 }
                 Some(FourLetterWord { word, reply }) = words.recv(), if clients => {
                     self.woke();
-                    let followers = self.followers();
+                    let followers = self.member_view().and_then(|m| m.followers);
                     let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
                 }
-                Some(admin::AdminQuery { command, reply }) = recv_if_any(&mut admin) => {
+                Some(query) = recv_if_any(&mut admin) => {
                     self.woke();
-                    let followers = self.followers();
-                    let _ = reply.send(admin::answer(&self.info, command, &mut self.node, followers));
+                    self.admin(query);
                 }
                 msg = inbound.recv(), if clients && self.node.outstanding() < crate::core::MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
@@ -215,11 +214,21 @@ impl NodeLoop {
         self.route_commands()
     }
 
-    /// A leader's (followers, synced followers), for `mntr` and `monitor`.
-    fn followers(&self) -> Option<(usize, usize)> {
-        self.member
-            .as_ref()
-            .and_then(|m| m.member.member().followers())
+    /// Answers an AdminServer command.
+    fn admin(&mut self, query: admin::AdminQuery) {
+        let cx = admin::Context {
+            member: self.member_view(),
+            info: &mut self.info,
+            node: &mut self.node,
+        };
+        let _ = query
+            .reply
+            .send(admin::answer(cx, query.command, &query.args));
+    }
+
+    /// Where this member stands in its ensemble (`mntr`, the AdminServer).
+    fn member_view(&self) -> Option<crate::core::member::MemberView> {
+        self.member.as_ref().map(|m| m.member.member().view())
     }
 
     /// Reads the clock after a wake-up.

@@ -319,6 +319,12 @@ impl SledStorage {
         self.flush_data()
     }
 
+    /// The newest sealed snapshot's zxid and the Unix second its file was
+    /// sealed (renamed into place; its mtime is the last append's).
+    pub fn newest_snapshot(&self) -> Option<(Zxid, u64)> {
+        self.snapshots.newest_sealed()
+    }
+
     /// Bytes used on disk by the log and by the data store (`dirs`).
     pub fn sizes(&self) -> (u64, u64) {
         (self.data_db.size_on_disk().unwrap_or(0), self.log().bytes())

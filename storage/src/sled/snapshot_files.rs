@@ -177,6 +177,22 @@ impl SnapshotFiles {
         Ok(zxids)
     }
 
+    /// The newest sealed snapshot's zxid and its file's mtime in Unix seconds.
+    pub fn newest_sealed(&self) -> Option<(Zxid, u64)> {
+        let list = self.list().ok()?;
+        let zxid = list
+            .iter()
+            .filter(|(_, sealed)| *sealed)
+            .map(|(z, _)| *z)
+            .max()?;
+        let modified = std::fs::metadata(self.sealed_path(zxid))
+            .ok()?
+            .modified()
+            .ok()?;
+        let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+        Some((zxid, since.as_secs()))
+    }
+
     /// (zxid, sealed) of every snapshot file.
     fn list(&self) -> Result<Vec<(Zxid, bool)>> {
         let mut found = Vec::new();

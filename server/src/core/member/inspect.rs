@@ -3,6 +3,20 @@
 //! stand (with the simulator's settings for its small trees).
 
 use super::*;
+use crate::core::zab::ZabState;
+
+/// Where a member stands in its ensemble, as the AdminServer shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberView {
+    /// This member's id.
+    pub id: ServerId,
+    /// The leader it follows, or itself while it leads; None while looking.
+    pub leader: Option<ServerId>,
+    /// Its Zab phase.
+    pub zab_state: ZabState,
+    /// A leader's (followers, synced followers).
+    pub followers: Option<(usize, usize)>,
+}
 
 impl Member {
     /// The role's name, for logs and `srvr`.
@@ -87,6 +101,21 @@ impl Member {
         match &self.role {
             Role::Following(f) => Some(f.leader()),
             _ => None,
+        }
+    }
+
+    /// Where this member stands, for the AdminServer.
+    pub fn view(&self) -> MemberView {
+        let (leader, zab_state) = match &self.role {
+            Role::Looking => (None, ZabState::Election),
+            Role::Leading(l) => (Some(self.id), l.zab_state()),
+            Role::Following(f) => (Some(f.leader()), f.zab_state()),
+        };
+        MemberView {
+            id: self.id,
+            leader,
+            zab_state,
+            followers: self.followers(),
         }
     }
 

@@ -23,6 +23,7 @@ use crate::core::zab::{
 };
 use crate::core::{Command, Event, Node, Now, ReadPermit, MAX_OUTSTANDING};
 use crate::failpoints::{active, Failpoint};
+pub use inspect::MemberView;
 #[cfg(test)]
 pub(crate) use outbox::weight;
 pub(crate) use outbox::Outbox;

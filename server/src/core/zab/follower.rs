@@ -264,6 +264,21 @@ impl Follower {
         matches!(self.phase, Phase::Broadcast(_))
     }
 
+    /// The Zab phase, as ZooKeeper's follower names it: discovery until it
+    /// acked the leader's epoch, synchronization until UPTODATE.
+    pub fn zab_state(&self) -> super::ZabState {
+        use super::ZabState;
+        match self.phase {
+            Phase::AwaitingLeaderInfo | Phase::PersistingAcceptedEpoch(_) => ZabState::Discovery,
+            Phase::AwaitingSync(_)
+            | Phase::Syncing(_)
+            | Phase::PersistingNewLeader(_)
+            | Phase::AwaitingUpToDate(_) => ZabState::Synchronization,
+            Phase::Broadcast(_) => ZabState::Broadcast,
+            Phase::Done => ZabState::Election,
+        }
+    }
+
     fn silence_limit_ms(&self) -> u64 {
         match self.phase {
             Phase::AwaitingUpToDate(_) | Phase::Broadcast(_) => self.timing.sync_ms(),

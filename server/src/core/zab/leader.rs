@@ -329,6 +329,21 @@ impl Leader {
         self.phase == Phase::Broadcast
     }
 
+    /// The Zab phase, as ZooKeeper's leader names it: discovery until a
+    /// quorum acked the new epoch, synchronization until a quorum acked
+    /// NEWLEADER.
+    pub fn zab_state(&self) -> super::ZabState {
+        use super::ZabState;
+        match self.phase {
+            Phase::Discovery | Phase::PersistingAcceptedEpoch | Phase::AwaitingEpochAcks => {
+                ZabState::Discovery
+            }
+            Phase::PersistingCurrentEpoch | Phase::Synchronizing => ZabState::Synchronization,
+            Phase::Broadcast => ZabState::Broadcast,
+            Phase::Done => ZabState::Election,
+        }
+    }
+
     /// Everything up to here is committed.
     pub fn last_committed(&self) -> Zxid {
         self.last_committed

@@ -266,6 +266,28 @@ impl Voters {
     }
 }
 
+/// Where a member is in Zab, as ZooKeeper's `QuorumPeer.ZabState` names
+/// it (the AdminServer's `zabstate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZabState {
+    Election,
+    Discovery,
+    Synchronization,
+    Broadcast,
+}
+
+impl ZabState {
+    /// The name ZooKeeper's AdminServer shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZabState::Election => "election",
+            ZabState::Discovery => "discovery",
+            ZabState::Synchronization => "synchronization",
+            ZabState::Broadcast => "broadcast",
+        }
+    }
+}
+
 /// The zxid of NEWLEADER and of its ACK: the epoch with counter 0.
 pub fn epoch_zxid(epoch: Epoch) -> Zxid {
     Zxid::new(epoch, 0)

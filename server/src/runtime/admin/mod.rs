@@ -6,11 +6,16 @@
 //! be bound is logged and the server runs on without it, as ZooKeeper's
 //! does. One request per connection.
 
+mod about_server;
 mod commands;
+mod quorum;
+mod sessions;
+mod stats;
 
 use crate::config::AdminConfig;
-pub use commands::{answer, COMMANDS};
+pub use commands::{answer, Context, COMMANDS};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,10 +35,11 @@ const MAX_CONNECTIONS: usize = 32;
 pub const ADMIN_CAPACITY: usize = 64;
 
 /// A command for the node loop to answer: the command's canonical name,
-/// and where its JSON goes.
+/// the request's query parameters, and where its JSON goes.
 #[derive(Debug)]
 pub struct AdminQuery {
     pub command: &'static str,
+    pub args: BTreeMap<String, String>,
     pub reply: oneshot::Sender<Map<String, Value>>,
 }
 
@@ -85,7 +91,7 @@ struct Response {
 
 async fn handle(mut stream: TcpStream, url: String, queries: mpsc::Sender<AdminQuery>) {
     let response = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
-        Ok(Some((method, path))) => route(&method, &path, &url, &queries).await,
+        Ok(Some(request)) => route(request, &url, &queries).await,
         _ => error_page("400 Bad Request"),
     };
     let head = format!(
@@ -99,9 +105,16 @@ async fn handle(mut stream: TcpStream, url: String, queries: mpsc::Sender<AdminQ
     let _ = stream.shutdown().await;
 }
 
-/// The request line's method and path (the query string dropped), once the
-/// whole head is in; None for anything that is not an HTTP request head.
-async fn read_head(stream: &mut TcpStream) -> Option<(String, String)> {
+/// What a request asks: its method, its path, and its query parameters.
+struct Request {
+    method: String,
+    path: String,
+    args: BTreeMap<String, String>,
+}
+
+/// The request line, once the whole head is in; None for anything that is
+/// not an HTTP request head.
+async fn read_head(stream: &mut TcpStream) -> Option<Request> {
     let mut head = Vec::new();
     let mut buf = [0u8; 2048];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -114,28 +127,40 @@ async fn read_head(stream: &mut TcpStream) -> Option<(String, String)> {
     let line = std::str::from_utf8(&head).ok()?.lines().next()?;
     let mut words = line.split(' ');
     let (method, target) = (words.next()?, words.next()?);
-    let path = target.split('?').next().unwrap_or(target);
-    Some((method.to_owned(), path.to_owned()))
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    Some(Request {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        args: query_args(query),
+    })
 }
 
-async fn route(
-    method: &str,
-    path: &str,
-    url: &str,
-    queries: &mpsc::Sender<AdminQuery>,
-) -> Response {
-    let rest = match path.strip_prefix(url) {
+/// `a=1&b=2` as a map; a key given twice keeps its first value, as a
+/// servlet's `getParameter` does. Values are taken as sent: the only
+/// parameter a command reads (`traceMask`) is a number.
+fn query_args(query: &str) -> BTreeMap<String, String> {
+    let mut args = BTreeMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        args.entry(key.to_owned())
+            .or_insert_with(|| value.to_owned());
+    }
+    args
+}
+
+async fn route(request: Request, url: &str, queries: &mpsc::Sender<AdminQuery>) -> Response {
+    let rest = match request.path.strip_prefix(url) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
         _ => return error_page("404 Not Found"),
     };
-    if method != "GET" {
+    if request.method != "GET" {
         return error_page("405 Method Not Allowed");
     }
     if rest.is_empty() {
         return listing(url);
     }
     let mut json = match commands::resolve(rest) {
-        Some(command) => ask(command, queries).await,
+        Some(command) => ask(command, request.args, queries).await,
         None => unknown(rest),
     };
     if !json.contains_key("error") {
@@ -149,9 +174,18 @@ async fn route(
 }
 
 /// The node loop's answer to `command`.
-async fn ask(command: &'static str, queries: &mpsc::Sender<AdminQuery>) -> Map<String, Value> {
+async fn ask(
+    command: &'static str,
+    args: BTreeMap<String, String>,
+    queries: &mpsc::Sender<AdminQuery>,
+) -> Map<String, Value> {
     let (reply, answer) = oneshot::channel();
-    let asked = queries.send(AdminQuery { command, reply }).await;
+    let query = AdminQuery {
+        command,
+        args,
+        reply,
+    };
+    let asked = queries.send(query).await;
     match asked {
         Ok(()) => answer.await.unwrap_or_else(|_| stopped(command)),
         Err(_) => stopped(command),

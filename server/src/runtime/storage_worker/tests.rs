@@ -147,6 +147,10 @@ impl Store for Recorder {
     fn disk_usage(&self) -> (u64, u64) {
         (0, 0)
     }
+
+    fn last_snapshot(&self) -> Option<(Zxid, u64)> {
+        self.inner.last_snapshot()
+    }
 }
 
 fn txn(z: i64) -> Txn {
