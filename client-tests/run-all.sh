@@ -45,6 +45,9 @@ fi
 # kazoo, the stock Python client, for the kazoo smoke test.
 python3 -c 'import kazoo' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore kazoo==2.11.0
 
+# The Prometheus text parser that tests/prometheus.rs reads /metrics with.
+python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore prometheus_client==0.26.0
+
 # node-zookeeper-client, pinned by package.json and package-lock.json.
 [ -d "$NODE_DIR/node_modules/node-zookeeper-client" ] || (cd "$NODE_DIR" && npm ci --no-audit --no-fund)
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use zkd_client_tests::ensemble::Ensemble;
 use zkd_client_tests::oracle::{require_tool, ZooKeeperProcess, SERVLET_API_JAR};
 use zkd_client_tests::oracle_ensemble::ZooKeeperEnsemble;
-use zkd_client_tests::process::{free_port, ServerOptions, ZkdProcess};
+use zkd_client_tests::process::{four_letter_word, free_port, ServerOptions, ZkdProcess};
 use zookeeper::{Acl, CreateMode, ZooKeeper};
 
 /// Keys of ZooKeeper's answers that describe its JVM (its properties, heap
@@ -234,6 +234,26 @@ fn every_command_answers_with_zookeepers_keys_and_types() {
     );
     let wrong = compare_commands("standalone", zk, zkd);
     assert!(wrong.is_empty(), "{wrong:#?}");
+    // mntr, the four-letter word, shows monitor's keys: ZooKeeper's too.
+    let keys = |text: String| -> BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| l.split('\t').next())
+            .map(str::to_owned)
+            .collect()
+    };
+    let zk_port: u16 = zk_process
+        .addr()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let theirs = keys(four_letter_word(zk_port, "mntr").expect("ZooKeeper's mntr"));
+    let ours = keys(zkd_process.four_letter_word("mntr"));
+    let foreign: Vec<_> = ours.difference(&theirs).collect();
+    assert!(
+        foreign.is_empty() && ours.len() > 60,
+        "mntr keys ZooKeeper has not: {foreign:?}"
+    );
     // Values a tool reads, beyond their kinds.
     let conns = json(zkd, "/commands/connections");
     assert_eq!(

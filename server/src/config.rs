@@ -92,10 +92,32 @@ pub struct Config {
     /// ZooKeeper's AdminServer: HTTP on `admin.serverAddress:admin.serverPort`
     /// under `admin.commandURL`; None with `admin.enableServer=false`.
     pub admin: Option<AdminConfig>,
+    /// ZooKeeper's Prometheus provider (`metricsProvider.className`): the
+    /// `/metrics` endpoint's address; None with no provider or another.
+    pub prometheus: Option<PrometheusConfig>,
     /// The zoo.cfg text as read at start (the AdminServer's
     /// `initial_configuration`); None when built from properties.
     pub file_text: Option<String>,
 }
+
+/// Where the Prometheus endpoint listens (ZooKeeper's defaults: every
+/// address, port 7000).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrometheusConfig {
+    pub host: String,
+    pub port: u16,
+}
+
+/// ZooKeeper's Prometheus provider, as `metricsProvider.className` names it.
+pub const PROMETHEUS_PROVIDER: &str =
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
+
+/// Providers that export nothing over HTTP: ZooKeeper's default (whose
+/// values `mntr` shows, as zkd's always does) and its null provider.
+const QUIET_PROVIDERS: [&str; 2] = [
+    "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider",
+    "org.apache.zookeeper.metrics.impl.NullMetricsProvider",
+];
 
 /// Where the AdminServer listens (ZooKeeper's defaults: every address,
 /// port 8080, `/commands`).
@@ -181,6 +203,7 @@ impl Config {
                     command_url: p.get("admin.commandURL").unwrap_or("/commands").to_owned(),
                 }),
             },
+            prometheus: prometheus(&mut p)?,
             file_text: None,
         };
         p.warn_unknown();
@@ -333,6 +356,38 @@ const ACCEPTED_KEYS: [&str; 9] = [
     "forceSync",
     "preAllocSize",
 ];
+
+/// The Prometheus endpoint `metricsProvider.*` asks for. ZooKeeper fails
+/// to start on a provider class it cannot load; zkd on one it has not.
+fn prometheus(p: &mut Props) -> Result<Option<PrometheusConfig>, ConfigError> {
+    const KEY: &str = "metricsProvider.className";
+    // Its other settings (exportJvmInfo, the worker threads) have no
+    // meaning here: read, so they are not reported unknown.
+    let settings: Vec<String> = p
+        .props
+        .keys()
+        .filter(|k| k.starts_with("metricsProvider."))
+        .cloned()
+        .collect();
+    for key in &settings {
+        p.get(key);
+    }
+    match p.get(KEY) {
+        None => Ok(None),
+        Some(c) if QUIET_PROVIDERS.contains(&c) => Ok(None),
+        Some(PROMETHEUS_PROVIDER) => Ok(Some(PrometheusConfig {
+            host: p
+                .get("metricsProvider.httpHost")
+                .unwrap_or("0.0.0.0")
+                .to_owned(),
+            port: p.num("metricsProvider.httpPort")?.unwrap_or(7000),
+        })),
+        Some(other) => Err(err(
+            KEY,
+            format!("{other} is not a metrics provider zkd has (it has {PROMETHEUS_PROVIDER})"),
+        )),
+    }
+}
 
 struct Props<'a> {
     props: &'a BTreeMap<String, String>,

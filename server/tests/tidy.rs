@@ -95,7 +95,7 @@ const LONG_FNS: [(&str, &str, usize); 12] = [
     ("server/src/runtime/peer/convert.rs", "encode_zab", 89),
     ("server/src/runtime/peer/convert.rs", "decode_single", 88),
     ("server/src/core/zab/leader.rs", "sync", 84),
-    ("server/src/runtime/storage_worker/mod.rs", "execute", 83),
+    ("server/src/runtime/storage_worker/mod.rs", "execute", 80),
     ("server/src/core/pipeline/read.rs", "execute", 83),
     ("server/src/runtime/connection.rs", "serve", 82),
     ("server/src/runtime/peer/quorum_link.rs", "accept", 79),

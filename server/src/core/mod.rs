@@ -18,6 +18,7 @@ pub mod election;
 pub mod java_order;
 mod local_snapshot;
 pub(crate) mod member;
+pub mod metrics;
 mod node;
 mod node_apply;
 mod node_member;

@@ -3,6 +3,7 @@
 use super::connection::{Conn, ConnState};
 use super::digest_log::DigestLog;
 use super::local_snapshot::LocalSnapshot;
+use super::metrics::{Count, Metrics};
 use super::node_mode::ModeState;
 use super::pipeline::pending::PendingChanges;
 use super::session::{session_password, SessionId, SessionTable};
@@ -80,6 +81,8 @@ pub struct Node {
     pub(super) diverged_at: Option<Zxid>,
     /// The tree's digest every 128th zxid (the AdminServer's `hash`).
     pub(super) digests: DigestLog,
+    /// ZooKeeper's counters and summaries (`mntr`, Prometheus).
+    pub(super) metrics: Metrics,
 }
 
 impl Node {
@@ -114,6 +117,7 @@ impl Node {
             fuzzy_through: Zxid::ZERO,
             diverged_at: None,
             digests: DigestLog::default(),
+            metrics: Metrics::default(),
         };
         node.snapshot_after = node.next_snapshot_threshold();
         node
@@ -186,6 +190,7 @@ impl Node {
                 remote_ip,
                 remote_port,
             } => {
+                self.metrics.add(Count::ConnectionRequests, 1);
                 self.conns.insert(conn, Conn::new(remote_ip, remote_port));
             }
             Event::Handshake { conn, request } => self.handshake(now, conn, request),
@@ -246,6 +251,7 @@ impl Node {
         }
         for session in self.sessions.expire(now.mono_ms) {
             tracing::info!(%session, "session expired");
+            self.metrics.add(Count::SessionsExpired, 1);
             self.start_close_session(now, session, Origin::Expiry);
         }
         if now.mono_ms >= self.next_container_check_ms {
@@ -269,24 +275,25 @@ impl Node {
 
     /// Sends a frame that answers no request (notification, ConnectResponse).
     pub(super) fn send(&mut self, conn: ConnId, frame: Bytes) {
-        if self.count_sent(conn) {
+        if self.count_sent(conn, &frame) {
             self.commands.push_back(Command::Send { conn, frame });
         }
     }
 
     /// Sends the reply to one of the connection's requests.
     pub(super) fn reply(&mut self, conn: ConnId, frame: Bytes) {
-        if self.count_sent(conn) {
+        if self.count_sent(conn, &frame) {
             self.commands.push_back(Command::Reply { conn, frame });
         }
     }
 
-    fn count_sent(&mut self, conn: ConnId) -> bool {
+    fn count_sent(&mut self, conn: ConnId, frame: &Bytes) -> bool {
         let Some(c) = self.conns.get_mut(&conn) else {
             return false;
         };
         c.stats.sent += 1;
         self.stats.packets_sent += 1;
+        self.metrics.add(Count::ResponseBytes, frame.len() as u64);
         true
     }
 
@@ -553,6 +560,16 @@ impl Node {
     /// Server-wide counters.
     pub fn stats(&self) -> &ServerStats {
         &self.stats
+    }
+
+    /// ZooKeeper's counters and summaries kept here.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The same, for the member and the runtime to add theirs.
+    pub fn metrics_mut(&mut self) -> &mut Metrics {
+        &mut self.metrics
     }
 
     /// The tree's digest every 128th zxid, the last 1,024 (`hash`).

@@ -3,11 +3,12 @@
 //! client before any reply that reflects the change.
 
 use super::connection::Queued;
+use super::metrics::{Count, Timing};
 use super::node::{InFlight, Node, Origin};
 use super::pipeline::outcome::write_reply;
 use super::reply;
 use super::session::SessionId;
-use super::types::{ConnId, Now};
+use super::types::{ConnId, Mode, Now};
 use crate::failpoints::{active, Failpoint};
 use zkd_protocol::records::{ErrorTxn, SyncResponse};
 use zkd_protocol::{ErrorCode, OpCode, Perms, Zxid};
@@ -53,8 +54,10 @@ impl Node {
         self.digests.applied(txn.zxid(), || self.tree.digest());
         if let Some(why) = self.disagreement(&txn, &outcome, digest) {
             tracing::error!(zxid = %txn.zxid(), why, "this member's tree diverged from the leader's");
+            self.metrics.add(Count::DigestMismatches, 1);
             self.diverged_at.get_or_insert(txn.zxid());
         }
+        self.count_commit(now, &txn);
         if self.diverged_at.is_some() && !active(Failpoint::DivergedTxnAnswers) {
             return;
         }
@@ -67,6 +70,19 @@ impl Node {
         }
         self.count_txn_for_snapshot(now);
         self.finish_reattaches(now, txn.zxid());
+    }
+
+    /// A commit in ZooKeeper's counters: the leader's own, or one a
+    /// follower received; and how long the txn took to get here.
+    fn count_commit(&mut self, now: Now, txn: &Txn) {
+        match self.mode() {
+            Mode::Leading => self.metrics.add(Count::Commits, 1),
+            Mode::Following => self.metrics.add(Count::LearnerCommitsReceived, 1),
+            Mode::Standalone | Mode::NotServing => {}
+        }
+        let age = (now.wall_ms - txn.header.time).max(0) as u64;
+        self.metrics
+            .observe(Timing::PropagationLatency, age, now.mono_ms);
     }
 
     /// Why applying committed `txn` (with `outcome`) shows this tree is not

@@ -2,6 +2,7 @@
 //! each connection's replies in request order.
 
 use super::connection::{ConnState, Queued};
+use super::metrics::{Count, Timing};
 use super::node::{InFlight, Node, Origin};
 use super::pipeline::prep::Prep;
 use super::pipeline::read::{Frames, ReadCtx};
@@ -42,6 +43,9 @@ impl Node {
         };
         c.stats.received += 1;
         self.stats.packets_received += 1;
+        // The frame and its 4-byte length prefix.
+        self.metrics
+            .add(Count::BytesReceived, frame.len() as u64 + 4);
         self.sessions.touch(session, now.mono_ms);
         if let Some(f) = self.mode.following() {
             if let Some(timeout) = self.sessions.timeout_ms(session) {
@@ -103,7 +107,10 @@ impl Node {
                 self.authenticate(conn, xid, &packet.scheme, &packet.auth)
             }
             // SASL is not offered: ZooKeeper without a SASL provider fails the auth and closes.
-            ClientRequest::Sasl(_) => self.answer_then_close(conn, xid, 0, ErrorCode::AuthFailed),
+            ClientRequest::Sasl(_) => {
+                self.stats.auth_failed += 1;
+                self.answer_then_close(conn, xid, 0, ErrorCode::AuthFailed)
+            }
             // 3.9.3+ (ZOOKEEPER-2623): a top-level check is refused and the connection closed.
             ClientRequest::Check(_) => {
                 self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented)
@@ -137,7 +144,10 @@ impl Node {
         };
         match c.auth.authenticate(scheme, auth, super_digest.as_deref()) {
             Ok(()) => self.enqueue(conn, Queued::Ready(reply::bare(xid, 0, 0))),
-            Err(code) => self.answer_then_close(conn, xid, 0, code),
+            Err(code) => {
+                self.stats.auth_failed += 1;
+                self.answer_then_close(conn, xid, 0, code)
+            }
         }
     }
 
@@ -302,7 +312,10 @@ impl Node {
                             reply: Some(frame),
                             received_ms,
                             ..
-                        }) => (Frames::reply(frame), Some(received_ms)),
+                        }) => (
+                            Frames::reply(frame),
+                            Some((received_ms, Timing::UpdateLatency)),
+                        ),
                         Some(Queued::Ready(frame)) => (Frames::reply(frame), None),
                         _ => return,
                     }
@@ -319,11 +332,11 @@ impl Node {
                     let Some(frames) = self.execute_read(conn, xid, &request) else {
                         return;
                     };
-                    (frames, Some(received_ms))
+                    (frames, Some((received_ms, Timing::ReadLatency)))
                 }
             };
-            if let Some(received) = received_ms {
-                self.note_reply(now, conn, received);
+            if let Some((received, kind)) = received_ms {
+                self.note_reply(now, conn, received, kind);
             }
             for event in frames.events {
                 self.send(conn, event);
@@ -335,9 +348,10 @@ impl Node {
         }
     }
 
-    fn note_reply(&mut self, now: Now, conn: ConnId, received_ms: u64) {
+    fn note_reply(&mut self, now: Now, conn: ConnId, received_ms: u64, kind: Timing) {
         let latency = now.mono_ms.saturating_sub(received_ms);
         self.stats.latency.record(latency);
+        self.metrics.observe(kind, latency, now.mono_ms);
         let zxid = self.processed_zxid().0;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.stats.latency.record(latency);

@@ -42,4 +42,6 @@ pub struct ServerStats {
     pub packets_received: u64,
     pub packets_sent: u64,
     pub latency: Latency,
+    /// Auth packets (and SASL tokens) refused.
+    pub auth_failed: u64,
 }

@@ -1,14 +1,16 @@
 //! Four-letter words on the client port, with ZooKeeper's output formats.
 
+use super::metrics_report::{self, Number};
 use super::server_info::{version_string, ServerInfo};
 use crate::core::connection::Conn;
+use crate::core::member::MemberView;
 use crate::core::{ConnId, Mode, Node};
 use std::fmt::Write;
 
 impl ServerInfo {
     /// The reply to `word`, honouring the whitelist. `followers` is the
     /// leader's (followers, synced followers).
-    pub fn answer(&self, word: &str, node: &mut Node, followers: Option<(usize, usize)>) -> String {
+    pub fn answer(&self, word: &str, node: &mut Node, member: Option<MemberView>) -> String {
         if !self.config().four_letter_whitelist.allows(word) {
             return format!("{word} is not executed because it is not in the whitelist.\n");
         }
@@ -24,7 +26,7 @@ impl ServerInfo {
             "conf" => self.conf(),
             "cons" => cons(node),
             "envi" => envi(),
-            "mntr" => self.mntr(node, followers),
+            "mntr" => self.mntr(node, member),
             "wchs" => {
                 let (conns, paths, total) = node.watches().data_summary();
                 format!("{conns} connections watching {paths} paths\nTotal watches:{total}\n")
@@ -91,49 +93,26 @@ impl ServerInfo {
         )
     }
 
-    fn mntr(&self, node: &Node, followers: Option<(usize, usize)>) -> String {
-        let s = node.stats();
-        let tree = node.tree();
-        let (open_fds, max_fds) = fd_counts();
-        let uptime = self.uptime_ms();
-        let mut rows: Vec<(&str, String)> = vec![
-            ("zk_version", version_string()),
-            ("zk_server_state", node.mode().name().into()),
-            ("zk_avg_latency", format!("{:.4}", s.latency.avg_ms())),
-            ("zk_max_latency", s.latency.max_ms.to_string()),
-            ("zk_min_latency", s.latency.min_ms.to_string()),
-            ("zk_packets_received", s.packets_received.to_string()),
-            ("zk_packets_sent", s.packets_sent.to_string()),
-            (
-                "zk_num_alive_connections",
-                node.connections().len().to_string(),
-            ),
-            ("zk_outstanding_requests", node.outstanding().to_string()),
-            ("zk_uptime", uptime.to_string()),
-            ("zk_znode_count", tree.node_count().to_string()),
-            ("zk_watch_count", node.watches().count().to_string()),
-            ("zk_ephemerals_count", tree.ephemeral_count().to_string()),
-            (
-                "zk_approximate_data_size",
-                tree.approximate_data_size().to_string(),
-            ),
-            ("zk_global_sessions", node.sessions().len().to_string()),
-            ("zk_local_sessions", "0".into()),
-            ("zk_open_file_descriptor_count", open_fds.to_string()),
-            ("zk_max_file_descriptor_count", max_fds.to_string()),
-            ("zk_connection_drop_probability", "0.0".into()),
-            ("zk_auth_failed_count", "0".into()),
-        ];
-        if let Some((all, synced)) = followers {
-            // Only the leader reports these, as ZooKeeper's leader does.
-            rows.push(("zk_learners", all.to_string()));
-            rows.push(("zk_followers", all.to_string()));
-            rows.push(("zk_synced_followers", synced.to_string()));
-            rows.push(("zk_pending_syncs", node.pending_syncs().to_string()));
+    /// ZooKeeper's `mntr`: `zk_` and each key of `monitor`, a tab, its value.
+    fn mntr(&self, node: &Node, member: Option<MemberView>) -> String {
+        let mut out = format!(
+            "zk_version\t{}\nzk_server_state\t{}\n",
+            version_string(),
+            node.mode().name()
+        );
+        let metrics = metrics_report::gather(self, node, member);
+        for (key, value) in metrics_report::monitor_values(&metrics) {
+            let value = match value {
+                Number::Int(i) => i.to_string(),
+                Number::Float(f) => metrics_report::java_double(f),
+            };
+            let _ = writeln!(out, "zk_{key}\t{value}");
         }
-        rows.into_iter()
-            .map(|(k, v)| format!("{k}\t{v}\n"))
-            .collect()
+        if let Some((followers, _)) = member.and_then(|m| m.followers) {
+            // ZooKeeper 3.4's name for learners, which older checks read.
+            let _ = writeln!(out, "zk_followers\t{followers}");
+        }
+        out
     }
 }
 

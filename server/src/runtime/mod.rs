@@ -16,9 +16,13 @@ pub mod clock;
 pub mod connection;
 pub mod faults;
 pub mod four_letter;
+mod http;
 pub(crate) mod member_driver;
+pub mod metrics_report;
 mod node_loop;
+pub mod operator;
 pub mod peer;
+mod prometheus;
 pub mod recovery;
 pub mod server_info;
 #[cfg(test)]
@@ -27,6 +31,7 @@ pub mod storage_worker;
 
 use crate::config::Config;
 use crate::core::election::ServerId;
+use crate::core::metrics::Timing;
 use crate::core::{Command, ConnId, CoreConfig, Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
@@ -163,8 +168,9 @@ pub async fn serve<S: Store>(
     } else {
         (None, None)
     };
-    let (admin_server, admin_rx) = admin::start(config.admin.as_ref()).await.unzip();
-    let info = ServerInfo::new(config, Box::new(storage.clone()), clock);
+    let (endpoints, operator_rx) = operator::start(&config).await.map_err(ServeError::Io)?;
+    let disk = Box::new(storage.clone());
+    let info = ServerInfo::new(config, disk, clock, storage_thread.metrics.clone());
     let mut node_loop = NodeLoop {
         node,
         now: clock.now(),
@@ -176,7 +182,7 @@ pub async fn serve<S: Store>(
         member,
         routed: VecDeque::new(),
         faults,
-        admin: admin_rx,
+        operator: operator_rx,
     };
     let reports = storage_thread.reports;
     let result = node_loop
@@ -189,7 +195,7 @@ pub async fn serve<S: Store>(
             shutdown,
         )
         .await;
-    for task in std::iter::once(acceptor).chain(admin_server) {
+    for task in std::iter::once(acceptor).chain(endpoints) {
         task.abort();
     }
     if let Err(ServeError::Storage(e)) = result {
@@ -210,12 +216,21 @@ fn recover_node<S: Store>(
     storage: &mut S,
     clock: &Clock,
 ) -> Result<Node, zkd_storage::StorageError> {
-    let tree = recovery::recover(storage)?;
+    let started = std::time::Instant::now();
+    let (tree, load) = recovery::recover_timed(storage)?;
     let fuzzy_through = recovery::fuzzy_through(storage, &tree)?;
-    Ok(match config.is_quorum() {
-        true => Node::new_member(core_config(config), tree, fuzzy_through, clock.now()),
-        false => Node::new(core_config(config), tree, clock.now()),
-    })
+    let now = clock.now();
+    let mut node = match config.is_quorum() {
+        true => Node::new_member(core_config(config), tree, fuzzy_through, now),
+        false => Node::new(core_config(config), tree, now),
+    };
+    let ms = |d: std::time::Duration| d.as_millis() as u64;
+    let metrics = node.metrics_mut();
+    metrics.observe(Timing::DbInitTime, ms(started.elapsed()), now.mono_ms);
+    metrics.observe(Timing::StartupSnapLoadTime, ms(load.snapshot), now.mono_ms);
+    metrics.observe(Timing::StartupTxnsLoadTime, ms(load.replay), now.mono_ms);
+    metrics.observe(Timing::StartupTxnsLoaded, load.txns, now.mono_ms);
+    Ok(node)
 }
 
 /// The storage thread, and the node loop's ends of its channels.
@@ -223,6 +238,7 @@ struct StorageThread {
     jobs: std::sync::mpsc::Sender<StorageJob>,
     reports: mpsc::UnboundedReceiver<StorageReport>,
     progress: storage_worker::SnapshotProgress,
+    metrics: storage_worker::StorageMetrics,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -237,16 +253,27 @@ impl StorageThread {
         let (storage, retain) = (storage.clone(), config.autopurge_snap_retain_count);
         let progress = storage_worker::SnapshotProgress::default();
         let counted = progress.clone();
+        let metrics = storage_worker::StorageMetrics::default();
+        let measured = metrics.clone();
         let thread = std::thread::Builder::new()
             .name("zkd-storage".into())
             .spawn(move || {
-                storage_worker::run(storage, retain, job_rx, report_tx, disk_faults, counted)
+                storage_worker::run(
+                    storage,
+                    retain,
+                    job_rx,
+                    report_tx,
+                    disk_faults,
+                    counted,
+                    measured,
+                )
             })
             .map_err(ServeError::Io)?;
         Ok(StorageThread {
             jobs,
             reports,
             progress,
+            metrics,
             thread,
         })
     }

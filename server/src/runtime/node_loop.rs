@@ -2,6 +2,7 @@
 //! client requests, peer messages, storage reports, four-letter words and
 //! timers, and carries out what they ask for.
 
+use super::operator::OperatorQuery;
 use super::*;
 
 /// The next message of `rx`, or never without one.
@@ -38,7 +39,7 @@ pub(super) struct NodeLoop {
     /// A test's fault switches (`zkd.faults.enable` only).
     pub(super) faults: Option<faults::Faults>,
     /// The AdminServer's commands, when it runs (taken by `run`).
-    pub(super) admin: Option<mpsc::Receiver<admin::AdminQuery>>,
+    pub(super) operator: Option<mpsc::Receiver<OperatorQuery>>,
 }
 
 /// An ensemble member's election and Zab side, and its links to the others.
@@ -61,7 +62,7 @@ impl NodeLoop {
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         tokio::pin!(shutdown);
-        let mut admin = self.admin.take();
+        let mut operator = self.operator.take();
         self.with_member(|m, node, now, io| m.look(node, now, io))?;
         loop {
             if self.member.as_ref().is_some_and(|m| m.member.blocked()) {
@@ -100,12 +101,12 @@ impl NodeLoop {
                 }
                 Some(FourLetterWord { word, reply }) = words.recv(), if clients => {
                     self.woke();
-                    let followers = self.member_view().and_then(|m| m.followers);
-                    let _ = reply.send(self.info.answer(&word, &mut self.node, followers));
+                    let member = self.member_view();
+                    let _ = reply.send(self.info.answer(&word, &mut self.node, member));
                 }
-                Some(query) = recv_if_any(&mut admin) => {
+                Some(query) = recv_if_any(&mut operator) => {
                     self.woke();
-                    self.admin(query);
+                    self.operator(query);
                 }
                 msg = inbound.recv(), if clients && self.node.outstanding() < crate::core::MAX_OUTSTANDING => match msg {
                     Some(msg) => self.inbound(msg),
@@ -214,16 +215,25 @@ impl NodeLoop {
         self.route_commands()
     }
 
-    /// Answers an AdminServer command.
-    fn admin(&mut self, query: admin::AdminQuery) {
-        let cx = admin::Context {
-            member: self.member_view(),
-            info: &mut self.info,
-            node: &mut self.node,
-        };
-        let _ = query
-            .reply
-            .send(admin::answer(cx, query.command, &query.args));
+    /// Answers an AdminServer command or a Prometheus scrape.
+    fn operator(&mut self, query: OperatorQuery) {
+        let member = self.member_view();
+        match query {
+            OperatorQuery::Admin(query) => {
+                let cx = admin::Context {
+                    member,
+                    info: &mut self.info,
+                    node: &mut self.node,
+                };
+                let _ = query
+                    .reply
+                    .send(admin::answer(cx, query.command, &query.args));
+            }
+            OperatorQuery::Metrics(reply) => {
+                let metrics = metrics_report::gather(&self.info, &self.node, member);
+                let _ = reply.send(metrics_report::prometheus_text(&metrics));
+            }
+        }
     }
 
     /// Where this member stands in its ensemble (`mntr`, the AdminServer).

@@ -2,6 +2,7 @@
 //! then every logged txn after it, read a page at a time.
 
 use crate::core::zab::{DurableState, History};
+use std::time::{Duration, Instant};
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotRef;
 use zkd_storage::store::VerifiedSnapshots;
@@ -10,17 +11,35 @@ use zkd_storage::{DataTree, SnapshotStore, StorageError, Store, Txn, TxnLog};
 /// Txns read (and held in memory) per page of the log.
 const REPLAY_PAGE: usize = 1024;
 
+/// How long a rebuild took, as ZooKeeper's startup metrics report it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadFigures {
+    /// Loading (and verifying) the base snapshot.
+    pub snapshot: Duration,
+    /// Replaying the log after it.
+    pub replay: Duration,
+    /// Txns replayed.
+    pub txns: u64,
+}
+
 /// Rebuilds the tree from durable storage, then deletes any snapshot past
 /// the rebuilt state: such a snapshot holds txns the log no longer has (a
 /// TRUNC or SNAP install cut short by a crash), and must not become
 /// loadable once new txns take the log past it (ZOOKEEPER-1549).
 pub fn recover(storage: &mut (impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
-    let tree = rebuild(storage);
+    recover_timed(storage).map(|(tree, _)| tree)
+}
+
+/// [`recover`], with how long it took.
+pub fn recover_timed(
+    storage: &mut (impl TxnLog + SnapshotStore),
+) -> Result<(DataTree, LoadFigures), StorageError> {
+    let tree = rebuild_timed(storage);
     // A preloaded snapshot recovery did not use is not kept.
     drop(storage.take_preloaded());
-    let tree = tree?;
+    let (tree, figures) = tree?;
     storage.delete_snapshots_after(tree.last_zxid())?;
-    Ok(tree)
+    Ok((tree, figures))
 }
 
 /// Where a tree rebuilt from `storage` is fuzzy: a leader's image installed
@@ -42,7 +61,15 @@ pub fn fuzzy_through(storage: &impl SnapshotStore, tree: &DataTree) -> Result<Zx
 /// txn, or its purge mark if it is empty), never one past a truncation. A log
 /// that never held anything (no txn, no purge mark) puts no bound on it.
 pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
+    rebuild_timed(storage).map(|(tree, _)| tree)
+}
+
+/// [`rebuild`], with how long it took.
+fn rebuild_timed(
+    storage: &(impl TxnLog + SnapshotStore),
+) -> Result<(DataTree, LoadFigures), StorageError> {
     let purged = storage.purged_through()?;
+    let started = Instant::now();
     let mut tree = match load_base_snapshot(storage)? {
         Some((found, tree)) => {
             tracing::info!(zxid = %found.zxid, bytes = found.seal.len, "loaded snapshot");
@@ -50,6 +77,7 @@ pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
         }
         None => DataTree::new(),
     };
+    let loaded = Instant::now();
     let mut prev = tree.last_zxid();
     let mut replayed = 0usize;
     for item in storage.txns_after(prev, REPLAY_PAGE) {
@@ -81,7 +109,12 @@ pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, Stor
         )));
     }
     tracing::info!(replayed, last_zxid = %tree.last_zxid(), "recovered data tree");
-    Ok(tree)
+    let figures = LoadFigures {
+        snapshot: loaded - started,
+        replay: loaded.elapsed(),
+        txns: replayed as u64,
+    };
+    Ok((tree, figures))
 }
 
 /// The snapshot recovery starts from, loaded: the newest valid one at or

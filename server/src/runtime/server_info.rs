@@ -3,6 +3,7 @@
 //! AdminServer sets. Read by the four-letter words and the AdminServer.
 
 use super::clock::Clock;
+use super::storage_worker::StorageMetrics;
 use crate::config::Config;
 use zkd_protocol::Zxid;
 use zkd_storage::Store;
@@ -46,18 +47,30 @@ pub struct ServerInfo {
     clock: Clock,
     started_mono_ms: u64,
     trace_mask: i64,
+    storage_metrics: StorageMetrics,
 }
 
 impl ServerInfo {
     /// Info for a server started now.
-    pub fn new(config: Config, disk: Box<dyn DiskFacts>, clock: Clock) -> ServerInfo {
+    pub fn new(
+        config: Config,
+        disk: Box<dyn DiskFacts>,
+        clock: Clock,
+        storage_metrics: StorageMetrics,
+    ) -> ServerInfo {
         ServerInfo {
             started_mono_ms: clock.now().mono_ms,
             config,
             disk,
             clock,
             trace_mask: DEFAULT_TRACE_MASK,
+            storage_metrics,
         }
+    }
+
+    /// What the storage threads measured (fsync time, snapshot time).
+    pub fn storage_metrics(&self) -> &StorageMetrics {
+        &self.storage_metrics
     }
 
     /// The server's configuration.

@@ -16,6 +16,7 @@
 use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
 };
+use crate::core::metrics::Count;
 use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 use crate::core::zab::{
@@ -39,12 +40,14 @@ mod flow;
 mod inspect;
 mod node_commands;
 mod outbox;
+mod role_clocks;
 mod role_commands;
 mod snap_receiver;
 mod snap_sender;
 mod sync;
 
 use decoded::DecodedTxns;
+use role_clocks::RoleClocks;
 
 use sync::{Deferred, Divergence, Loaded, Reload};
 
@@ -142,6 +145,8 @@ pub(crate) struct Member {
     history_window: usize,
     /// What the member asks of its driver, and how full its links are.
     out: Outbox,
+    /// When its election, role and unavailability began (for the metrics).
+    clocks: RoleClocks,
 }
 
 impl Member {
@@ -177,6 +182,7 @@ impl Member {
             links_reported_ms: None,
             history_window: HISTORY_WINDOW,
             out: Outbox::new(limits),
+            clocks: RoleClocks::default(),
         }
     }
 
@@ -215,6 +221,7 @@ impl Member {
     /// thread has read it (the log since the last snapshot may be long; the
     /// node loop keeps serving pings and lookers meanwhile).
     pub fn look(&mut self, ctx: &mut Ctx<'_>) {
+        self.clocks.looking(ctx);
         self.role = Role::Looking;
         self.waiting = Waiting::State;
         self.looked = None;
@@ -405,7 +412,14 @@ impl Member {
             (Role::Following(_), ZabMessage::RevalidateReply { session, valid }) => ctx
                 .node
                 .handle_event(ctx.now, Event::Revalidated { session, valid }),
-            (Role::Following(f), message) => f.handle_message(ctx.now.mono_ms, from, message),
+            (Role::Following(f), message) => {
+                if let ZabMessage::Proposal { .. } = message {
+                    ctx.node
+                        .metrics_mut()
+                        .add(Count::LearnerProposalsReceived, 1);
+                }
+                f.handle_message(ctx.now.mono_ms, from, message)
+            }
         }
         self.after_zab(ctx)
     }
@@ -497,6 +511,7 @@ impl Member {
             return Ok(());
         }
         let follow = (!leading).then_some(outcome.vote.leader);
+        self.clocks.decided(ctx);
         self.take_role(ctx, follow, state);
         self.after_zab(ctx)
     }

@@ -55,6 +55,7 @@ impl Member {
             match l.next_zxid() {
                 Some(next) if next == txn.zxid() => {
                     l.propose(next, txn.to_bytes());
+                    ctx.node.metrics_mut().add(Count::Proposals, 1);
                     self.decoded.keep(txn);
                 }
                 Some(next) => {

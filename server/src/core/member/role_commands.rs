@@ -38,30 +38,7 @@ impl Member {
     /// Carries out one command of the role.
     pub(super) fn run(&mut self, ctx: &mut Ctx<'_>, command: ZabCommand) -> Result<(), Fatal> {
         match command {
-            ZabCommand::Send { to, message } => {
-                if let ZabMessage::FollowerInfo { .. } = message {
-                    // Each (re)try of the follower's handshake gets a fresh link.
-                    self.out.connect_zab(to);
-                }
-                let message = match message {
-                    ZabMessage::Ping { zxid, .. } if matches!(self.role, Role::Following(_)) => {
-                        ZabMessage::Ping {
-                            zxid,
-                            touches: ctx.node.take_touches(),
-                        }
-                    }
-                    // The leader's tree has just applied `zxid` (Deliver
-                    // runs before the COMMIT goes out): followers compare.
-                    ZabMessage::Commit { zxid, .. } if ctx.node.tree().last_zxid() == zxid => {
-                        ZabMessage::Commit {
-                            zxid,
-                            digest: Some(ctx.node.tree().digest()),
-                        }
-                    }
-                    other => other,
-                };
-                self.snaps_out.send(to, message, &mut self.out);
-            }
+            ZabCommand::Send { to, message } => self.send_role_message(ctx, to, message),
             ZabCommand::Storage(op) => self.storage_op(ctx, op)?,
             ZabCommand::Deliver { zxid, txn, digest } => {
                 let txn = match self.decoded.take(zxid) {
@@ -80,6 +57,7 @@ impl Member {
                 }
             }
             ZabCommand::SendSnapshot { to } => {
+                ctx.node.metrics_mut().add(Count::SnapSyncs, 1);
                 self.snaps_out
                     .start(ctx.now.mono_ms, to, ctx.node.tree(), &mut self.out)
             }
@@ -105,7 +83,39 @@ impl Member {
         Ok(())
     }
 
+    /// Sends a message of the role, with what only the member knows added:
+    /// a follower's session touches, the leader's digest after a commit.
+    fn send_role_message(&mut self, ctx: &mut Ctx<'_>, to: ServerId, message: ZabMessage) {
+        if let ZabMessage::FollowerInfo { .. } = message {
+            // Each (re)try of the follower's handshake gets a fresh link.
+            self.out.connect_zab(to);
+        }
+        let message = match message {
+            ZabMessage::Ping { zxid, .. } if matches!(self.role, Role::Following(_)) => {
+                ZabMessage::Ping {
+                    zxid,
+                    touches: ctx.node.take_touches(),
+                }
+            }
+            // The leader's tree has just applied `zxid` (Deliver
+            // runs before the COMMIT goes out): followers compare.
+            ZabMessage::Commit { zxid, .. } if ctx.node.tree().last_zxid() == zxid => {
+                ZabMessage::Commit {
+                    zxid,
+                    digest: Some(ctx.node.tree().digest()),
+                }
+            }
+            other => other,
+        };
+        if matches!(message, ZabMessage::Diff { .. } | ZabMessage::Trunc { .. }) {
+            ctx.node.metrics_mut().add(Count::DiffSyncs, 1);
+        }
+        self.snaps_out.send(to, message, &mut self.out);
+    }
+
     fn serving(&mut self, ctx: &mut Ctx<'_>) {
+        self.clocks
+            .serving(ctx, matches!(self.role, Role::Leading(_)));
         // Every member reports the new epoch to lookers from now on
         // (ZooKeeper's updateElectionVote), so late joiners see agreement.
         match &self.role {
@@ -128,6 +138,7 @@ impl Member {
     pub(super) fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), Fatal> {
         tracing::info!(role = %self.describe(), reason, "role ended; back to election");
         self.role = Role::Looking;
+        self.clocks.role_ended(ctx.now.mono_ms);
         self.decoded.clear();
         // Until the drain ends and a round starts, lookers hear LOOKING.
         self.election.stand_down();

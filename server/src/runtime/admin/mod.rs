@@ -4,7 +4,7 @@
 //! (a name or an alias) answers JSON with ZooKeeper's keys, plus `command`
 //! and `error`, as ZooKeeper's `CommandResponse` does. A port that cannot
 //! be bound is logged and the server runs on without it, as ZooKeeper's
-//! does. One request per connection.
+//! does.
 
 mod about_server;
 mod commands;
@@ -12,27 +12,14 @@ mod quorum;
 mod sessions;
 mod stats;
 
+use super::http::{self, Request, Response};
+use super::operator::OperatorQuery;
 use crate::config::AdminConfig;
 pub use commands::{answer, Context, COMMANDS};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
-
-/// The largest request head read.
-const MAX_HEAD: usize = 16 * 1024;
-
-/// How long a client may take to send its request head.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Connections served at once.
-const MAX_CONNECTIONS: usize = 32;
-
-/// Capacity of the channel to the node loop.
-pub const ADMIN_CAPACITY: usize = 64;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
 
 /// A command for the node loop to answer: the command's canonical name,
 /// the request's query parameters, and where its JSON goes.
@@ -43,11 +30,12 @@ pub struct AdminQuery {
     pub reply: oneshot::Sender<Map<String, Value>>,
 }
 
-/// Starts the AdminServer if it is configured: its task, and the node
-/// loop's end of its channel.
+/// Starts the AdminServer if it is configured, asking the node loop on
+/// `queries`: its task.
 pub async fn start(
     config: Option<&AdminConfig>,
-) -> Option<(tokio::task::JoinHandle<()>, mpsc::Receiver<AdminQuery>)> {
+    queries: &mpsc::Sender<OperatorQuery>,
+) -> Option<tokio::task::JoinHandle<()>> {
     let config = config?;
     let listener = match TcpListener::bind((config.address.as_str(), config.port)).await {
         Ok(l) => l,
@@ -61,123 +49,39 @@ pub async fn start(
         }
     };
     tracing::info!(address = %config.address, port = config.port, url = %config.command_url, "AdminServer started");
-    let (tx, rx) = mpsc::channel(ADMIN_CAPACITY);
     let url = config.command_url.trim_end_matches('/').to_owned();
-    Some((tokio::spawn(serve(listener, url, tx)), rx))
+    let queries = queries.clone();
+    let handler = move |request| route(request, url.clone(), queries.clone());
+    Some(tokio::spawn(http::serve(listener, handler)))
 }
 
-async fn serve(listener: TcpListener, url: String, queries: mpsc::Sender<AdminQuery>) {
-    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    while let Ok((stream, _)) = listener.accept().await {
-        // Past the bound a connection is closed at once: idle or slow
-        // clients cannot pile up tasks.
-        let Ok(slot) = open.clone().try_acquire_owned() else {
-            continue;
-        };
-        let (url, queries) = (url.clone(), queries.clone());
-        tokio::spawn(async move {
-            handle(stream, url, queries).await;
-            drop(slot);
-        });
-    }
-}
-
-/// What a request gets: a status, a content type and a body.
-struct Response {
-    status: &'static str,
-    content_type: &'static str,
-    body: String,
-}
-
-async fn handle(mut stream: TcpStream, url: String, queries: mpsc::Sender<AdminQuery>) {
-    let response = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
-        Ok(Some(request)) => route(request, &url, &queries).await,
-        _ => error_page("400 Bad Request"),
-    };
-    let head = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        response.status,
-        response.content_type,
-        response.body.len()
-    );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(response.body.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-/// What a request asks: its method, its path, and its query parameters.
-struct Request {
-    method: String,
-    path: String,
-    args: BTreeMap<String, String>,
-}
-
-/// The request line, once the whole head is in; None for anything that is
-/// not an HTTP request head.
-async fn read_head(stream: &mut TcpStream) -> Option<Request> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 2048];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await.ok()?;
-        if n == 0 || head.len() + n > MAX_HEAD {
-            return None;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let line = std::str::from_utf8(&head).ok()?.lines().next()?;
-    let mut words = line.split(' ');
-    let (method, target) = (words.next()?, words.next()?);
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    Some(Request {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        args: query_args(query),
-    })
-}
-
-/// `a=1&b=2` as a map; a key given twice keeps its first value, as a
-/// servlet's `getParameter` does. Values are taken as sent: the only
-/// parameter a command reads (`traceMask`) is a number.
-fn query_args(query: &str) -> BTreeMap<String, String> {
-    let mut args = BTreeMap::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        args.entry(key.to_owned())
-            .or_insert_with(|| value.to_owned());
-    }
-    args
-}
-
-async fn route(request: Request, url: &str, queries: &mpsc::Sender<AdminQuery>) -> Response {
-    let rest = match request.path.strip_prefix(url) {
+async fn route(request: Request, url: String, queries: mpsc::Sender<OperatorQuery>) -> Response {
+    let rest = match request.path.strip_prefix(url.as_str()) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
-        _ => return error_page("404 Not Found"),
+        _ => return Response::error("404 Not Found"),
     };
     if request.method != "GET" {
-        return error_page("405 Method Not Allowed");
+        return Response::error("405 Method Not Allowed");
     }
     if rest.is_empty() {
-        return listing(url);
+        return listing(&url);
     }
     let mut json = match commands::resolve(rest) {
-        Some(command) => ask(command, request.args, queries).await,
+        Some(command) => ask(command, request.args, &queries).await,
         None => unknown(rest),
     };
     if !json.contains_key("error") {
         json.insert("error".into(), Value::Null);
     }
-    Response {
-        status: "200 OK",
-        content_type: "application/json",
-        body: serde_json::to_string_pretty(&Value::Object(json)).unwrap_or_default() + "\n",
-    }
+    let body = serde_json::to_string_pretty(&Value::Object(json)).unwrap_or_default() + "\n";
+    Response::ok("application/json", body)
 }
 
 /// The node loop's answer to `command`.
 async fn ask(
     command: &'static str,
     args: BTreeMap<String, String>,
-    queries: &mpsc::Sender<AdminQuery>,
+    queries: &mpsc::Sender<OperatorQuery>,
 ) -> Map<String, Value> {
     let (reply, answer) = oneshot::channel();
     let query = AdminQuery {
@@ -185,8 +89,7 @@ async fn ask(
         args,
         reply,
     };
-    let asked = queries.send(query).await;
-    match asked {
+    match queries.send(OperatorQuery::Admin(query)).await {
         Ok(()) => answer.await.unwrap_or_else(|_| stopped(command)),
         Err(_) => stopped(command),
     }
@@ -213,17 +116,5 @@ fn listing(url: &str) -> Response {
         .iter()
         .map(|c| format!("<a href=\"{url}/{0}\">{0}</a>\n<br/>\n", c.name))
         .collect();
-    Response {
-        status: "200 OK",
-        content_type: "text/html",
-        body,
-    }
-}
-
-fn error_page(status: &'static str) -> Response {
-    Response {
-        status,
-        content_type: "text/html",
-        body: format!("<html><body><h2>HTTP ERROR {status}</h2></body></html>\n"),
-    }
+    Response::ok("text/html", body)
 }

@@ -5,7 +5,7 @@ use super::commands::object;
 use crate::core::connection::Conn;
 use crate::core::member::MemberView;
 use crate::core::Node;
-use crate::runtime::four_letter::fd_counts;
+use crate::runtime::metrics_report::{self, Number};
 use crate::runtime::server_info::{version_string, ServerInfo};
 use serde_json::{json, Map, Value};
 
@@ -125,43 +125,24 @@ fn connection(node: &Node, conn: &Conn, brief: bool) -> Value {
     Value::Object(json)
 }
 
-/// The keys of `mntr` zkd has, as ZooKeeper's `monitor` names and types
-/// them. ZooKeeper's further metrics (its `ServerMetrics`) are not here yet.
+/// ZooKeeper's `monitor`: the version, the state, and every metric zkd
+/// reports, keyed as ZooKeeper's default metrics provider keys them.
 pub(super) fn monitor(
     info: &ServerInfo,
     node: &Node,
     member: Option<MemberView>,
 ) -> Map<String, Value> {
-    let s = node.stats();
-    let tree = node.tree();
-    let (open_fds, max_fds) = fd_counts();
     let mut json = object([
         ("version", version_string().into()),
         ("server_state", node.mode().name().into()),
-        ("ephemerals_count", tree.ephemeral_count().into()),
-        ("num_alive_connections", node.connections().len().into()),
-        ("avg_latency", s.latency.avg_ms().into()),
-        ("outstanding_requests", node.outstanding().into()),
-        ("znode_count", tree.node_count().into()),
-        ("global_sessions", node.sessions().len().into()),
-        ("packets_sent", s.packets_sent.into()),
-        ("packets_received", s.packets_received.into()),
-        ("connection_drop_probability", 0.0.into()),
-        ("watch_count", node.watches().count().into()),
-        ("auth_failed_count", 0.into()),
-        ("min_latency", s.latency.min_ms.into()),
-        ("max_file_descriptor_count", max_fds.into()),
-        ("approximate_data_size", tree.approximate_data_size().into()),
-        ("open_file_descriptor_count", open_fds.into()),
-        ("local_sessions", 0.into()),
-        ("uptime", info.uptime_ms().into()),
-        ("max_latency", s.latency.max_ms.into()),
     ]);
-    if let Some((all, synced)) = member.and_then(|m| m.followers) {
-        // Only a leader reports these, as ZooKeeper's does.
-        json.insert("learners".into(), all.into());
-        json.insert("synced_followers".into(), synced.into());
-        json.insert("pending_syncs".into(), node.pending_syncs().into());
+    let metrics = metrics_report::gather(info, node, member);
+    for (key, value) in metrics_report::monitor_values(&metrics) {
+        let value = match value {
+            Number::Int(i) => Value::from(i),
+            Number::Float(f) => Value::from(f),
+        };
+        json.insert(key, value);
     }
     json
 }

@@ -11,7 +11,7 @@
 //! truncation or an installed SNAP), and when a new stream starts before it
 //! ended (the node dropped it when its member stopped serving).
 
-use super::Saved;
+use super::{Saved, StorageMetrics};
 use crate::core::types::SnapshotPiece;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
@@ -67,10 +67,11 @@ impl LocalSnapshots {
         storage: S,
         retain: usize,
         progress: SnapshotProgress,
+        metrics: StorageMetrics,
     ) -> std::io::Result<LocalSnapshots> {
         let (work, todo) = mpsc::channel();
         let (report, done) = mpsc::channel();
-        let saver = Saver::new(storage, retain, progress.clone());
+        let saver = Saver::new(storage, retain, progress.clone(), metrics);
         let thread = std::thread::Builder::new()
             .name("zkd-snapshot".into())
             .spawn(move || run(saver, todo, report))?;
@@ -91,7 +92,8 @@ impl LocalSnapshots {
     pub(super) fn inline<S: Store>(storage: S, retain: usize) -> LocalSnapshots {
         let (report, done) = mpsc::channel();
         let progress = SnapshotProgress::default();
-        let mut saver = Saver::new(storage, retain, progress.clone());
+        let metrics = StorageMetrics::default();
+        let mut saver = Saver::new(storage, retain, progress.clone(), metrics);
         let handle = move |work| {
             if let Some(saved) = saver.handle(work) {
                 let _ = report.send(saved);
@@ -203,16 +205,26 @@ struct Saver<S> {
     storage: S,
     retain: usize,
     writing: Option<(Zxid, SnapshotWriter)>,
+    /// When the image being written got its first piece.
+    started: Option<std::time::Instant>,
     progress: SnapshotProgress,
+    metrics: StorageMetrics,
 }
 
 impl<S: Store> Saver<S> {
-    fn new(storage: S, retain: usize, progress: SnapshotProgress) -> Saver<S> {
+    fn new(
+        storage: S,
+        retain: usize,
+        progress: SnapshotProgress,
+        metrics: StorageMetrics,
+    ) -> Saver<S> {
         Saver {
             storage,
             retain,
             writing: None,
+            started: None,
             progress,
+            metrics,
         }
     }
 
@@ -244,6 +256,7 @@ impl<S: Store> Saver<S> {
         let slot = SnapshotSlot::Saved(piece.zxid);
         if piece.first {
             self.writing = Some((piece.zxid, SnapshotWriter::new(&mut self.storage, slot)?));
+            self.started = Some(std::time::Instant::now());
         }
         let Some((zxid, writer)) = &mut self.writing else {
             return Ok(None);
@@ -259,6 +272,9 @@ impl<S: Store> Saver<S> {
         }
         let (zxid, writer) = self.writing.take().expect("checked above");
         writer.seal(&mut self.storage, zxid)?;
+        if let Some(started) = self.started.take() {
+            self.metrics.snapshot_saved(started.elapsed());
+        }
         tracing::info!(%zxid, "snapshot saved");
         Ok(Some(self.storage.purge_snapshots(self.retain)?))
     }

@@ -30,9 +30,11 @@ use zkd_storage::store::VerifiedSnapshots;
 use zkd_storage::{StorageError, Store};
 
 mod local_snapshots;
+mod storage_metrics;
 pub use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 use local_snapshots::LocalSnapshots;
 pub use local_snapshots::SnapshotProgress;
+pub use storage_metrics::{StorageFigures, StorageMetrics};
 
 /// Largest number of jobs taken from the queue at once; with one fsync per
 /// run of appends, this bounds a batch as ZooKeeper's maxBatchSize does.
@@ -56,8 +58,10 @@ pub fn run<S: Store>(
     reports: UnboundedSender<StorageReport>,
     disk_faults: Option<Arc<DiskFaults>>,
     progress: SnapshotProgress,
+    metrics: StorageMetrics,
 ) {
-    let snapshots = match LocalSnapshots::start(storage.clone(), retain, progress) {
+    let snapshots = match LocalSnapshots::start(storage.clone(), retain, progress, metrics.clone())
+    {
         Ok(s) => s,
         Err(e) => {
             let _ = reports.send(StorageReport::Failed(format!(
@@ -72,10 +76,12 @@ pub fn run<S: Store>(
         purge: None,
         unsynced: None,
         unsynced_permits: Vec::new(),
+        unsynced_count: 0,
         snapshots,
         reports,
         disk_faults,
         verified: VerifiedSnapshots::default(),
+        metrics,
     };
     if let Err(e) = worker.serve(jobs) {
         // Nothing more is acknowledged. The store is not dropped: after an
@@ -104,9 +110,11 @@ impl<S: Store> InlineWorker<S> {
             purge: None,
             unsynced: None,
             unsynced_permits: Vec::new(),
+            unsynced_count: 0,
             reports,
             disk_faults: None,
             verified: VerifiedSnapshots::default(),
+            metrics: StorageMetrics::default(),
         })
     }
 
@@ -147,12 +155,15 @@ struct Worker<S> {
     unsynced: Option<Zxid>,
     /// The permits of the appends not yet synced (see `StorageJob::Persist`).
     unsynced_permits: Vec<super::peer::ReadPermit>,
+    /// How many appends wait for the next fsync.
+    unsynced_count: u64,
     snapshots: LocalSnapshots,
     reports: UnboundedSender<StorageReport>,
     /// A test's slow or failing disk (`zkd.faults.enable` only).
     disk_faults: Option<Arc<DiskFaults>>,
     /// Snapshots read whole once already, for the durable state's lowest cut.
     verified: VerifiedSnapshots,
+    metrics: StorageMetrics,
 }
 
 impl<S: Store> Worker<S> {
@@ -204,10 +215,7 @@ impl<S: Store> Worker<S> {
             permit,
         } = job
         {
-            self.storage.append(zxid, record)?;
-            self.unsynced = Some(zxid);
-            self.unsynced_permits.extend(permit);
-            return Ok(());
+            return self.append(zxid, record, permit);
         }
         self.sync_appends()?;
         match job {
@@ -281,6 +289,20 @@ impl<S: Store> Worker<S> {
         Ok(())
     }
 
+    /// Writes one txn to the log; the next sync makes it durable.
+    fn append(
+        &mut self,
+        zxid: Zxid,
+        record: bytes::Bytes,
+        permit: Option<super::peer::ReadPermit>,
+    ) -> Result<(), StorageError> {
+        self.storage.append(zxid, record)?;
+        self.unsynced = Some(zxid);
+        self.unsynced_count += 1;
+        self.unsynced_permits.extend(permit);
+        Ok(())
+    }
+
     /// One fsync for every append since the last, then `Persisted`.
     fn sync_appends(&mut self) -> Result<(), StorageError> {
         if let Some(zxid) = self.unsynced.take() {
@@ -292,6 +314,8 @@ impl<S: Store> Worker<S> {
                 }
                 self.storage.sync()?;
                 let took = started.elapsed();
+                self.metrics
+                    .synced(took, self.unsynced_count, took >= SLOW_SYNC);
                 // As ZooKeeper's fsync.warningthresholdms: an operator sees a slow disk.
                 if took >= SLOW_SYNC {
                     tracing::warn!(
@@ -302,6 +326,7 @@ impl<S: Store> Worker<S> {
             }
             self.report(StorageReport::Persisted(zxid));
             self.unsynced_permits.clear();
+            self.unsynced_count = 0;
             self.storage.settle()?;
         }
         Ok(())

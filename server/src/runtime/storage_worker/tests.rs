@@ -192,7 +192,9 @@ impl Running {
         let (report_tx, reports) = unbounded_channel();
         let progress = SnapshotProgress::default();
         let counted = progress.clone();
-        let thread = std::thread::spawn(move || run(storage, 3, rx, report_tx, None, counted));
+        let metrics = super::StorageMetrics::default();
+        let thread =
+            std::thread::spawn(move || run(storage, 3, rx, report_tx, None, counted, metrics));
         Running {
             jobs: Some(tx),
             reports,
