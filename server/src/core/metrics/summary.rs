@@ -20,10 +20,11 @@ pub struct Summary {
     sum: u64,
     min: u64,
     max: u64,
-    /// The current window's observations, and since the previous window
-    /// started (which the quantiles read).
+    /// The current window's observations and the previous window's: the
+    /// quantiles read both (merged only when read, so an observation is
+    /// recorded once).
     current: Histogram<u32>,
-    since_previous: Histogram<u32>,
+    previous: Histogram<u32>,
     window_started_ms: u64,
 }
 
@@ -35,7 +36,7 @@ impl Default for Summary {
             min: 0,
             max: 0,
             current: histogram(),
-            since_previous: histogram(),
+            previous: histogram(),
             window_started_ms: 0,
         }
     }
@@ -57,13 +58,12 @@ impl Summary {
         self.count += 1;
         self.sum = self.sum.saturating_add(value);
         if now_ms.saturating_sub(self.window_started_ms) >= WINDOW_MS {
-            self.since_previous = std::mem::replace(&mut self.current, histogram());
+            self.previous = std::mem::replace(&mut self.current, histogram());
             self.window_started_ms = now_ms;
         }
         // The histograms grow to take any value; one that cannot (past
         // 2^63) is left out of the quantiles, not of the totals.
         let _ = self.current.record(value);
-        let _ = self.since_previous.record(value);
     }
 
     /// Observations since start.
@@ -97,7 +97,11 @@ impl Summary {
 
     /// The `q` quantile of the recent window; None when it saw nothing.
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        let recent = &self.since_previous;
+        let mut recent = self.previous.clone();
+        // Both grow alike; a merge that cannot fit is read from the current one.
+        if recent.add(&self.current).is_err() {
+            recent = self.current.clone();
+        }
         (!recent.is_empty()).then(|| recent.value_at_quantile(q))
     }
 }
