@@ -97,6 +97,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// SIGINT or SIGTERM: stop taking requests; the storage thread finishes its batch.
+async fn shutdown() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let sigterm = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = sigterm => {}
+    }
+    tracing::info!("shutting down");
+}
+
+/// The secure client port, if configured. Its stores are read, and the
+/// port bound, before anything else: a wrong password or a taken port
+/// stops the server with its reason (logged).
+async fn bind_secure(
+    config: &Config,
+) -> Result<Option<zkd_server::runtime::tls::SecureListener>, ()> {
+    let Some(tls) = &config.tls else {
+        return Ok(None);
+    };
+    match zkd_server::runtime::tls::SecureListener::bind(tls).await {
+        Ok(secure) => Ok(Some(secure)),
+        Err(e) => {
+            tracing::error!("cannot serve TLS: {e}");
+            Err(())
+        }
+    }
+}
+
 fn run(config: Config) -> ExitCode {
     // One thread for the node loop, every client connection and every peer
     // link: each request crosses no thread but the storage thread's. With a
@@ -127,6 +163,9 @@ fn run(config: Config) -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+        let Ok(secure) = bind_secure(&config).await else {
+            return ExitCode::FAILURE;
+        };
         let storage = match SledStorage::open(&config.data_dir, &config.data_log_dir) {
             Ok(s) => s,
             Err(e) => {
@@ -140,25 +179,7 @@ fn run(config: Config) -> ExitCode {
             "standalone"
         };
         tracing::info!(address = %host, port = config.client_port, mode, "client port open");
-        let shutdown = async {
-            // SIGINT or SIGTERM: stop taking requests; the storage thread finishes its batch.
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let sigterm = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = sigterm => {}
-            }
-            tracing::info!("shutting down");
-        };
-        match zkd_server::runtime::serve(config, storage, listener, shutdown).await {
+        match zkd_server::runtime::serve(config, storage, (listener, secure), shutdown()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(ServeError::Storage(e)) => {
                 tracing::error!("fatal: {e}; stopping (a restart recovers from what is on disk)");

@@ -32,6 +32,14 @@ impl AuthIds {
         ids
     }
 
+    /// A TLS client's certificate authenticated it as `x509:` + `subject`.
+    pub fn certified(&mut self, subject: String) {
+        self.add(Id {
+            scheme: "x509".into(),
+            id: subject,
+        });
+    }
+
     /// The identities in ZooKeeper's order: `auth` ACLs expand to them and
     /// whoAmI lists them in this order, and clients compare ACL lists as lists.
     pub fn ids(&self) -> &[Id] {
@@ -126,6 +134,7 @@ impl AuthIds {
                     .ids
                     .iter()
                     .any(|h| h.scheme == "ip" && ip_matches(&h.id, &id.id)),
+                "x509" => self.ids.iter().any(|h| h.scheme == "x509" && h.id == id.id),
                 _ => false,
             }
         })
@@ -148,7 +157,8 @@ impl AuthIds {
                 "auth" => {
                     // Only authenticated identities count; ip is not one.
                     let mut any = false;
-                    for id in self.ids.iter().filter(|id| id.scheme == "digest") {
+                    let authenticated = |id: &&Id| matches!(id.scheme.as_str(), "digest" | "x509");
+                    for id in self.ids.iter().filter(authenticated) {
                         any = true;
                         push(Acl {
                             perms: a.perms,
@@ -195,6 +205,8 @@ fn valid_as_is(a: &Acl) -> bool {
         "world" => a.id.id == "anyone",
         "digest" => a.id.id.split(':').count() == 2,
         "ip" => valid_ip_id(&a.id.id),
+        // A certificate's subject, as a TLS client authenticates.
+        "x509" => !a.id.id.is_empty(),
         _ => false,
     }
 }

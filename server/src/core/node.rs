@@ -193,6 +193,11 @@ impl Node {
                 self.metrics.add(Count::ConnectionRequests, 1);
                 self.conns.insert(conn, Conn::new(remote_ip, remote_port));
             }
+            Event::Certified { conn, subject } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.auth.certified(subject);
+                }
+            }
             Event::Handshake { conn, request } => self.handshake(now, conn, request),
             Event::Request { conn, frame } => self.request_frame(now, conn, frame),
             Event::Disconnected { conn } => self.forget_connection(conn),

@@ -28,6 +28,9 @@ pub enum Event {
         remote_ip: String,
         remote_port: u16,
     },
+    /// A TLS client's certificate authenticated it (x509), before its
+    /// ConnectRequest: `subject` as RFC 2253 writes it.
+    Certified { conn: ConnId, subject: String },
     /// The first frame of a connection: its ConnectRequest.
     Handshake {
         conn: ConnId,

@@ -3,15 +3,14 @@
 //! writes what the node loop sends back. A four-letter word on a fresh
 //! connection is answered and the connection closed.
 
-use super::{FourLetterWord, Inbound};
+use super::{tls, FourLetterWord, Inbound};
 use crate::core::ConnId;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_util::codec::Decoder;
@@ -152,6 +151,29 @@ pub struct ConnectionSettings {
     pub max_frame: usize,
 }
 
+/// Who is on the other end: its address and, on the secure port, the
+/// subject its certificate authenticated it as.
+pub struct Peer {
+    pub ip: String,
+    pub port: u16,
+    pub certified: Option<String>,
+}
+
+impl Peer {
+    /// The peer of `stream`, not (yet) certified.
+    pub fn of(stream: &TcpStream) -> Peer {
+        let (ip, port) = match stream.peer_addr() {
+            Ok(a) => (a.ip().to_string(), a.port()),
+            Err(_) => (String::new(), 0),
+        };
+        Peer {
+            ip,
+            port,
+            certified: None,
+        }
+    }
+}
+
 /// Serves one accepted socket until it closes.
 pub async fn serve(
     stream: TcpStream,
@@ -159,13 +181,54 @@ pub async fn serve(
     channels: Channels,
     settings: ConnectionSettings,
 ) {
-    let inbound = channels.inbound;
-    let (remote_ip, remote_port) = match stream.peer_addr() {
-        Ok(a) => (a.ip().to_string(), a.port()),
-        Err(_) => (String::new(), 0),
-    };
+    let peer = Peer::of(&stream);
     let _ = stream.set_nodelay(true);
-    let (mut reader, writer) = stream.into_split();
+    let (reader, writer) = stream.into_split();
+    serve_halves(reader, writer, peer, conn, channels, settings).await
+}
+
+/// Serves one socket accepted on the secure port: the TLS handshake
+/// (within the handshake timeout), then the connection over it.
+pub async fn serve_tls(
+    stream: TcpStream,
+    port: &SecurePort,
+    conn: ConnId,
+    channels: Channels,
+    settings: ConnectionSettings,
+) {
+    let mut peer = Peer::of(&stream);
+    let _ = stream.set_nodelay(true);
+    let handshake = tls::handshake(stream, &port.acceptor, port.x509_auth, HANDSHAKE_TIMEOUT);
+    let Some((tls, certified)) = handshake.await else {
+        return;
+    };
+    peer.certified = certified;
+    let (reader, writer) = tokio::io::split(tls);
+    serve_halves(reader, writer, peer, conn, channels, settings).await
+}
+
+/// The secure port's TLS settings, for each socket it accepts.
+#[derive(Clone)]
+pub struct SecurePort {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// Whether a client certificate authenticates as `x509:` + its subject.
+    pub x509_auth: bool,
+}
+
+/// Serves a connection's two halves (a socket's, or a TLS stream's) until
+/// it closes.
+pub async fn serve_halves<R, W>(
+    mut reader: R,
+    writer: W,
+    peer: Peer,
+    conn: ConnId,
+    channels: Channels,
+    settings: ConnectionSettings,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let inbound = channels.inbound;
     let mut buf = BytesMut::with_capacity(READ_MIN);
     let mut codec = FrameCodec::new(settings.max_frame);
 
@@ -187,23 +250,7 @@ pub async fn serve(
     }
 
     // Phase two: the ConnectRequest frame.
-    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
-        loop {
-            match codec.decode(&mut buf) {
-                Ok(Some(frame)) => return Some(frame),
-                Ok(None) => {}
-                Err(_) => return None,
-            }
-            if reader.read_buf(&mut buf).await.ok()? == 0 {
-                return None;
-            }
-        }
-    })
-    .await;
-    let Ok(Some(mut frame)) = handshake else {
-        return;
-    };
-    let Ok(request) = ConnectRequest::decode(&mut frame) else {
+    let Some(request) = connect_request(&mut reader, &mut buf, &mut codec).await else {
         return;
     };
 
@@ -212,8 +259,9 @@ pub async fn serve(
     if inbound
         .send(Inbound::Connected {
             conn,
-            remote_ip,
-            remote_port,
+            remote_ip: peer.ip,
+            remote_port: peer.port,
+            certified: peer.certified,
             flow: flow.clone(),
             writer: writer_task.abort_handle(),
         })
@@ -236,6 +284,30 @@ pub async fn serve(
     let _ = inbound.send(Inbound::Disconnected { conn }).await;
 }
 
+/// The ConnectRequest, once its frame is in (within the handshake
+/// timeout); None for a connection that closes first or sends another.
+async fn connect_request<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buf: &mut BytesMut,
+    codec: &mut FrameCodec,
+) -> Option<ConnectRequest> {
+    let frame = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        loop {
+            match codec.decode(buf) {
+                Ok(Some(frame)) => return Some(frame),
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+            if reader.read_buf(buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+    })
+    .await;
+    let mut frame = frame.ok()??;
+    ConnectRequest::decode(&mut frame).ok()
+}
+
 /// The read buffer starts small, so an idle session holds little, and
 /// doubles (to a bound) while reads keep filling it, so pipelined requests
 /// still arrive many to a read. A frame's own length reserves room for it.
@@ -251,8 +323,8 @@ fn read_room(buf: &mut BytesMut, want: &mut usize) -> usize {
     buf.capacity() - buf.len()
 }
 
-async fn read_loop(
-    reader: &mut tokio::net::tcp::OwnedReadHalf,
+async fn read_loop<R: AsyncRead + Unpin>(
+    reader: &mut R,
     buf: &mut BytesMut,
     codec: &mut FrameCodec,
     conn: ConnId,
@@ -293,7 +365,7 @@ async fn read_loop(
 /// are gathered while the queue has more, and written when it runs dry (or
 /// the batch is large). The batch buffer grows to what a connection sends at
 /// once and no further, so an idle session holds almost nothing.
-async fn write_loop(mut writer: OwnedWriteHalf, flow: Arc<Flow>) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, flow: Arc<Flow>) {
     let mut batch = Vec::new();
     let mut frames = VecDeque::new();
     loop {
@@ -333,8 +405,8 @@ const WRITE_BATCH: usize = 64 * 1024;
 
 /// Adds a length-prefixed frame to the batch, writing the batch out when it
 /// is full; a large frame goes out after it directly.
-async fn add_frame(
-    writer: &mut OwnedWriteHalf,
+async fn add_frame<W: AsyncWrite + Unpin>(
+    writer: &mut W,
     batch: &mut Vec<u8>,
     frame: &Bytes,
 ) -> std::io::Result<()> {
@@ -350,15 +422,18 @@ async fn add_frame(
     Ok(())
 }
 
-async fn write_batch(writer: &mut OwnedWriteHalf, batch: &mut Vec<u8>) -> std::io::Result<()> {
+async fn write_batch<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    batch: &mut Vec<u8>,
+) -> std::io::Result<()> {
     writer.write_all(batch).await?;
     batch.clear();
     Ok(())
 }
 
-async fn answer_four_letter_word(
+async fn answer_four_letter_word<W: AsyncWrite + Unpin>(
     word: String,
-    mut writer: OwnedWriteHalf,
+    mut writer: W,
     words: &mpsc::Sender<FourLetterWord>,
 ) {
     let (tx, rx) = oneshot::channel();

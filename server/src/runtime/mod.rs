@@ -28,6 +28,7 @@ pub mod server_info;
 #[cfg(test)]
 mod snap_sender_tests;
 pub mod storage_worker;
+pub mod tls;
 
 use crate::config::Config;
 use crate::core::election::ServerId;
@@ -56,6 +57,8 @@ pub enum Inbound {
         conn: ConnId,
         remote_ip: String,
         remote_port: u16,
+        /// On the secure port, the subject its certificate authenticated it as.
+        certified: Option<String>,
         /// Its writer's queue, and the reply bytes queued for it, shared
         /// with its reader for backpressure.
         flow: Arc<connection::Flow>,
@@ -137,12 +140,12 @@ pub fn core_config(config: &Config) -> CoreConfig {
     }
 }
 
-/// Serves clients on `listener` from `storage` until `shutdown` completes or
-/// storage fails.
+/// Serves clients on `listeners` (the client port, and the secure one if
+/// configured) from `storage` until `shutdown` completes or storage fails.
 pub async fn serve<S: Store>(
     config: Config,
     mut storage: S,
-    listener: TcpListener,
+    listeners: (TcpListener, Option<tls::SecureListener>),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     // Before recovery, so that a restarted member takes commands at once.
@@ -159,7 +162,7 @@ pub async fn serve<S: Store>(
     };
     let disk_faults = faults.as_ref().map(faults::Faults::disk);
     let storage_thread = StorageThread::start(&storage, &config, disk_faults)?;
-    let (acceptor, inbound_rx, words_rx) = start_acceptor(listener, &config);
+    let (acceptor, inbound_rx, words_rx) = start_acceptor(listeners, &config);
     let (member, peer_rx) = if config.is_quorum() {
         let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
         let cuts = faults.as_ref().map(faults::Faults::peer_cuts);
@@ -282,7 +285,7 @@ impl StorageThread {
 /// Starts taking client connections on `listener`: the acceptor task, and
 /// the node loop's ends of the connections' request and four-letter-word channels.
 fn start_acceptor(
-    listener: TcpListener,
+    (listener, secure): (TcpListener, Option<tls::SecureListener>),
     config: &Config,
 ) -> (
     tokio::task::JoinHandle<()>,
@@ -298,12 +301,29 @@ fn start_acceptor(
         inbound: inbound_tx,
         words: words_tx,
     };
-    let acceptor = tokio::spawn(accept_loop(
+    let ids = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let max = config.max_client_cnxns;
+    let plain = accept_loop(
         listener,
-        channels,
-        settings,
-        config.max_client_cnxns,
-    ));
+        None,
+        channels.clone(),
+        settings.clone(),
+        max,
+        ids.clone(),
+    );
+    let acceptor = match secure {
+        None => tokio::spawn(plain),
+        Some(s) => {
+            let port = connection::SecurePort {
+                acceptor: s.acceptor,
+                x509_auth: s.x509_auth,
+            };
+            let secure = accept_loop(s.listener, Some(port), channels, settings, max, ids);
+            tokio::spawn(async move {
+                tokio::join!(plain, secure);
+            })
+        }
+    };
     (acceptor, inbound_rx, words_rx)
 }
 
@@ -382,14 +402,17 @@ impl Drop for IpSlot {
     }
 }
 
+/// Takes the connections of one client port (the secure one when `secure`
+/// is set), each with an id from `ids`, which the ports share.
 async fn accept_loop(
     listener: TcpListener,
+    secure: Option<connection::SecurePort>,
     channels: connection::Channels,
     settings: connection::ConnectionSettings,
     max_per_ip: u32,
+    ids: Arc<std::sync::atomic::AtomicU64>,
 ) {
     let counts: IpCounts = Arc::default();
-    let mut next_conn = 0u64;
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -413,13 +436,16 @@ async fn accept_loop(
                 ip: addr.ip(),
             }
         };
-        next_conn += 1;
-        let conn = ConnId(next_conn);
+        let conn = ConnId(ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
         let channels = channels.clone();
         let settings = settings.clone();
+        let secure = secure.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            connection::serve(stream, conn, channels, settings).await;
+            match secure {
+                None => connection::serve(stream, conn, channels, settings).await,
+                Some(port) => connection::serve_tls(stream, &port, conn, channels, settings).await,
+            }
         });
     }
 }

@@ -255,18 +255,21 @@ impl NodeLoop {
                 conn,
                 remote_ip,
                 remote_port,
+                certified,
                 flow,
                 writer,
             } => {
                 self.conns.insert(conn, ConnHandle { flow, writer });
-                self.node.handle_event(
-                    now,
-                    Event::Connected {
-                        conn,
-                        remote_ip,
-                        remote_port,
-                    },
-                );
+                let connected = Event::Connected {
+                    conn,
+                    remote_ip,
+                    remote_port,
+                };
+                self.node.handle_event(now, connected);
+                if let Some(subject) = certified {
+                    let certified = Event::Certified { conn, subject };
+                    self.node.handle_event(now, certified);
+                }
             }
             Inbound::Handshake { conn, request } => self
                 .node

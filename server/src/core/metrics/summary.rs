@@ -133,7 +133,10 @@ mod tests {
         s.observe(1000, 0);
         s.observe(5, WINDOW_MS);
         let top = s.quantile(1.0).unwrap_or(0);
-        assert!((1000..=1010).contains(&top), "the window before is kept: {top}");
+        assert!(
+            (1000..=1010).contains(&top),
+            "the window before is kept: {top}"
+        );
         s.observe(7, 2 * WINDOW_MS);
         assert_eq!(s.quantile(1.0), Some(7), "the first window is gone");
         assert_eq!(s.quantile(0.0), Some(5));

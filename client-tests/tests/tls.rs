@@ -1,0 +1,265 @@
+//! Issue 36, item 3: TLS on the client port (`secureClientPort` with
+//! ZooKeeper's `ssl.*` keys), beside the plaintext port. kazoo connects
+//! over TLS with a client certificate, which authenticates it as
+//! `x509:` + its subject (RFC 2253) for ACLs; key stores in PEM (with an
+//! encrypted key and its password) and PKCS12; and what must fail does: no
+//! certificate under `need`, an expired or untrusted one, a plaintext
+//! client on the TLS port, a wrong key store password, a JKS store. The
+//! server keeps serving through all of it. Certificates are made with
+//! openssl for each test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use zkd_client_tests::process::{free_port, zkd_binary, ServerOptions, ZkdProcess};
+
+const X509: &str = "org.apache.zookeeper.server.auth.X509AuthenticationProvider";
+const ALICE: &str = "CN=alice,OU=clients,O=example";
+
+/// Runs openssl (under faketime when `at` is set) in `dir`.
+fn openssl(dir: &Path, at: Option<&str>, args: &str) {
+    let mut command = match at {
+        Some(at) => {
+            let mut c = Command::new("faketime");
+            c.arg(at).arg("openssl");
+            c
+        }
+        None => Command::new("openssl"),
+    };
+    let out = command
+        .args(args.split(' '))
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for 127.0.0.1 (its key store as an encrypted
+/// PEM and as PKCS12, password `secret`), alice's client certificate, an
+/// expired one, and one from another CA.
+fn certificates() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(
+        d.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .expect("ext");
+    std::fs::write(d.join("client.ext"), "extendedKeyUsage=clientAuth\n").expect("ext");
+    openssl(
+        d,
+        None,
+        "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 30 -subj /CN=test-ca",
+    );
+    openssl(d, None, "req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 30 -subj /CN=other-ca");
+    let sign = |name: &str, subject: &str, ca: &str, ext: &str, at: Option<&str>| {
+        openssl(
+            d,
+            None,
+            &format!(
+                "req -newkey rsa:2048 -nodes -keyout {name}.key -out {name}.csr -subj {subject}"
+            ),
+        );
+        openssl(d, at, &format!("x509 -req -in {name}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial -out {name}.crt -days 30 -extfile {ext}"));
+    };
+    sign("server", "/CN=localhost", "ca", "server.ext", None);
+    sign(
+        "alice",
+        "/O=example/OU=clients/CN=alice",
+        "ca",
+        "client.ext",
+        None,
+    );
+    sign(
+        "expired",
+        "/O=example/OU=clients/CN=alice",
+        "ca",
+        "client.ext",
+        Some("2020-01-01 00:00:00"),
+    );
+    sign(
+        "stranger",
+        "/O=example/OU=clients/CN=alice",
+        "other",
+        "client.ext",
+        None,
+    );
+    openssl(
+        d,
+        None,
+        "pkcs8 -topk8 -v2 aes-256-cbc -in server.key -out server.enc.key -passout pass:secret",
+    );
+    let pem = std::fs::read_to_string(d.join("server.enc.key")).expect("key")
+        + &std::fs::read_to_string(d.join("server.crt")).expect("cert");
+    std::fs::write(d.join("server.pem"), pem).expect("pem");
+    openssl(
+        d,
+        None,
+        "pkcs12 -export -in server.crt -inkey server.key -out server.p12 -passout pass:secret",
+    );
+    dir
+}
+
+fn tls_options(certs: &Path, store: &str, port: u16) -> ServerOptions {
+    let at = |f: &str| certs.join(f).display().to_string();
+    ServerOptions::default()
+        .with("secureClientPort", &port.to_string())
+        .with("secureClientPortAddress", "127.0.0.1")
+        .with("ssl.keyStore.location", &at(store))
+        .with("ssl.keyStore.password", "secret")
+        .with("ssl.trustStore.location", &at("ca.pem"))
+        .with("authProvider.x509", X509)
+}
+
+/// kazoo over TLS to `port`, as `cert` (or with none): its one line.
+fn kazoo(certs: &Path, port: u16, cert: Option<&str>, action: &str, arg: &str) -> String {
+    let at = |f: &str| certs.join(f).display().to_string();
+    let (crt, key) = match cert {
+        Some(name) => (at(&format!("{name}.crt")), at(&format!("{name}.key"))),
+        None => ("-".into(), "-".into()),
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tls/kazoo_tls.py");
+    let out = Command::new("python3")
+        .args([
+            script,
+            &format!("127.0.0.1:{port}"),
+            &at("ca.pem"),
+            &crt,
+            &key,
+            action,
+            arg,
+        ])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A plaintext client (kazoo) on `addr` reads `path`: its one line.
+fn plaintext_read(addr: &str, path: &str) -> String {
+    let script = "import sys\nfrom kazoo.client import KazooClient\nzk=KazooClient(hosts=sys.argv[1]); zk.start(timeout=5)\ntry:\n    print('ok', zk.get(sys.argv[2])[0].decode())\nexcept Exception as e:\n    print(type(e).__name__)\nzk.stop()\n";
+    let out = Command::new("python3")
+        .args(["-c", script, addr, path])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn kazoo_over_tls_authenticates_as_its_certificates_subject() {
+    let certs = certificates();
+    for store in ["server.pem", "server.p12"] {
+        let port = free_port();
+        let zkd = ZkdProcess::start_with(tls_options(certs.path(), store, port));
+        let wrote = kazoo(certs.path(), port, Some("alice"), "write", ALICE);
+        assert!(
+            wrote.starts_with("ok /tls-") && wrote.ends_with("secret"),
+            "{store}: {wrote}"
+        );
+        let path = wrote.split(' ').nth(1).expect("a path").to_owned();
+        // Only alice's certificate opens it: not a plaintext client.
+        assert_eq!(plaintext_read(&zkd.addr(), &path), "NoAuthError", "{store}");
+        assert_eq!(
+            kazoo(certs.path(), port, Some("alice"), "read", &path),
+            "ok secret"
+        );
+    }
+}
+
+#[test]
+fn what_must_fail_fails_and_the_server_keeps_serving() {
+    let certs = certificates();
+    let port = free_port();
+    let zkd = ZkdProcess::start_with(tls_options(certs.path(), "server.pem", port));
+    // ssl.clientAuth defaults to need, as in ZooKeeper.
+    for cert in [None, Some("expired"), Some("stranger")] {
+        assert_eq!(
+            kazoo(certs.path(), port, cert, "read", "/"),
+            "no-connection",
+            "{cert:?}"
+        );
+    }
+    // A plaintext client on the TLS port is closed.
+    let plain = plaintext_read(&format!("127.0.0.1:{port}"), "/");
+    assert!(!plain.starts_with("ok"), "{plain}");
+    assert!(zkd.four_letter_word("ruok").contains("imok"));
+    assert!(kazoo(certs.path(), port, Some("alice"), "write", ALICE).starts_with("ok"));
+}
+
+#[test]
+fn client_auth_want_takes_clients_with_and_without_certificates() {
+    let certs = certificates();
+    let port = free_port();
+    let _zkd = ZkdProcess::start_with(
+        tls_options(certs.path(), "server.pem", port).with("ssl.clientAuth", "want"),
+    );
+    assert_eq!(kazoo(certs.path(), port, None, "read", "/zookeeper"), "ok");
+    let wrote = kazoo(certs.path(), port, Some("alice"), "write", ALICE);
+    let path = wrote.split(' ').nth(1).expect("a path").to_owned();
+    assert_eq!(
+        kazoo(certs.path(), port, None, "read", &path),
+        "NoAuthError"
+    );
+}
+
+/// `zkd serve` with TLS from `store` and `password`: its exit and stderr.
+fn refused(certs: &Path, store: &str, password: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("zoo.cfg");
+    let text = format!(
+        "dataDir={}\nclientPort={}\nsecureClientPort={}\nadmin.enableServer=false\nssl.keyStore.location={}\nssl.keyStore.password={password}\nssl.trustStore.location={}\n",
+        dir.path().join("data").display(),
+        free_port(),
+        free_port(),
+        certs.join(store).display(),
+        certs.join("ca.pem").display(),
+    );
+    std::fs::write(&config, text).expect("zoo.cfg");
+    let mut child = Command::new(zkd_binary())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("zkd");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (false, "still running".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        !out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_wrong_password_or_a_jks_store_stops_the_server_with_its_reason() {
+    let certs = certificates();
+    let (stopped, said) = refused(certs.path(), "server.pem", "wrong");
+    assert!(stopped && said.contains("ssl.keyStore.password"), "{said}");
+    let (stopped, said) = refused(certs.path(), "server.p12", "wrong");
+    assert!(
+        stopped && said.contains("server.p12") && said.contains("password"),
+        "{said}"
+    );
+    let jks: PathBuf = certs.path().join("server.jks");
+    std::fs::write(&jks, b"not read").expect("jks");
+    let (stopped, said) = refused(certs.path(), "server.jks", "secret");
+    assert!(
+        stopped && said.contains("JKS") && said.contains("PKCS12"),
+        "{said}"
+    );
+}

@@ -1,0 +1,156 @@
+//! TLS on the client port (`secureClientPort`), as ZooKeeper's Netty
+//! server offers it, with rustls: the key store, the trust store that
+//! checks client certificates (`ssl.clientAuth`: need, want or none), the
+//! protocols and cipher suites allowed, and the client's x509 identity.
+
+mod identity;
+mod stores;
+
+use crate::config::{ClientAuth, TlsConfig};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+pub use identity::subject;
+
+/// The secure client port, bound, with its TLS settings.
+pub struct SecureListener {
+    pub listener: TcpListener,
+    pub acceptor: TlsAcceptor,
+    /// Whether a client certificate authenticates as `x509:` + its subject
+    /// (`authProvider.*` names ZooKeeper's X509AuthenticationProvider).
+    pub x509_auth: bool,
+}
+
+impl SecureListener {
+    /// Loads `config`'s stores and binds its port: a clear error for either.
+    pub async fn bind(config: &TlsConfig) -> Result<SecureListener, String> {
+        let acceptor = acceptor(config)?;
+        let host = config.address.as_deref().unwrap_or("0.0.0.0");
+        let listener = TcpListener::bind((host, config.port)).await.map_err(|e| {
+            format!(
+                "cannot listen on secureClientPort {host}:{}: {e}",
+                config.port
+            )
+        })?;
+        Ok(SecureListener {
+            listener,
+            acceptor,
+            x509_auth: config.x509_auth,
+        })
+    }
+}
+
+/// The TLS handshake on an accepted socket, within `limit`: the stream and
+/// the subject its certificate authenticates it as. None when the
+/// handshake fails, or (as in ZooKeeper) when a client shows a certificate
+/// and no x509 provider is configured to take it.
+pub async fn handshake(
+    stream: tokio::net::TcpStream,
+    acceptor: &TlsAcceptor,
+    x509_auth: bool,
+    limit: std::time::Duration,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Option<String>,
+)> {
+    let tls = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::warn!("unsuccessful TLS handshake: {e}");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    let certificate = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+    let subject = match (certificate, x509_auth) {
+        (None, _) => None,
+        (Some(cert), true) => Some(subject(cert)?),
+        (Some(_), false) => {
+            tracing::warn!("a client certificate, and no x509 auth provider (authProvider.x509) to take it: closing");
+            return None;
+        }
+    };
+    Some((tls, subject))
+}
+
+/// The TLS settings of `config`, loaded: a clear error for a store that
+/// cannot be read (a wrong password, a missing file, JKS) or a protocol or
+/// cipher suite rustls has not.
+pub fn acceptor(config: &TlsConfig) -> Result<TlsAcceptor, String> {
+    let provider = Arc::new(provider(config)?);
+    let versions = versions(config)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("ssl.enabledProtocols: {e}"))?;
+    let builder = match (&config.trust_store, config.client_auth) {
+        (_, ClientAuth::None) => builder.with_no_client_auth(),
+        (None, _) => {
+            return Err("ssl.clientAuth=need or want needs ssl.trustStore.location".into());
+        }
+        (Some(trust), auth) => {
+            let mut roots = RootCertStore::empty();
+            for cert in stores::trusted(trust)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", trust.location.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match auth {
+                ClientAuth::Want => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| e.to_string())?)
+        }
+    };
+    let identity = stores::identity(&config.key_store)?;
+    let server = builder
+        .with_single_cert(identity.chain, identity.key)
+        .map_err(|e| format!("{}: {e}", config.key_store.location.display()))?;
+    Ok(TlsAcceptor::from(Arc::new(server)))
+}
+
+/// ring's suites, only those `ssl.ciphersuites` names when it is set (by
+/// their IANA names, which Java uses too).
+fn provider(config: &TlsConfig) -> Result<rustls::crypto::CryptoProvider, String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(wanted) = &config.cipher_suites {
+        provider.cipher_suites.retain(|s| {
+            let name = format!("{:?}", s.suite());
+            wanted.contains(&name)
+        });
+        if provider.cipher_suites.is_empty() {
+            return Err(format!(
+                "ssl.ciphersuites: none of {wanted:?} is a suite zkd has"
+            ));
+        }
+    }
+    Ok(provider)
+}
+
+/// The protocol versions `ssl.enabledProtocols` (else `ssl.protocol`,
+/// TLSv1.3 by default as in ZooKeeper 3.8 on Java 11+) allows. `TLSv1.2`
+/// and `TLSv1.3` only: rustls has no older version.
+fn versions(config: &TlsConfig) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
+    let names: Vec<&str> = match &config.enabled_protocols {
+        Some(list) => list.iter().map(String::as_str).collect(),
+        None => match config.protocol.as_deref() {
+            // "TLS" (Java's name for the newest) and TLSv1.3 allow both, as Java's
+            // context does for a TLSv1.2 client.
+            None | Some("TLS") | Some("TLSv1.3") => vec!["TLSv1.3", "TLSv1.2"],
+            Some(one) => vec![one],
+        },
+    };
+    names
+        .iter()
+        .map(|n| match *n {
+            "TLSv1.3" => Ok(&rustls::version::TLS13),
+            "TLSv1.2" => Ok(&rustls::version::TLS12),
+            other => Err(format!(
+                "{other} is not a protocol zkd has (TLSv1.2, TLSv1.3)"
+            )),
+        })
+        .collect()
+}
