@@ -94,13 +94,7 @@ pub fn launch_wrapped(
         .append(true)
         .open(log)
         .expect("ZooKeeper log file");
-    let mut classpath = ZOOKEEPER_JAR.to_owned();
-    for jar in [SLF4J_SIMPLE_JAR, SERVLET_API_JAR] {
-        if Path::new(jar).exists() {
-            classpath.push(':');
-            classpath.push_str(jar);
-        }
-    }
+    let classpath = java_classpath();
     let mut command = match wrapper.split_first() {
         Some((program, args)) => {
             let mut c = Command::new(program);
@@ -125,6 +119,27 @@ pub fn launch_wrapped(
         .stderr(log)
         .spawn()
         .expect("spawn java")
+}
+
+/// Netty's jars that Debian's zookeeper.jar manifest leaves out, and
+/// without which its Netty client and server (TLS) cannot start.
+pub const NETTY_MISSING_JARS: [&str; 2] = [
+    "/usr/share/java/netty-resolver.jar",
+    "/usr/share/java/netty-codec.jar",
+];
+
+/// ZooKeeper's jar, then those of the logger, the servlet API and Netty
+/// that are installed: the classpath of a ZooKeeper server or client.
+pub fn java_classpath() -> String {
+    let mut classpath = ZOOKEEPER_JAR.to_owned();
+    let extra = [SLF4J_SIMPLE_JAR, SERVLET_API_JAR]
+        .into_iter()
+        .chain(NETTY_MISSING_JARS);
+    for jar in extra.filter(|jar| Path::new(jar).exists()) {
+        classpath.push(':');
+        classpath.push_str(jar);
+    }
+    classpath
 }
 
 /// A running Apache ZooKeeper server.

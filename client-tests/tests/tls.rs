@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use zkd_client_tests::oracle::{java_classpath, require_tool, ZooKeeperProcess, ZOOKEEPER_JAR};
 use zkd_client_tests::process::{free_port, zkd_binary, ServerOptions, ZkdProcess};
 
 const X509: &str = "org.apache.zookeeper.server.auth.X509AuthenticationProvider";
@@ -49,7 +50,10 @@ fn certificates() -> tempfile::TempDir {
         "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
     )
     .expect("ext");
-    std::fs::write(d.join("client.ext"), "extendedKeyUsage=clientAuth\n").expect("ext");
+    // ZooKeeper checks a client certificate's address too (its
+    // ssl.clientHostnameVerification, on by default).
+    let client = "extendedKeyUsage=clientAuth\nsubjectAltName=IP:127.0.0.1\n";
+    std::fs::write(d.join("client.ext"), client).expect("ext");
     openssl(
         d,
         None,
@@ -67,6 +71,8 @@ fn certificates() -> tempfile::TempDir {
         openssl(d, at, &format!("x509 -req -in {name}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial -out {name}.crt -days 30 -extfile {ext}"));
     };
     sign("server", "/CN=localhost", "ca", "server.ext", None);
+    // zkCli splits an ACL at commas: bob's subject has none.
+    sign("bob", "/CN=bob", "ca", "client.ext", None);
     sign(
         "alice",
         "/O=example/OU=clients/CN=alice",
@@ -262,4 +268,93 @@ fn a_wrong_password_or_a_jks_store_stops_the_server_with_its_reason() {
         stopped && said.contains("JKS") && said.contains("PKCS12"),
         "{said}"
     );
+}
+
+/// ZooKeeper's Java client (`ZooKeeperMain`, the CLI) with the Netty
+/// socket over TLS as bob (`zookeeper.client.secure=true`, a PKCS12 key
+/// store, a PEM trust store), or plaintext: the command's output lines.
+fn java_cli(certs: &Path, addr: &str, secure: bool, command: &[&str]) -> Vec<String> {
+    let at = |f: &str| certs.join(f).display().to_string();
+    let mut java = Command::new("java");
+    if secure {
+        java.args([
+            "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+            "-Dzookeeper.client.secure=true",
+            &format!("-Dzookeeper.ssl.keyStore.location={}", at("bob.p12")),
+            "-Dzookeeper.ssl.keyStore.password=secret",
+            &format!("-Dzookeeper.ssl.trustStore.location={}", at("ca.pem")),
+            "-Dzookeeper.ssl.trustStore.type=PEM",
+        ]);
+    }
+    let out = java
+        .args([
+            "-cp",
+            &java_classpath(),
+            "org.apache.zookeeper.ZooKeeperMain",
+            "-server",
+            addr,
+        ])
+        .args(command)
+        .output()
+        .expect("java");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .chain(String::from_utf8_lossy(&out.stderr).lines())
+        .filter(|l| !l.contains("SLF4J") && !l.starts_with('[') && !l.trim().is_empty())
+        .filter(|l| !l.starts_with("WATCHER") && !l.starts_with("WatchedEvent"))
+        .filter(|l| !l.starts_with("Connecting to"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Both servers' key store is PKCS12 here: ZooKeeper 3.8 on Java 17
+/// cannot read a PEM key encrypted with PBES2, openssl's default.
+#[test]
+fn the_java_client_over_tls_sees_the_same_on_zookeeper_and_zkd() {
+    require_tool(ZOOKEEPER_JAR);
+    let certs = certificates();
+    openssl(
+        certs.path(),
+        None,
+        "pkcs12 -export -in bob.crt -inkey bob.key -out bob.p12 -passout pass:secret",
+    );
+    let (zk_port, zkd_port) = (free_port(), free_port());
+    let lines = |port: u16| {
+        tls_options(certs.path(), "server.p12", port)
+            .with(
+                "serverCnxnFactory",
+                "org.apache.zookeeper.server.NettyServerCnxnFactory",
+            )
+            .extra
+    };
+    let zk_lines: String = lines(zk_port)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}\n"))
+        .collect();
+    let zk = ZooKeeperProcess::start_configured(2000, &[], &zk_lines);
+    let zkd = ZkdProcess::start_with(ServerOptions {
+        extra: lines(zkd_port),
+        ..ServerOptions::default()
+    });
+    let acl = "x509:CN=bob:cdrwa";
+    let mut seen = Vec::new();
+    for (plain, secure) in [(zk.addr(), zk_port), (zkd.addr(), zkd_port)] {
+        let secure = format!("127.0.0.1:{secure}");
+        let mut said = java_cli(
+            certs.path(),
+            &secure,
+            true,
+            &["create", "/j", "secret", acl],
+        );
+        said.extend(java_cli(certs.path(), &secure, true, &["get", "/j"]));
+        said.extend(java_cli(certs.path(), &secure, true, &["getAcl", "/j"]));
+        said.extend(java_cli(certs.path(), &plain, false, &["get", "/j"]));
+        seen.push(said);
+    }
+    assert!(
+        seen[0].iter().any(|l| l == "secret"),
+        "ZooKeeper: {:#?}",
+        seen[0]
+    );
+    assert_eq!(seen[1], seen[0], "zkd, then ZooKeeper");
 }
