@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Apache ZooKeeper 3.8 as the oracle, its CLI and
-# C client, a JDK for the Java-client test, Apache Curator, kazoo from PyPI, node and
+# C client, a JDK for the Java-client test, Apache Curator, openssl, kazoo and
+# prometheus_client from PyPI, node and
 # node-zookeeper-client from npm) and runs every test of the workspace.
 # Usage: bash client-tests/run-all.sh
 set -euo pipefail
@@ -26,6 +27,8 @@ need_apt=""
 # ip (iproute2) builds the network namespaces of tests/ensemble_faults.rs.
 command -v ip >/dev/null || need_apt=1
 command -v nft >/dev/null || need_apt=1
+# openssl makes the certificates of tests/tls.rs.
+command -v openssl >/dev/null || need_apt=1
 # node (and npm, to fetch node-zookeeper-client) for tests/node_client.rs.
 NODE_DIR=client-tests/tests/node
 node_pkgs=""
@@ -39,7 +42,7 @@ if [ -n "$need_apt" ]; then
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086 # node_pkgs is a list of package names
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils faketime iproute2 nftables libcurator-recipes-java libservlet-api-java $node_pkgs >/dev/null
+    zookeeper libzookeeper-java zookeeper-bin netcat-openbsd default-jdk-headless python3 fiu-utils faketime iproute2 nftables libcurator-recipes-java libservlet-api-java openssl $node_pkgs >/dev/null
 fi
 
 # kazoo, the stock Python client, for the kazoo smoke test.
