@@ -36,7 +36,7 @@ impl InProcessServer {
                 .expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                runtime::serve(config, storage, (listener, None), async {
+                runtime::serve(config, storage, (Some(listener), None), async {
                     let _ = stopped.await;
                 })
                 .await

@@ -358,3 +358,42 @@ fn the_java_client_over_tls_sees_the_same_on_zookeeper_and_zkd() {
     );
     assert_eq!(seen[1], seen[0], "zkd, then ZooKeeper");
 }
+
+#[test]
+fn the_secure_port_alone_serves_without_a_client_port() {
+    let certs = certificates();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let at = |f: &str| certs.path().join(f).display().to_string();
+    let config = dir.path().join("zoo.cfg");
+    let text = format!(
+        "dataDir={}\nsecureClientPort={port}\nsecureClientPortAddress=127.0.0.1\nadmin.enableServer=false\nssl.keyStore.location={}\nssl.keyStore.password=secret\nssl.trustStore.location={}\nauthProvider.x509={X509}\n",
+        dir.path().join("data").display(),
+        at("server.p12"),
+        at("ca.pem"),
+    );
+    std::fs::write(&config, text).expect("zoo.cfg");
+    let child = Command::new(zkd_binary())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("zkd");
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _zkd = Killed(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the secure port never opened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(kazoo(certs.path(), port, Some("alice"), "write", ALICE).starts_with("ok /tls-"));
+}

@@ -69,7 +69,8 @@ pub struct Config {
     pub sync_limit: Option<u32>,
     pub data_dir: PathBuf,
     pub data_log_dir: PathBuf,
-    pub client_port: u16,
+    /// The plaintext client port; None with only `secureClientPort`.
+    pub client_port: Option<u16>,
     pub client_port_address: Option<String>,
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
@@ -214,9 +215,7 @@ impl Config {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| data_dir.clone()),
             data_dir,
-            client_port: p
-                .num("clientPort")?
-                .ok_or_else(|| err("clientPort", "is required"))?,
+            client_port: p.num("clientPort")?,
             client_port_address: p.get("clientPortAddress").map(str::to_owned),
             min_session_timeout_ms: p.num("minSessionTimeout")?.unwrap_or(2 * tick as i32),
             max_session_timeout_ms: p.num("maxSessionTimeout")?.unwrap_or(20 * tick as i32),
@@ -258,6 +257,9 @@ impl Config {
 
     /// Cross-field rules, checked once.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.client_port.is_none() && self.tls.is_none() {
+            return Err(err("clientPort", "is required (or secureClientPort)"));
+        }
         if self.tick_time_ms == 0 {
             return Err(err("tickTime", "must be positive"));
         }

@@ -72,7 +72,7 @@ fn main() -> ExitCode {
                 }
             };
             if let Some(port) = client_port {
-                cfg.client_port = port;
+                cfg.client_port = Some(port);
             }
             if let Some(addr) = client_port_address {
                 cfg.client_port_address = Some(addr);
@@ -115,6 +115,29 @@ async fn shutdown() {
     tracing::info!("shutting down");
 }
 
+/// The plaintext client port, if configured (logged: its address and the
+/// server's mode, or why it cannot be bound).
+async fn bind_plain(config: &Config) -> Result<Option<tokio::net::TcpListener>, ()> {
+    let Some(port) = config.client_port else {
+        return Ok(None);
+    };
+    let host = config.client_port_address.as_deref().unwrap_or("0.0.0.0");
+    match tokio::net::TcpListener::bind((host, port)).await {
+        Ok(listener) => {
+            let mode = match config.is_quorum() {
+                true => "ensemble member",
+                false => "standalone",
+            };
+            tracing::info!(address = %host, port, mode, "client port open");
+            Ok(Some(listener))
+        }
+        Err(e) => {
+            tracing::error!("cannot listen on {host}:{port}: {e}");
+            Err(())
+        }
+    }
+}
+
 /// The secure client port, if configured. Its stores are read, and the
 /// port bound, before anything else: a wrong password or a taken port
 /// stops the server with its reason (logged).
@@ -151,18 +174,9 @@ fn run(config: Config) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let host = config
-            .client_port_address
-            .clone()
-            .unwrap_or_else(|| "0.0.0.0".into());
-        let listener =
-            match tokio::net::TcpListener::bind((host.as_str(), config.client_port)).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::error!("cannot listen on {host}:{}: {e}", config.client_port);
-                    return ExitCode::FAILURE;
-                }
-            };
+        let Ok(listener) = bind_plain(&config).await else {
+            return ExitCode::FAILURE;
+        };
         let Ok(secure) = bind_secure(&config).await else {
             return ExitCode::FAILURE;
         };
@@ -173,12 +187,6 @@ fn run(config: Config) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let mode = if config.is_quorum() {
-            "ensemble member"
-        } else {
-            "standalone"
-        };
-        tracing::info!(address = %host, port = config.client_port, mode, "client port open");
         match zkd_server::runtime::serve(config, storage, (listener, secure), shutdown()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(ServeError::Storage(e)) => {

@@ -199,7 +199,7 @@ fn writes_member_files_prints_the_connect_string_and_stops_on_sigterm() {
         // What `zkd serve` will read: myid from dataDir, three participants.
         let parsed = zkd_server::config::Config::load(&node.join("zoo.cfg")).unwrap();
         assert_eq!(parsed.my_id, Some(u64::from(i)));
-        assert_eq!(parsed.client_port, 22180 + i);
+        assert_eq!(parsed.client_port, Some(22180 + i));
         assert!(parsed.is_quorum());
     }
     let (status, stderr) = terminate(launcher);

@@ -52,7 +52,7 @@ fn zoo_cfg_is_accepted_by_the_config_parser() {
     let mut props = crate::config::parse_properties(&text);
     props.insert("myid".into(), "2".into());
     let c = crate::config::Config::from_properties(&props).unwrap();
-    assert_eq!(c.client_port, 2182);
+    assert_eq!(c.client_port, Some(2182));
     assert_eq!(c.servers.len(), 5);
     assert_eq!(c.servers[&5].election_port, 3892);
     assert_eq!(c.init_limit, Some(10));

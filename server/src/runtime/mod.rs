@@ -145,7 +145,7 @@ pub fn core_config(config: &Config) -> CoreConfig {
 pub async fn serve<S: Store>(
     config: Config,
     mut storage: S,
-    listeners: (TcpListener, Option<tls::SecureListener>),
+    listeners: (Option<TcpListener>, Option<tls::SecureListener>),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     // Before recovery, so that a restarted member takes commands at once.
@@ -285,7 +285,7 @@ impl StorageThread {
 /// Starts taking client connections on `listener`: the acceptor task, and
 /// the node loop's ends of the connections' request and four-letter-word channels.
 fn start_acceptor(
-    (listener, secure): (TcpListener, Option<tls::SecureListener>),
+    (listener, secure): (Option<TcpListener>, Option<tls::SecureListener>),
     config: &Config,
 ) -> (
     tokio::task::JoinHandle<()>,
@@ -303,27 +303,28 @@ fn start_acceptor(
     };
     let ids = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let max = config.max_client_cnxns;
-    let plain = accept_loop(
-        listener,
-        None,
-        channels.clone(),
-        settings.clone(),
-        max,
-        ids.clone(),
-    );
-    let acceptor = match secure {
-        None => tokio::spawn(plain),
-        Some(s) => {
-            let port = connection::SecurePort {
-                acceptor: s.acceptor,
-                x509_auth: s.x509_auth,
-            };
-            let secure = accept_loop(s.listener, Some(port), channels, settings, max, ids);
-            tokio::spawn(async move {
-                tokio::join!(plain, secure);
-            })
-        }
-    };
+    let plain = listener.map(|l| {
+        accept_loop(
+            l,
+            None,
+            channels.clone(),
+            settings.clone(),
+            max,
+            ids.clone(),
+        )
+    });
+    let secure = secure.map(|s| {
+        let port = connection::SecurePort {
+            acceptor: s.acceptor,
+            x509_auth: s.x509_auth,
+        };
+        accept_loop(s.listener, Some(port), channels, settings, max, ids)
+    });
+    // Each port's loop runs until the node loop ends; a port not configured
+    // has none.
+    let acceptor = tokio::spawn(async move {
+        tokio::join!(accepting(plain), accepting(secure));
+    });
     (acceptor, inbound_rx, words_rx)
 }
 
@@ -399,6 +400,14 @@ impl Drop for IpSlot {
                 counts.remove(&self.ip);
             }
         }
+    }
+}
+
+/// Runs a port's accept loop, if it has one; else waits for ever.
+async fn accepting(accept_loop: Option<impl Future<Output = ()>>) {
+    match accept_loop {
+        Some(accepting) => accepting.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -55,7 +55,8 @@ pub(super) fn configuration(info: &ServerInfo) -> Map<String, Value> {
     let c = info.config();
     let dir = |d: &std::path::Path| d.join(zkd_storage::sled::layout::ZKD_DIR);
     object([
-        ("client_port", c.client_port.into()),
+        // -1 with no plaintext port, as ZooKeeper's.
+        ("client_port", c.client_port.map_or(-1, i32::from).into()),
         ("data_dir", dir(&c.data_dir).display().to_string().into()),
         (
             "data_log_dir",

@@ -56,9 +56,12 @@ fn client_address(config: &Config, id: u64, spec: &ServerSpec) -> String {
     }
 }
 
+/// This member's plaintext client address ("" with only a secure port).
 fn own_client_address(config: &Config) -> String {
     let host = config.client_port_address.as_deref().unwrap_or("0.0.0.0");
-    format!("{host}:{}", config.client_port)
+    config
+        .client_port
+        .map_or(String::new(), |port| format!("{host}:{port}"))
 }
 
 /// Where this member is in Zab. Standalone, or before a member has a
