@@ -32,6 +32,14 @@ fn jks(spec: &StoreSpec) -> StoreError {
     )
 }
 
+/// A PKCS12 store, opened with its password.
+fn pkcs12(bytes: &[u8], spec: &StoreSpec) -> Result<p12_keystore::KeyStore, StoreError> {
+    p12_keystore::KeyStore::from_pkcs12(bytes, &spec.password).map_err(|e| {
+        let at = spec.location.display();
+        format!("cannot open {at} (a wrong ssl.*Store.password?): {e}")
+    })
+}
+
 /// The key and chain of a key store.
 pub fn identity(spec: &StoreSpec) -> Result<Identity, StoreError> {
     let bytes = read(spec)?;
@@ -39,8 +47,7 @@ pub fn identity(spec: &StoreSpec) -> Result<Identity, StoreError> {
     match spec.kind {
         StoreKind::Jks => Err(jks(spec)),
         StoreKind::Pkcs12 => {
-            let store = p12_keystore::KeyStore::from_pkcs12(&bytes, &spec.password)
-                .map_err(|e| format!("cannot open {at} (a wrong password?): {e}"))?;
+            let store = pkcs12(&bytes, spec)?;
             let (_, entry) = store
                 .private_key_chain()
                 .ok_or_else(|| format!("{at} holds no private key"))?;
@@ -67,8 +74,7 @@ pub fn trusted(spec: &StoreSpec) -> Result<Vec<CertificateDer<'static>>, StoreEr
     match spec.kind {
         StoreKind::Jks => Err(jks(spec)),
         StoreKind::Pkcs12 => {
-            let store = p12_keystore::KeyStore::from_pkcs12(&bytes, &spec.password)
-                .map_err(|e| format!("cannot open {at} (a wrong password?): {e}"))?;
+            let store = pkcs12(&bytes, spec)?;
             let certs: Vec<_> = store
                 .entries()
                 .flat_map(|(_, entry)| match entry {
