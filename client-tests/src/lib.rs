@@ -4,6 +4,7 @@
 //! Every process started here is killed when its handle drops, and every wait
 //! is bounded, so a failing test never leaves servers behind or hangs.
 
+pub mod certs;
 pub mod ensemble;
 pub mod fault_ensemble;
 pub mod in_process;

@@ -188,6 +188,12 @@ impl ZooKeeperEnsemble {
         ZooKeeperEnsemble::start_configured(admin_ports.len(), 500, &[], TEST_HEAP, &lines)
     }
 
+    /// Starts `n` members with a 500 ms tick, every zoo.cfg ending with
+    /// `lines`, and waits until every one serves.
+    pub fn start_with_lines(n: usize, lines: &str) -> ZooKeeperEnsemble {
+        ZooKeeperEnsemble::start_configured(n, 500, &[], TEST_HEAP, &|_| lines.to_owned())
+    }
+
     /// Starts `n` members, member `i`'s zoo.cfg ending with `extra(i)`
     /// (whose keys override the base config's), and waits until every one serves.
     fn start_configured(

@@ -11,33 +11,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use zkd_client_tests::certs::{self, openssl};
 use zkd_client_tests::oracle::{java_classpath, require_tool, ZooKeeperProcess, ZOOKEEPER_JAR};
 use zkd_client_tests::process::{free_port, zkd_binary, ServerOptions, ZkdProcess};
 
 const X509: &str = "org.apache.zookeeper.server.auth.X509AuthenticationProvider";
 const ALICE: &str = "CN=alice,OU=clients,O=example";
-
-/// Runs openssl (under faketime when `at` is set) in `dir`.
-fn openssl(dir: &Path, at: Option<&str>, args: &str) {
-    let mut command = match at {
-        Some(at) => {
-            let mut c = Command::new("faketime");
-            c.arg(at).arg("openssl");
-            c
-        }
-        None => Command::new("openssl"),
-    };
-    let out = command
-        .args(args.split(' '))
-        .current_dir(dir)
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A CA, a server certificate for 127.0.0.1 (its key store as an encrypted
 /// PEM and as PKCS12, password `secret`), alice's client certificate, an
@@ -54,21 +33,10 @@ fn certificates() -> tempfile::TempDir {
     // ssl.clientHostnameVerification, on by default).
     let client = "extendedKeyUsage=clientAuth\nsubjectAltName=IP:127.0.0.1\n";
     std::fs::write(d.join("client.ext"), client).expect("ext");
-    openssl(
-        d,
-        None,
-        "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 30 -subj /CN=test-ca",
-    );
-    openssl(d, None, "req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 30 -subj /CN=other-ca");
+    certs::ca(d, "ca", "/CN=test-ca");
+    certs::ca(d, "other", "/CN=other-ca");
     let sign = |name: &str, subject: &str, ca: &str, ext: &str, at: Option<&str>| {
-        openssl(
-            d,
-            None,
-            &format!(
-                "req -newkey rsa:2048 -nodes -keyout {name}.key -out {name}.csr -subj {subject}"
-            ),
-        );
-        openssl(d, at, &format!("x509 -req -in {name}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial -out {name}.crt -days 30 -extfile {ext}"));
+        certs::sign(d, name, subject, ca, ext, at)
     };
     sign("server", "/CN=localhost", "ca", "server.ext", None);
     // zkCli splits an ACL at commas: bob's subject has none.
@@ -102,11 +70,7 @@ fn certificates() -> tempfile::TempDir {
     let pem = std::fs::read_to_string(d.join("server.enc.key")).expect("key")
         + &std::fs::read_to_string(d.join("server.crt")).expect("cert");
     std::fs::write(d.join("server.pem"), pem).expect("pem");
-    openssl(
-        d,
-        None,
-        "pkcs12 -export -in server.crt -inkey server.key -out server.p12 -passout pass:secret",
-    );
+    certs::pkcs12(d, "server", "secret");
     dir
 }
 

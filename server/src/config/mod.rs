@@ -7,10 +7,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 mod operator;
-use operator::{prometheus, tls};
-pub use operator::{
-    AdminConfig, ClientAuth, PrometheusConfig, StoreKind, StoreSpec, TlsConfig,
-    PROMETHEUS_PROVIDER, X509_PROVIDER,
+mod tls;
+use operator::prometheus;
+pub use operator::{AdminConfig, PrometheusConfig, PROMETHEUS_PROVIDER};
+use tls::{quorum_tls, tls};
+pub use tls::{
+    ClientAuth, QuorumTlsConfig, StoreKind, StoreSpec, TlsConfig, TlsSettings, X509_PROVIDER,
 };
 
 /// A configuration problem, naming the key at fault.
@@ -105,6 +107,8 @@ pub struct Config {
     pub prometheus: Option<PrometheusConfig>,
     /// TLS on `secureClientPort`; None without one.
     pub tls: Option<TlsConfig>,
+    /// TLS between members (`sslQuorum`, `portUnification`); None without.
+    pub quorum_tls: Option<QuorumTlsConfig>,
     /// The zoo.cfg text as read at start (the AdminServer's
     /// `initial_configuration`); None when built from properties.
     pub file_text: Option<String>,
@@ -185,6 +189,7 @@ impl Config {
             },
             prometheus: prometheus(&mut p)?,
             tls: tls(&mut p)?,
+            quorum_tls: quorum_tls(&mut p)?,
             file_text: None,
         };
         p.warn_unknown();

@@ -360,6 +360,7 @@ async fn start_member(
         // A synced follower's link carries a ping every half tick.
         live_link: std::time::Duration::from_millis(timing.tick_ms.max(100)),
         cuts,
+        tls: quorum_tls(config)?,
     };
     let peers = peer::PeerNetwork::start(me, &config.servers, events, settings)
         .await
@@ -374,6 +375,22 @@ async fn start_member(
         member: member_driver::MemberDriver::new(me, voters, timing, limits),
         peers,
     })
+}
+
+/// The member's quorum TLS, its stores read: a store that cannot be read
+/// stops the server with why.
+fn quorum_tls(config: &Config) -> Result<Option<Arc<tls::QuorumTls>>, ServeError> {
+    let Some(quorum) = &config.quorum_tls else {
+        return Ok(None);
+    };
+    let loaded = tls::QuorumTls::load(quorum)
+        .map_err(|e| ServeError::Io(std::io::Error::other(format!("quorum TLS: {e}"))))?;
+    tracing::info!(
+        ssl_quorum = quorum.dial_tls,
+        port_unification = quorum.unified,
+        "quorum TLS on"
+    );
+    Ok(Some(Arc::new(loaded)))
 }
 
 /// The error that ends the node after storage failed. The store is leaked,

@@ -17,6 +17,7 @@
 
 use super::convert::{notification_from_wire, notification_to_wire};
 use super::link::{encode_frames, log_end, write_loop, FrameReader, LinkEnd, Outbox};
+use super::stream::{PeerRead, PeerStream, PeerWrite};
 use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State};
 use crate::core::election::{Notification, ServerId};
 use crate::runtime::faults::Direction;
@@ -25,7 +26,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use zkd_protocol::peer::election::{election_message::Body, PROTOCOL_VERSION_V1};
 use zkd_protocol::peer::{ElectionHello, ElectionMessage, PeerCodec};
@@ -63,8 +63,8 @@ pub(super) fn send(shared: &Arc<Shared>, to: ServerId, n: &Notification) {
 }
 
 /// A connection on our election port: expects a hello from another member.
-pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
-    let (read, write) = stream.into_split();
+pub(super) async fn accept(shared: Arc<Shared>, stream: PeerStream, remote: SocketAddr) {
+    let (read, write) = stream.split();
     let mut reader = FrameReader::<ElectionMessage>::new(
         read,
         shared.election_max_frame(),
@@ -131,7 +131,7 @@ fn start_link(
     state: &mut State,
     peer: ServerId,
     reader: FrameReader<ElectionMessage>,
-    write: OwnedWriteHalf,
+    write: PeerWrite,
 ) {
     let generation = state.next_generation();
     let Some(outbox) = state.election.get(&peer).map(|p| p.outbox.clone()) else {
@@ -216,7 +216,7 @@ async fn dial(shared: Arc<Shared>, peer: ServerId, generation: u64, mut at_least
 }
 
 /// Connects to `peer`'s election port and sends our hello.
-async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(OwnedReadHalf, OwnedWriteHalf)> {
+async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(PeerRead, PeerWrite)> {
     let spec = shared.spec(peer)?;
     let mine = shared.spec(shared.me)?;
     let hello = ElectionMessage::from(ElectionHello {
@@ -230,7 +230,8 @@ async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(OwnedReadHalf, 
     let connect_and_greet = async {
         let stream = TcpStream::connect((spec.host.as_str(), spec.election_port)).await?;
         stream.set_nodelay(true)?;
-        let (read, mut write) = stream.into_split();
+        let stream = shared.secure_dialed(stream, &spec.host).await?;
+        let (read, mut write) = stream.split();
         write.write_all(&frame).await?;
         Ok((read, write))
     };
@@ -246,7 +247,7 @@ async fn run_link(
     peer: ServerId,
     generation: u64,
     reader: FrameReader<ElectionMessage>,
-    write: OwnedWriteHalf,
+    write: PeerWrite,
     outbox: Arc<Outbox>,
 ) {
     // Both loops run to the link's end; the one left is dropped with the socket.

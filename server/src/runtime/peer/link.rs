@@ -8,6 +8,7 @@
 //! ```
 
 use super::gate::{self, Gate};
+use super::stream::{PeerRead, PeerWrite};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::fmt;
@@ -17,7 +18,6 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Notify;
 use tokio_util::codec::{Decoder, Encoder};
 use zkd_protocol::peer::{PeerCodec, PeerFrameError, PeerMessage};
@@ -92,7 +92,7 @@ impl From<PeerFrameError> for LinkEnd {
 
 /// Reads whole frames of `M` from one socket, owning its buffer.
 pub(super) struct FrameReader<M> {
-    read: OwnedReadHalf,
+    read: PeerRead,
     buf: BytesMut,
     codec: PeerCodec<M>,
     stall_timeout: Duration,
@@ -101,7 +101,7 @@ pub(super) struct FrameReader<M> {
 }
 
 impl<M: PeerMessage> FrameReader<M> {
-    pub(super) fn new(read: OwnedReadHalf, max_frame: usize, stall_timeout: Duration) -> Self {
+    pub(super) fn new(read: PeerRead, max_frame: usize, stall_timeout: Duration) -> Self {
         FrameReader {
             read,
             buf: BytesMut::with_capacity(IO_BUFFER_BYTES),
@@ -150,7 +150,7 @@ impl<M: PeerMessage> FrameReader<M> {
 /// Reads what has arrived into `buf`; once part of a frame is buffered the
 /// rest must keep coming within `stall_timeout`.
 async fn read_more(
-    read: &mut OwnedReadHalf,
+    read: &mut PeerRead,
     buf: &mut BytesMut,
     stall_timeout: Duration,
 ) -> Result<usize, LinkEnd> {
@@ -375,7 +375,7 @@ impl From<Closed> for LinkEnd {
 /// socket fails. Each batch: every queued frame, then a single flush.
 /// While `gate` is shut nothing is written.
 pub(super) async fn write_loop(
-    write: OwnedWriteHalf,
+    write: PeerWrite,
     outbox: &Outbox,
     mut gate: Option<Gate>,
 ) -> LinkEnd {

@@ -29,6 +29,7 @@ mod election_link;
 mod gate;
 mod link;
 mod quorum_link;
+mod stream;
 #[cfg(test)]
 pub(super) mod tests;
 
@@ -45,6 +46,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+pub use stream::PeerStream;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
@@ -117,6 +119,8 @@ pub struct PeerSettings {
     pub live_link: Duration,
     /// Peers a test cut this member off from (`zkd.faults.enable` only).
     pub cuts: Option<tokio::sync::watch::Receiver<crate::runtime::faults::PeerCuts>>,
+    /// Quorum TLS (`sslQuorum`, `portUnification`); None: plaintext only.
+    pub tls: Option<Arc<crate::runtime::tls::QuorumTls>>,
 }
 
 impl Default for PeerSettings {
@@ -128,6 +132,7 @@ impl Default for PeerSettings {
             max_queued_bytes: 64 << 20,
             live_link: Duration::from_secs(2),
             cuts: None,
+            tls: None,
         }
     }
 }
@@ -452,6 +457,30 @@ impl Shared {
         Some(gate::Gate::new(cuts, peer.0, dir))
     }
 
+    /// An accepted connection, with quorum TLS if configured, within the
+    /// connect timeout.
+    async fn secure_accepted(
+        &self,
+        stream: TcpStream,
+        remote: SocketAddr,
+    ) -> io::Result<PeerStream> {
+        let Some(tls) = &self.settings.tls else {
+            return Ok(PeerStream::Plain(stream));
+        };
+        tokio::time::timeout(self.settings.connect_timeout, tls.accept(stream, remote))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
+    }
+
+    /// A connection this member opened to `host`, with quorum TLS if
+    /// configured (the caller bounds the time).
+    async fn secure_dialed(&self, stream: TcpStream, host: &str) -> io::Result<PeerStream> {
+        match &self.settings.tls {
+            None => Ok(PeerStream::Plain(stream)),
+            Some(tls) => tls.connect(stream, host).await,
+        }
+    }
+
     /// Fails as a dial into a partition does, after the connect timeout,
     /// while a test cuts this member off from `peer`.
     async fn refuse_if_cut_off(&self, peer: ServerId) -> io::Result<()> {
@@ -466,18 +495,20 @@ impl Shared {
     }
 }
 
-/// Accepts connections on one port, handing each to `handshake` in a task of
-/// its own, at most [`MAX_PENDING_HANDSHAKES`] at a time.
+/// Accepts connections on one port, handing each (secured, see
+/// [`Shared::secure_accepted`]) to `handshake` in a task of its own, at
+/// most [`MAX_PENDING_HANDSHAKES`] at a time.
 async fn accept_loop<F, Fut>(
     shared: Arc<Shared>,
     listener: TcpListener,
     port: &'static str,
     handshake: F,
 ) where
-    F: Fn(Arc<Shared>, TcpStream, SocketAddr) -> Fut,
+    F: Fn(Arc<Shared>, PeerStream, SocketAddr) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
+    let handshake = Arc::new(handshake);
     loop {
         let (stream, remote) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -495,9 +526,12 @@ async fn accept_loop<F, Fut>(
             tracing::debug!("{port} port: {remote}: {e}");
             continue;
         }
-        let handshake = handshake(shared.clone(), stream, remote);
+        let (shared_, handshake) = (shared.clone(), handshake.clone());
         shared.spawn(async move {
-            handshake.await;
+            match shared_.secure_accepted(stream, remote).await {
+                Ok(stream) => handshake(shared_, stream, remote).await,
+                Err(e) => tracing::warn!("{port} port: {remote}: quorum TLS: {e}; closing"),
+            }
             drop(permit);
         });
     }

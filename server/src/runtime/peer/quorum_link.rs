@@ -15,6 +15,7 @@
 
 use super::convert::{encode_zab, follower_info_sid, Inbound, ZabDecoder};
 use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkEnd, Outbox, Push};
+use super::stream::{PeerStream, PeerWrite};
 use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
@@ -23,7 +24,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zkd_protocol::peer::{PeerCodec, QuorumPacket};
@@ -104,8 +104,8 @@ pub(super) fn send_packets(shared: &Arc<Shared>, to: ServerId, packets: &[Quorum
 
 /// A connection on our quorum port: its first packet must be FOLLOWERINFO from
 /// another member.
-pub(super) async fn accept(shared: Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
-    let (read, write) = stream.into_split();
+pub(super) async fn accept(shared: Arc<Shared>, stream: PeerStream, remote: SocketAddr) {
+    let (read, write) = stream.split();
     let mut reader = FrameReader::<QuorumPacket>::new(
         read,
         shared.settings.max_frame,
@@ -233,7 +233,7 @@ fn is_current(state: &State, peer: ServerId, generation: u64) -> bool {
 async fn dial_and_run(shared: Arc<Shared>, leader: ServerId, generation: u64, outbox: Arc<Outbox>) {
     match dial(&shared, leader).await {
         Ok(stream) => {
-            let (read, write) = stream.into_split();
+            let (read, write) = stream.split();
             let reader = FrameReader::new(
                 read,
                 shared.settings.max_frame,
@@ -250,7 +250,7 @@ async fn dial_and_run(shared: Arc<Shared>, leader: ServerId, generation: u64, ou
 }
 
 /// Connects to `leader`'s quorum port, retrying within `connect_timeout`.
-async fn dial(shared: &Shared, leader: ServerId) -> io::Result<TcpStream> {
+async fn dial(shared: &Shared, leader: ServerId) -> io::Result<PeerStream> {
     if leader == shared.me {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -266,7 +266,12 @@ async fn dial(shared: &Shared, leader: ServerId) -> io::Result<TcpStream> {
         let error = match tokio::time::timeout_at(deadline, connect).await {
             Ok(Ok(stream)) => {
                 stream.set_nodelay(true)?;
-                return Ok(stream);
+                let secure = shared.secure_dialed(stream, &spec.host);
+                return tokio::time::timeout_at(deadline, secure)
+                    .await
+                    .map_err(|_| {
+                        io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")
+                    })?;
             }
             Ok(Err(e)) => e,
             Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
@@ -287,7 +292,7 @@ async fn run_link(
     peer: ServerId,
     generation: u64,
     reader: FrameReader<QuorumPacket>,
-    write: OwnedWriteHalf,
+    write: PeerWrite,
     outbox: Arc<Outbox>,
     decoder: ZabDecoder,
 ) {

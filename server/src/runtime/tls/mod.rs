@@ -1,12 +1,15 @@
-//! TLS on the client port (`secureClientPort`), as ZooKeeper's Netty
-//! server offers it, with rustls: the key store, the trust store that
-//! checks client certificates (`ssl.clientAuth`: need, want or none), the
-//! protocols and cipher suites allowed, and the client's x509 identity.
+//! TLS with rustls, as ZooKeeper offers it: on the client port
+//! (`secureClientPort`, as its Netty server does) and between members
+//! (`sslQuorum`, [`quorum`]). The key store, the trust store that checks
+//! the other end's certificate (`clientAuth`: need, want or none), the
+//! protocols and cipher suites allowed, and a client's x509 identity.
 
+mod host_check;
 mod identity;
+pub mod quorum;
 mod stores;
 
-use crate::config::{ClientAuth, TlsConfig};
+use crate::config::{ClientAuth, TlsConfig, TlsSettings};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 pub use identity::subject;
+pub use quorum::QuorumTls;
 
 /// The secure client port, bound, with its TLS settings.
 pub struct SecureListener {
@@ -27,7 +31,7 @@ pub struct SecureListener {
 impl SecureListener {
     /// Loads `config`'s stores and binds its port: a clear error for either.
     pub async fn bind(config: &TlsConfig) -> Result<SecureListener, String> {
-        let acceptor = acceptor(config)?;
+        let acceptor = acceptor(&config.settings)?;
         let host = config.address.as_deref().unwrap_or("0.0.0.0");
         let listener = TcpListener::bind((host, config.port)).await.map_err(|e| {
             format!(
@@ -76,28 +80,25 @@ pub async fn handshake(
     Some((tls, subject))
 }
 
-/// The TLS settings of `config`, loaded: a clear error for a store that
+/// The accepting side of `config`, loaded: a clear error for a store that
 /// cannot be read (a wrong password, a missing file, JKS) or a protocol or
 /// cipher suite rustls has not.
-pub fn acceptor(config: &TlsConfig) -> Result<TlsAcceptor, String> {
+pub fn acceptor(config: &TlsSettings) -> Result<TlsAcceptor, String> {
+    let prefix = config.prefix;
     let provider = Arc::new(provider(config)?);
     let versions = versions(config)?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("ssl.enabledProtocols: {e}"))?;
+        .map_err(|e| format!("{prefix}enabledProtocols: {e}"))?;
     let builder = match (&config.trust_store, config.client_auth) {
         (_, ClientAuth::None) => builder.with_no_client_auth(),
         (None, _) => {
-            return Err("ssl.clientAuth=need or want needs ssl.trustStore.location".into());
+            let why = format!("{prefix}clientAuth=need or want needs {prefix}trustStore.location");
+            return Err(why);
         }
         (Some(trust), auth) => {
-            let mut roots = RootCertStore::empty();
-            for cert in stores::trusted(trust)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("{}: {e}", trust.location.display()))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let roots = roots(trust)?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
             let verifier = match auth {
                 ClientAuth::Want => verifier.allow_unauthenticated(),
                 _ => verifier,
@@ -112,9 +113,20 @@ pub fn acceptor(config: &TlsConfig) -> Result<TlsAcceptor, String> {
     Ok(TlsAcceptor::from(Arc::new(server)))
 }
 
-/// ring's suites, only those `ssl.ciphersuites` names when it is set (by
+/// The certificates `trust` holds, as rustls' roots.
+fn roots(trust: &crate::config::StoreSpec) -> Result<Arc<RootCertStore>, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in stores::trusted(trust)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", trust.location.display()))?;
+    }
+    Ok(Arc::new(roots))
+}
+
+/// ring's suites, only those `ciphersuites` names when it is set (by
 /// their IANA names, which Java uses too).
-fn provider(config: &TlsConfig) -> Result<rustls::crypto::CryptoProvider, String> {
+fn provider(config: &TlsSettings) -> Result<rustls::crypto::CryptoProvider, String> {
     let mut provider = rustls::crypto::ring::default_provider();
     if let Some(wanted) = &config.cipher_suites {
         provider.cipher_suites.retain(|s| {
@@ -122,18 +134,19 @@ fn provider(config: &TlsConfig) -> Result<rustls::crypto::CryptoProvider, String
             wanted.contains(&name)
         });
         if provider.cipher_suites.is_empty() {
+            let prefix = config.prefix;
             return Err(format!(
-                "ssl.ciphersuites: none of {wanted:?} is a suite zkd has"
+                "{prefix}ciphersuites: none of {wanted:?} is a suite zkd has"
             ));
         }
     }
     Ok(provider)
 }
 
-/// The protocol versions `ssl.enabledProtocols` (else `ssl.protocol`,
+/// The protocol versions `enabledProtocols` (else `protocol`,
 /// TLSv1.3 by default as in ZooKeeper 3.8 on Java 11+) allows. `TLSv1.2`
 /// and `TLSv1.3` only: rustls has no older version.
-fn versions(config: &TlsConfig) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
+fn versions(config: &TlsSettings) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
     let names: Vec<&str> = match &config.enabled_protocols {
         Some(list) => list.iter().map(String::as_str).collect(),
         None => match config.protocol.as_deref() {
