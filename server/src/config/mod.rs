@@ -6,10 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub mod jaas;
 mod operator;
+mod sasl;
 mod tls;
 use operator::prometheus;
 pub use operator::{AdminConfig, PrometheusConfig, PROMETHEUS_PROVIDER};
+pub use sasl::{SaslConfig, JAAS_KEY, SASL_PROVIDER};
 use tls::{quorum_tls, tls};
 pub use tls::{
     ClientAuth, QuorumTlsConfig, StoreKind, StoreSpec, TlsConfig, TlsSettings, X509_PROVIDER,
@@ -109,6 +112,14 @@ pub struct Config {
     pub tls: Option<TlsConfig>,
     /// TLS between members (`sslQuorum`, `portUnification`); None without.
     pub quorum_tls: Option<QuorumTlsConfig>,
+    /// Client SASL (DIGEST-MD5) users from the JAAS file; None without one.
+    pub sasl: Option<SaslConfig>,
+    /// `authProvider.*` names ZooKeeper's SASLAuthenticationProvider:
+    /// `sasl:` ids are valid in ACLs.
+    pub sasl_provider: bool,
+    /// Auth schemes a session must hold one of before it is served
+    /// (`sessionRequireClientSASLAuth`, `enforce.auth.*`); None: not enforced.
+    pub enforced_auth: Option<Vec<String>>,
     /// The zoo.cfg text as read at start (the AdminServer's
     /// `initial_configuration`); None when built from properties.
     pub file_text: Option<String>,
@@ -190,6 +201,9 @@ impl Config {
             prometheus: prometheus(&mut p)?,
             tls: tls(&mut p)?,
             quorum_tls: quorum_tls(&mut p)?,
+            sasl: sasl::sasl(&mut p)?,
+            sasl_provider: auth_providers(&mut p).iter().any(|c| c == SASL_PROVIDER),
+            enforced_auth: sasl::enforced_schemes(&mut p)?,
             file_text: None,
         };
         p.warn_unknown();
@@ -345,6 +359,19 @@ const ACCEPTED_KEYS: [&str; 9] = [
     "forceSync",
     "preAllocSize",
 ];
+
+/// The classes `authProvider.*` names.
+fn auth_providers(p: &mut Props) -> Vec<String> {
+    let keys: Vec<String> = p
+        .props
+        .keys()
+        .filter(|k| k.starts_with("authProvider."))
+        .cloned()
+        .collect();
+    keys.iter()
+        .filter_map(|k| p.get(k).map(str::to_owned))
+        .collect()
+}
 
 struct Props<'a> {
     props: &'a BTreeMap<String, String>,

@@ -76,13 +76,7 @@ pub const X509_PROVIDER: &str = "org.apache.zookeeper.server.auth.X509Authentica
 
 /// `secureClientPort` and the `ssl.*` keys; None without the port.
 pub(super) fn tls(p: &mut Props) -> Result<Option<TlsConfig>, ConfigError> {
-    let providers: Vec<String> = p
-        .props
-        .keys()
-        .filter(|k| k.starts_with("authProvider."))
-        .cloned()
-        .collect();
-    let x509_auth = providers.iter().any(|k| p.get(k) == Some(X509_PROVIDER));
+    let x509_auth = super::auth_providers(p).iter().any(|c| c == X509_PROVIDER);
     let _ = p.get("serverCnxnFactory"); // ZooKeeper needs Netty for TLS; zkd has one.
     let Some(port) = p.num::<u16>("secureClientPort")? else {
         return Ok(None);

@@ -15,6 +15,9 @@ const MAX_IDS: usize = 16;
 /// The identities a connection holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuthIds {
+    /// Whether the server has ZooKeeper's SASL provider: `sasl` ids are
+    /// then valid in ACLs and matched by them.
+    sasl_scheme: bool,
     /// In the order they were added (ip first).
     added: Vec<Id>,
     /// The same ids in the order ZooKeeper's per-connection hash set yields them.
@@ -30,6 +33,27 @@ impl AuthIds {
             id: remote_ip.into(),
         });
         ids
+    }
+
+    /// These ids on a server with (`on`) or without ZooKeeper's SASL provider.
+    pub fn with_sasl_scheme(mut self, on: bool) -> AuthIds {
+        self.sasl_scheme = on;
+        self
+    }
+
+    /// A SASL exchange authenticated the client as `sasl:` + `user`; the
+    /// SASL super user (`superUser`) is `super` too, as in ZooKeeper.
+    pub fn authenticated_sasl(&mut self, user: String, super_user: Option<&str>) {
+        if super_user == Some(user.as_str()) {
+            self.add(Id {
+                scheme: "super".into(),
+                id: String::new(),
+            });
+        }
+        self.add(Id {
+            scheme: "sasl".into(),
+            id: user,
+        });
     }
 
     /// A TLS client's certificate authenticated it as `x509:` + `subject`.
@@ -135,6 +159,11 @@ impl AuthIds {
                     .iter()
                     .any(|h| h.scheme == "ip" && ip_matches(&h.id, &id.id)),
                 "x509" => self.ids.iter().any(|h| h.scheme == "x509" && h.id == id.id),
+                // ZooKeeper's SASL provider: a held id of `super` matches any.
+                "sasl" if self.sasl_scheme => self
+                    .ids
+                    .iter()
+                    .any(|h| h.scheme == "sasl" && (h.id == id.id || h.id == "super")),
                 _ => false,
             }
         })
@@ -153,11 +182,12 @@ impl AuthIds {
         };
         for a in acl {
             match a.id.scheme.as_str() {
-                _ if valid_as_is(a) => push(a.clone()),
+                _ if valid_as_is(a, self.sasl_scheme) => push(a.clone()),
                 "auth" => {
                     // Only authenticated identities count; ip is not one.
                     let mut any = false;
-                    let authenticated = |id: &&Id| matches!(id.scheme.as_str(), "digest" | "x509");
+                    let authenticated =
+                        |id: &&Id| matches!(id.scheme.as_str(), "digest" | "x509" | "sasl");
                     for id in self.ids.iter().filter(authenticated) {
                         any = true;
                         push(Acl {
@@ -184,7 +214,7 @@ impl AuthIds {
         like: Option<&SharedAcl>,
     ) -> Result<SharedAcl, ErrorCode> {
         let as_is = !acl.is_empty()
-            && acl.iter().all(valid_as_is)
+            && acl.iter().all(|a| valid_as_is(a, self.sasl_scheme))
             && acl.iter().enumerate().all(|(i, a)| !acl[..i].contains(a));
         let fixed = match like {
             Some(like) if as_is && like.as_slice() == acl => return Ok(like.clone()),
@@ -199,14 +229,16 @@ impl AuthIds {
 }
 
 /// An entry fix-up keeps as it is: `world:anyone`, a `digest` id of
-/// `user:hash`, or a valid `ip` id (`auth` entries are expanded instead).
-fn valid_as_is(a: &Acl) -> bool {
+/// `user:hash`, a valid `ip` id, an `x509` subject, or a `sasl` user on a
+/// server with the SASL provider (`auth` entries are expanded instead).
+fn valid_as_is(a: &Acl, sasl_scheme: bool) -> bool {
     match a.id.scheme.as_str() {
         "world" => a.id.id == "anyone",
         "digest" => a.id.id.split(':').count() == 2,
         "ip" => valid_ip_id(&a.id.id),
         // A certificate's subject, as a TLS client authenticates.
         "x509" => !a.id.id.is_empty(),
+        "sasl" => sasl_scheme && !a.id.id.is_empty(),
         _ => false,
     }
 }

@@ -84,14 +84,17 @@ pub struct Conn {
     /// Requests forwarded to the leader for it and not answered yet.
     pub forwarded: usize,
     pub stats: ConnStats,
+    /// The connection's SASL exchange, from its first SASL request.
+    pub sasl: Option<super::sasl::digest_md5::DigestMd5>,
 }
 
 impl Conn {
-    /// A fresh connection from `remote_ip`.
-    pub fn new(remote_ip: String, remote_port: u16) -> Conn {
+    /// A fresh connection from `remote_ip`, on a server with or without
+    /// ZooKeeper's SASL provider (`sasl_acls`).
+    pub fn new(remote_ip: String, remote_port: u16, sasl_acls: bool) -> Conn {
         Conn {
             remote_port,
-            auth: AuthIds::for_remote(&remote_ip),
+            auth: AuthIds::for_remote(&remote_ip).with_sasl_scheme(sasl_acls),
             remote_ip,
             state: ConnState::AwaitingHandshake,
             read_only_flag: None,
@@ -100,6 +103,7 @@ impl Conn {
             close_when_drained: false,
             forwarded: 0,
             stats: ConnStats::default(),
+            sasl: None,
         }
     }
 

@@ -191,7 +191,9 @@ impl Node {
                 remote_port,
             } => {
                 self.metrics.add(Count::ConnectionRequests, 1);
-                self.conns.insert(conn, Conn::new(remote_ip, remote_port));
+                let sasl_acls = self.config.sasl_acls;
+                self.conns
+                    .insert(conn, Conn::new(remote_ip, remote_port, sasl_acls));
             }
             Event::Certified { conn, subject } => {
                 if let Some(c) = self.conns.get_mut(&conn) {

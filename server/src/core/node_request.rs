@@ -69,14 +69,14 @@ impl Node {
         self.flush(now, conn);
     }
 
-    fn answer_then_close(&mut self, conn: ConnId, xid: i32, zxid: i64, code: ErrorCode) {
+    pub(super) fn answer_then_close(&mut self, conn: ConnId, xid: i32, zxid: i64, code: ErrorCode) {
         self.enqueue(conn, Queued::Ready(reply::bare(xid, zxid, code.code())));
         if let Some(c) = self.conns.get_mut(&conn) {
             c.close_when_drained = true;
         }
     }
 
-    fn enqueue(&mut self, conn: ConnId, item: Queued) {
+    pub(super) fn enqueue(&mut self, conn: ConnId, item: Queued) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.queue.push_back(item);
         }
@@ -102,15 +102,15 @@ impl Node {
                 Queued::Ready(reply::bare(xid, zxid, ErrorCode::SessionExpired.code())),
             );
         }
+        let exempt = matches!(request, ClientRequest::Auth(_) | ClientRequest::Sasl(_));
+        if !exempt && !self.auth_enforced(conn) {
+            return self.answer_then_close(conn, xid, 0, ErrorCode::SessionClosedRequireSaslAuth);
+        }
         match request {
             ClientRequest::Auth(packet) => {
                 self.authenticate(conn, xid, &packet.scheme, &packet.auth)
             }
-            // SASL is not offered: ZooKeeper without a SASL provider fails the auth and closes.
-            ClientRequest::Sasl(_) => {
-                self.stats.auth_failed += 1;
-                self.answer_then_close(conn, xid, 0, ErrorCode::AuthFailed)
-            }
+            ClientRequest::Sasl(request) => self.sasl_step(conn, xid, &request.token),
             // 3.9.3+ (ZOOKEEPER-2623): a top-level check is refused and the connection closed.
             ClientRequest::Check(_) => {
                 self.answer_then_close(conn, xid, -1, ErrorCode::Unimplemented)

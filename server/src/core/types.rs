@@ -170,6 +170,13 @@ pub struct CoreConfig {
     pub max_frame_bytes: usize,
     /// An ensemble's membership as `/zookeeper/config` shows it.
     pub ensemble_config: Option<Bytes>,
+    /// Client SASL (a JAAS `Server` section); None: SASL requests fail.
+    pub sasl: Option<super::sasl::SaslSettings>,
+    /// Whether the server has ZooKeeper's SASL provider (`sasl:` ACLs).
+    pub sasl_acls: bool,
+    /// Auth schemes a session must hold one of before it is served; None:
+    /// not enforced.
+    pub enforced_auth: Option<Vec<String>>,
 }
 
 impl Default for CoreConfig {
@@ -188,6 +195,9 @@ impl Default for CoreConfig {
             path_hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,
             ensemble_config: None,
+            sasl: None,
+            sasl_acls: false,
+            enforced_auth: None,
         }
     }
 }

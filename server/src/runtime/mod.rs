@@ -137,6 +137,26 @@ pub fn core_config(config: &Config) -> CoreConfig {
         ensemble_config: config
             .is_quorum()
             .then(|| Bytes::from(config.quorum_config_text())),
+        sasl: config.sasl.as_ref().map(|s| crate::core::sasl::SaslSettings {
+            users: Arc::new(s.users.clone()),
+            super_user: s.super_user.clone(),
+            nonces: Arc::new(OsNonces),
+        }),
+        sasl_acls: config.sasl_provider,
+        enforced_auth: config.enforced_auth.clone(),
+    }
+}
+
+/// DIGEST-MD5 nonces from the OS's randomness: 16 bytes, base64.
+struct OsNonces;
+
+impl crate::core::sasl::NonceSource for OsNonces {
+    fn nonce(&self) -> String {
+        use base64::Engine;
+        use rand::RngCore;
+        let mut bytes = [0u8; 16];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 }
 

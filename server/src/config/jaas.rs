@@ -1,0 +1,218 @@
+//! The JAAS login file ZooKeeper takes its SASL users from
+//! (`-Djava.security.auth.login.config`; zkd reads the zoo.cfg key of the
+//! same name): sections of login modules with their options,
+//!
+//! ```text
+//! Server {
+//!     org.apache.zookeeper.server.auth.DigestLoginModule required
+//!     user_super="adminsecret"
+//!     user_bob="bobsecret";
+//! };
+//! ```
+//!
+//! with `//` and `/* */` comments. Only ZooKeeper's DigestLoginModule is
+//! taken: Kerberos (Krb5LoginModule) needs a KDC and GSSAPI, which zkd has
+//! not.
+
+use std::collections::BTreeMap;
+
+/// ZooKeeper's DIGEST-MD5 login module.
+pub const DIGEST_LOGIN_MODULE: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
+
+/// One login module entry: its class, flag and options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoginModule {
+    pub class: String,
+    pub flag: String,
+    pub options: BTreeMap<String, String>,
+}
+
+/// A parsed JAAS file: its sections by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Jaas {
+    pub sections: BTreeMap<String, Vec<LoginModule>>,
+}
+
+impl Jaas {
+    /// Parses `text`; the error says where it went wrong.
+    pub fn parse(text: &str) -> Result<Jaas, String> {
+        let mut tokens = tokenize(text)?.into_iter().peekable();
+        let mut jaas = Jaas::default();
+        while let Some(name) = tokens.next() {
+            let name = name.word()?;
+            expect(tokens.next(), "{")?;
+            let mut modules = Vec::new();
+            loop {
+                match tokens.next() {
+                    Some(Token::Punct('}')) => break,
+                    Some(Token::Word(class)) => {
+                        let flag = tokens.next().ok_or("a flag after the module")?.word()?;
+                        let mut options = BTreeMap::new();
+                        loop {
+                            match tokens.next() {
+                                Some(Token::Punct(';')) => break,
+                                Some(Token::Word(key)) => {
+                                    expect(tokens.next(), "=")?;
+                                    let value = match tokens.next() {
+                                        Some(Token::Word(v)) | Some(Token::Quoted(v)) => v,
+                                        _ => return Err(format!("no value for {key}")),
+                                    };
+                                    options.insert(key, value);
+                                }
+                                other => return Err(format!("unexpected {other:?} in {name}")),
+                            }
+                        }
+                        modules.push(LoginModule {
+                            class,
+                            flag,
+                            options,
+                        });
+                    }
+                    other => return Err(format!("unexpected {other:?} in {name}")),
+                }
+            }
+            expect(tokens.next(), ";")?;
+            jaas.sections.insert(name, modules);
+        }
+        Ok(jaas)
+    }
+
+    /// The users (`user_NAME="password"`) of `section`'s DigestLoginModule;
+    /// an error when the section is missing or holds another module.
+    pub fn digest_users(&self, section: &str) -> Result<BTreeMap<String, String>, String> {
+        let modules = self
+            .sections
+            .get(section)
+            .ok_or_else(|| format!("no JAAS configuration section named '{section}'"))?;
+        let mut users = BTreeMap::new();
+        for module in modules {
+            if module.class != DIGEST_LOGIN_MODULE {
+                return Err(format!(
+                    "section {section}: {} is not a login module zkd has (it has DIGEST-MD5's, {DIGEST_LOGIN_MODULE})",
+                    module.class
+                ));
+            }
+            for (key, value) in &module.options {
+                if let Some(user) = key.strip_prefix("user_") {
+                    users.insert(user.to_owned(), value.clone());
+                }
+            }
+        }
+        Ok(users)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Quoted(String),
+    Punct(char),
+}
+
+impl Token {
+    fn word(self) -> Result<String, String> {
+        match self {
+            Token::Word(w) => Ok(w),
+            other => Err(format!("expected a name, found {other:?}")),
+        }
+    }
+}
+
+fn expect(token: Option<Token>, punct: &str) -> Result<(), String> {
+    match token {
+        Some(Token::Punct(c)) if punct.starts_with(c) => Ok(()),
+        other => Err(format!("expected {punct:?}, found {other:?}")),
+    }
+}
+
+/// Words, quoted strings (with `\` escapes) and `{};=`, comments skipped.
+fn tokenize(text: &str) -> Result<Vec<Token>, String> {
+    let mut tokens = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {}
+            '{' | '}' | ';' | '=' => tokens.push(Token::Punct(c)),
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                loop {
+                    match chars.next() {
+                        None => return Err("an unclosed /* comment".into()),
+                        Some('/') if last == '*' => break,
+                        Some(c) => last = c,
+                    }
+                }
+            }
+            '"' => {
+                let mut value = String::new();
+                loop {
+                    match chars.next() {
+                        None => return Err("an unclosed quoted string".into()),
+                        Some('"') => break,
+                        Some('\\') => value.extend(chars.next()),
+                        Some(c) => value.push(c),
+                    }
+                }
+                tokens.push(Token::Quoted(value));
+            }
+            c => {
+                let mut word = String::from(c);
+                while let Some(&next) = chars.peek() {
+                    if next.is_whitespace() || "{};=\"".contains(next) {
+                        break;
+                    }
+                    word.push(next);
+                    chars.next();
+                }
+                tokens.push(Token::Word(word));
+            }
+        }
+    }
+    Ok(tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zookeepers_sample_file_gives_its_users() {
+        let text = r#"
+            /* the server's users */
+            Server {
+                org.apache.zookeeper.server.auth.DigestLoginModule required
+                user_super="adminsecret"
+                user_bob="bob \"s\" secret"; // bob
+            };
+            Client {
+                org.apache.zookeeper.server.auth.DigestLoginModule required
+                username="bob"
+                password="bobsecret";
+            };
+        "#;
+        let jaas = Jaas::parse(text).unwrap();
+        let users = jaas.digest_users("Server").unwrap();
+        assert_eq!(users["super"], "adminsecret");
+        assert_eq!(users["bob"], "bob \"s\" secret");
+        assert_eq!(jaas.sections["Client"][0].options["username"], "bob");
+        assert!(jaas.digest_users("QuorumServer").is_err());
+    }
+
+    #[test]
+    fn kerberos_and_broken_files_are_refused() {
+        let krb = "Server { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };";
+        let jaas = Jaas::parse(krb).unwrap();
+        assert!(jaas.digest_users("Server").unwrap_err().contains("Krb5LoginModule"));
+        for broken in ["Server {", "Server { m required a=\"b; };", "Server { m required a; };"] {
+            assert!(Jaas::parse(broken).is_err(), "{broken}");
+        }
+    }
+}
