@@ -48,6 +48,9 @@ fi
 # kazoo, the stock Python client, for the kazoo smoke test.
 python3 -c 'import kazoo' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore kazoo==2.11.0
 
+# pure-sasl: kazoo's SASL (DIGEST-MD5) for tests/sasl.rs.
+python3 -c 'import puresasl' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore pure-sasl==0.6.2
+
 # The Prometheus text parser that tests/prometheus.rs reads /metrics with.
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore prometheus_client==0.26.0
 

@@ -208,10 +208,18 @@ mod tests {
 
     #[test]
     fn kerberos_and_broken_files_are_refused() {
-        let krb = "Server { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };";
+        let krb =
+            "Server { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };";
         let jaas = Jaas::parse(krb).unwrap();
-        assert!(jaas.digest_users("Server").unwrap_err().contains("Krb5LoginModule"));
-        for broken in ["Server {", "Server { m required a=\"b; };", "Server { m required a; };"] {
+        assert!(jaas
+            .digest_users("Server")
+            .unwrap_err()
+            .contains("Krb5LoginModule"));
+        for broken in [
+            "Server {",
+            "Server { m required a=\"b; };",
+            "Server { m required a; };",
+        ] {
             assert!(Jaas::parse(broken).is_err(), "{broken}");
         }
     }

@@ -43,8 +43,8 @@ impl Node {
     }
 
     fn sasl_failed(&mut self, conn: ConnId, xid: i32, why: &str) {
+        // Not in auth_failed_count: ZooKeeper counts failed auth packets only.
         tracing::warn!(conn = conn.0, "client failed to SASL authenticate: {why}");
-        self.stats.auth_failed += 1;
         let code = match self.sasl_required() {
             true => ErrorCode::SessionClosedRequireSaslAuth,
             false => ErrorCode::AuthFailed,
@@ -69,7 +69,10 @@ impl Node {
         };
         let held = c.auth.ids().iter().any(|id| schemes.contains(&id.scheme));
         if !held {
-            tracing::warn!(conn = conn.0, "a request before authenticating with any of {schemes:?}: closing");
+            tracing::warn!(
+                conn = conn.0,
+                "a request before authenticating with any of {schemes:?}: closing"
+            );
         }
         held
     }

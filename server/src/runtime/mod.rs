@@ -137,11 +137,14 @@ pub fn core_config(config: &Config) -> CoreConfig {
         ensemble_config: config
             .is_quorum()
             .then(|| Bytes::from(config.quorum_config_text())),
-        sasl: config.sasl.as_ref().map(|s| crate::core::sasl::SaslSettings {
-            users: Arc::new(s.users.clone()),
-            super_user: s.super_user.clone(),
-            nonces: Arc::new(OsNonces),
-        }),
+        sasl: config
+            .sasl
+            .as_ref()
+            .map(|s| crate::core::sasl::SaslSettings {
+                users: Arc::new(s.users.clone()),
+                super_user: s.super_user.clone(),
+                nonces: Arc::new(OsNonces),
+            }),
         sasl_acls: config.sasl_provider,
         enforced_auth: config.enforced_auth.clone(),
     }

@@ -224,7 +224,11 @@ fn parse_fields(text: &str) -> Result<BTreeMap<String, String>, String> {
             }
         }
         let key = key.trim().to_ascii_lowercase();
-        if key.is_empty() || fields.insert(key.clone(), value.trim().to_owned()).is_some() {
+        if key.is_empty()
+            || fields
+                .insert(key.clone(), value.trim().to_owned())
+                .is_some()
+        {
             return Err(format!("a malformed or repeated field {key:?}"));
         }
     }
@@ -271,7 +275,10 @@ mod tests {
             uri: "imap/elwood.innosoft.com",
             authzid: None,
         };
-        assert_eq!(parts.response("AUTHENTICATE"), "d388dad90d4bbd760a152321f2143af7");
+        assert_eq!(
+            parts.response("AUTHENTICATE"),
+            "d388dad90d4bbd760a152321f2143af7"
+        );
         assert_eq!(parts.response(""), "ea40f60335c427b5527b84dbabcdfffd");
     }
 
@@ -279,20 +286,34 @@ mod tests {
     fn the_right_password_authenticates_and_anything_else_fails() {
         let mut server = DigestMd5::new("n0nce".into());
         let challenge = server.step(b"", &users()).unwrap();
-        let Step::Challenge(c) = challenge else { panic!() };
+        let Step::Challenge(c) = challenge else {
+            panic!()
+        };
         assert!(String::from_utf8(c).unwrap().contains("nonce=\"n0nce\""));
-        let answer = server.step(client_response("n0nce", "bobsecret", "c").as_bytes(), &users());
-        let Ok(Step::Authenticated { token, user }) = answer else { panic!("{answer:?}") };
+        let answer = server.step(
+            client_response("n0nce", "bobsecret", "c").as_bytes(),
+            &users(),
+        );
+        let Ok(Step::Authenticated { token, user }) = answer else {
+            panic!("{answer:?}")
+        };
         assert_eq!(user, "bob");
         assert!(token.starts_with(b"rspauth="));
         assert!(server.step(b"", &users()).is_err(), "nothing after the end");
 
         let mut server = DigestMd5::new("n0nce".into());
         server.step(b"", &users()).unwrap();
-        assert!(server.step(client_response("n0nce", "wrong", "c").as_bytes(), &users()).is_err());
+        assert!(server
+            .step(client_response("n0nce", "wrong", "c").as_bytes(), &users())
+            .is_err());
         let mut server = DigestMd5::new("other".into());
         server.step(b"", &users()).unwrap();
-        assert!(server.step(client_response("n0nce", "bobsecret", "c").as_bytes(), &users()).is_err());
+        assert!(server
+            .step(
+                client_response("n0nce", "bobsecret", "c").as_bytes(),
+                &users()
+            )
+            .is_err());
         for garbage in [&b"\xff\xfe"[..], b"username=\"bob", b"=,=,", b""] {
             let mut server = DigestMd5::new("n0nce".into());
             server.step(b"", &users()).unwrap();
