@@ -228,6 +228,66 @@ impl Ensemble {
         (0..self.members.len()).find(|i| self.mode(*i).as_deref() == Some("leader"))
     }
 
+    /// Kills member `i`, rewrites its zoo.cfg with `keys` set (a None value
+    /// removes the key), and starts it again on its data.
+    pub fn restart_with_keys(&mut self, i: usize, keys: &[(&str, Option<String>)]) {
+        let process = &mut self.members[i];
+        process.kill9();
+        let path = process.config_path().to_owned();
+        let text = std::fs::read_to_string(&path).expect("zoo.cfg");
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !keys.iter().any(|(k, _)| l.starts_with(&format!("{k}="))))
+            .map(str::to_owned)
+            .collect();
+        for (k, v) in keys {
+            if let Some(v) = v {
+                lines.push(format!("{k}={v}"));
+            }
+        }
+        std::fs::write(&path, lines.join("\n") + "\n").expect("zoo.cfg");
+        process.restart();
+    }
+
+    /// Asserts that member `i` stays out of the ensemble (never serves)
+    /// for several election rounds while every other member serves.
+    pub fn assert_kept_out(&self, i: usize, why: &str) {
+        let deadline = Instant::now() + Duration::from_secs(8);
+        while Instant::now() < deadline {
+            assert_eq!(
+                self.mode(i),
+                None,
+                "member {} ({why}) joined:\n{}",
+                i + 1,
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let others: Vec<usize> = (0..self.members.len()).filter(|o| *o != i).collect();
+        assert!(others.iter().all(|o| self.mode(*o).is_some()));
+    }
+
+    /// Creates `path` through member `i`, then finds every path in
+    /// `expected` on every serving member after a sync.
+    pub async fn write_and_read_everywhere(&self, i: usize, path: &str, expected: &[&str]) {
+        let session = Duration::from_secs(6);
+        let writer = crate::connect(&self.connect_string(&[i]), session).await;
+        crate::within(writer.create(path, b"x", &crate::persistent()))
+            .await
+            .unwrap_or_else(|e| panic!("create {path} on member {}: {e}", i + 1));
+        for reader in 0..self.members.len() {
+            if self.mode(reader).is_none() {
+                continue;
+            }
+            let client = crate::connect(&self.connect_string(&[reader]), session).await;
+            crate::within(client.sync("/")).await.expect("sync");
+            for p in expected {
+                let found = crate::within(client.check_stat(p)).await.expect("exists");
+                assert!(found.is_some(), "{p} missing on member {}", reader + 1);
+            }
+        }
+    }
+
     /// Every member's log, labelled, for failure messages.
     pub fn logs(&self) -> String {
         self.members

@@ -189,9 +189,14 @@ impl ZooKeeperEnsemble {
     }
 
     /// Starts `n` members with a 500 ms tick, every zoo.cfg ending with
-    /// `lines`, and waits until every one serves.
-    pub fn start_with_lines(n: usize, lines: &str) -> ZooKeeperEnsemble {
-        ZooKeeperEnsemble::start_configured(n, 500, &[], TEST_HEAP, &|_| lines.to_owned())
+    /// `lines` and every JVM given `properties`, and waits until every one
+    /// serves.
+    pub fn start_with_lines(
+        n: usize,
+        lines: &str,
+        properties: &[(&str, &str)],
+    ) -> ZooKeeperEnsemble {
+        ZooKeeperEnsemble::start_configured(n, 500, properties, TEST_HEAP, &|_| lines.to_owned())
     }
 
     /// Starts `n` members, member `i`'s zoo.cfg ending with `extra(i)`

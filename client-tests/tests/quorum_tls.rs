@@ -9,7 +9,7 @@
 //! made with openssl for each test.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use zkd_client_tests::certs;
 use zkd_client_tests::ensemble::Ensemble;
 use zkd_client_tests::oracle_ensemble::ZooKeeperEnsemble;
@@ -66,70 +66,6 @@ fn options(keys: &[(&str, String)]) -> ServerOptions {
     )
 }
 
-/// Rewrites `member`'s zoo.cfg with `keys` set (a None value removes the
-/// key), then starts it again on its data.
-fn restart_with(ensemble: &mut Ensemble, member: usize, keys: &[(&str, Option<String>)]) {
-    let process = &mut ensemble.members[member];
-    process.kill9();
-    let path = process.config_path().to_owned();
-    let text = std::fs::read_to_string(&path).expect("zoo.cfg");
-    let mut lines: Vec<String> = text
-        .lines()
-        .filter(|l| !keys.iter().any(|(k, _)| l.starts_with(&format!("{k}="))))
-        .map(str::to_owned)
-        .collect();
-    for (k, v) in keys {
-        if let Some(v) = v {
-            lines.push(format!("{k}={v}"));
-        }
-    }
-    std::fs::write(&path, lines.join("\n") + "\n").expect("zoo.cfg");
-    process.restart();
-}
-
-/// Creates `path` through member `i`, then reads every path in `expected`
-/// through every member after a sync.
-async fn write_and_read_everywhere(ensemble: &Ensemble, i: usize, path: &str, expected: &[&str]) {
-    let writer = connect(&ensemble.connect_string(&[i]), SESSION).await;
-    within(writer.create(path, b"tls", &persistent()))
-        .await
-        .unwrap_or_else(|e| panic!("create {path} on member {}: {e}", i + 1));
-    for reader in 0..ensemble.members.len() {
-        if ensemble.mode(reader).is_none() {
-            continue;
-        }
-        let client = connect(&ensemble.connect_string(&[reader]), SESSION).await;
-        within(client.sync("/")).await.expect("sync");
-        for p in expected {
-            let found = within(client.check_stat(p)).await.expect("exists");
-            assert!(found.is_some(), "{p} missing on member {}", reader + 1);
-        }
-    }
-}
-
-/// Waits until `members` all serve, with one leader among them.
-fn wait_serving(ensemble: &Ensemble, members: &[usize]) {
-    ensemble.wait_until_serving(members);
-}
-
-/// Asserts that `member` stays out of the ensemble for a few election
-/// rounds while the others serve.
-fn assert_kept_out(ensemble: &Ensemble, member: usize, why: &str) {
-    let deadline = Instant::now() + Duration::from_secs(8);
-    while Instant::now() < deadline {
-        assert_eq!(
-            ensemble.mode(member),
-            None,
-            "member {} ({why}) joined:\n{}",
-            member + 1,
-            ensemble.logs()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let others: Vec<usize> = (0..3).filter(|i| *i != member).collect();
-    assert!(others.iter().all(|i| ensemble.mode(*i).is_some()));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ensemble_over_quorum_tls_elects_writes_everywhere_and_survives_its_leaders_death() {
     let certs = certificates();
@@ -147,26 +83,26 @@ async fn an_ensemble_over_quorum_tls_elects_writes_everywhere_and_survives_its_l
     }
     for i in 0..3 {
         let paths: Vec<&str> = written[..=i].iter().map(String::as_str).collect();
-        write_and_read_everywhere(&ensemble, i, &written[i], &paths).await;
+        ensemble
+            .write_and_read_everywhere(i, &written[i], &paths)
+            .await;
     }
 
     let leader = ensemble.leader().expect("a leader");
     ensemble.members[leader].kill9();
     let rest: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
-    wait_serving(&ensemble, &rest);
+    ensemble.wait_until_serving(&rest);
     written.push("/after-failover".into());
     let paths: Vec<&str> = written.iter().map(String::as_str).collect();
-    write_and_read_everywhere(&ensemble, rest[0], "/after-failover", &paths).await;
+    ensemble
+        .write_and_read_everywhere(rest[0], "/after-failover", &paths)
+        .await;
 
     ensemble.members[leader].restart();
-    wait_serving(&ensemble, &[0, 1, 2]);
-    write_and_read_everywhere(
-        &ensemble,
-        leader,
-        "/rejoined",
-        &[&paths[..], &["/rejoined"]].concat(),
-    )
-    .await;
+    ensemble.wait_until_serving(&[0, 1, 2]);
+    ensemble
+        .write_and_read_everywhere(leader, "/rejoined", &[&paths[..], &["/rejoined"]].concat())
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,37 +116,33 @@ async fn a_member_without_the_quorums_tls_is_kept_out_and_the_others_serve() {
 
     // Plaintext: no sslQuorum, no stores.
     let plaintext: Vec<(&str, Option<String>)> = keys.iter().map(|(k, _)| (*k, None)).collect();
-    restart_with(&mut ensemble, out, &plaintext);
-    assert_kept_out(&ensemble, out, "plaintext");
+    ensemble.restart_with_keys(out, &plaintext);
+    ensemble.assert_kept_out(out, "plaintext");
     let serving: Vec<usize> = (0..3).filter(|i| *i != out).collect();
-    write_and_read_everywhere(
-        &ensemble,
-        serving[0],
-        "/while-plaintext-knocks",
-        &["/while-plaintext-knocks"],
-    )
-    .await;
+    ensemble
+        .write_and_read_everywhere(
+            serving[0],
+            "/while-plaintext-knocks",
+            &["/while-plaintext-knocks"],
+        )
+        .await;
 
     let mut tls: Vec<(&str, Option<String>)> =
         keys.iter().map(|(k, v)| (*k, Some(v.clone()))).collect();
     tls[0].1 = at("stranger.p12");
-    restart_with(&mut ensemble, out, &tls);
-    assert_kept_out(&ensemble, out, "a certificate from another CA");
+    ensemble.restart_with_keys(out, &tls);
+    ensemble.assert_kept_out(out, "a certificate from another CA");
 
     tls[0].1 = at("elsewhere.p12");
-    restart_with(&mut ensemble, out, &tls);
-    assert_kept_out(&ensemble, out, "a certificate for another address");
+    ensemble.restart_with_keys(out, &tls);
+    ensemble.assert_kept_out(out, "a certificate for another address");
 
     tls[0].1 = at("member.p12");
-    restart_with(&mut ensemble, out, &tls);
-    wait_serving(&ensemble, &[0, 1, 2]);
-    write_and_read_everywhere(
-        &ensemble,
-        out,
-        "/joined",
-        &["/while-plaintext-knocks", "/joined"],
-    )
-    .await;
+    ensemble.restart_with_keys(out, &tls);
+    ensemble.wait_until_serving(&[0, 1, 2]);
+    ensemble
+        .write_and_read_everywhere(out, "/joined", &["/while-plaintext-knocks", "/joined"])
+        .await;
     let logs = ensemble.logs();
     assert!(
         logs.contains("quorum TLS"),
@@ -224,7 +156,9 @@ async fn a_plaintext_ensemble_switches_to_quorum_tls_one_member_at_a_time() {
     let keys = quorum_keys(certs.path(), "member.p12");
     let mut ensemble = Ensemble::start_with(3, options(&[]));
     let mut written = vec!["/plain".to_owned()];
-    write_and_read_everywhere(&ensemble, 0, "/plain", &["/plain"]).await;
+    ensemble
+        .write_and_read_everywhere(0, "/plain", &["/plain"])
+        .await;
 
     // ZooKeeper's three rolling steps: take TLS beside plaintext, then dial
     // with TLS, then take TLS only.
@@ -240,12 +174,14 @@ async fn a_plaintext_ensemble_switches_to_quorum_tls_one_member_at_a_time() {
             let mut keys = stores.clone();
             keys.push(("sslQuorum", ssl_quorum.map(str::to_owned)));
             keys.push(("portUnification", unified.map(str::to_owned)));
-            restart_with(&mut ensemble, member, &keys);
-            wait_serving(&ensemble, &[0, 1, 2]);
+            ensemble.restart_with_keys(member, &keys);
+            ensemble.wait_until_serving(&[0, 1, 2]);
             let path = format!("/{}-{member}", step.replace(' ', "-"));
             written.push(path.clone());
             let paths: Vec<&str> = written.iter().map(String::as_str).collect();
-            write_and_read_everywhere(&ensemble, (member + 1) % 3, &path, &paths).await;
+            ensemble
+                .write_and_read_everywhere((member + 1) % 3, &path, &paths)
+                .await;
         }
     }
     // Now a plaintext member is kept out.
@@ -255,8 +191,8 @@ async fn a_plaintext_ensemble_switches_to_quorum_tls_one_member_at_a_time() {
         &[("sslQuorum", None), ("portUnification", None)],
     ]
     .concat();
-    restart_with(&mut ensemble, 2, &plaintext);
-    assert_kept_out(&ensemble, 2, "plaintext after the switch");
+    ensemble.restart_with_keys(2, &plaintext);
+    ensemble.assert_kept_out(2, "plaintext after the switch");
 }
 
 #[test]
@@ -292,7 +228,7 @@ async fn zookeeper_runs_an_ensemble_on_the_same_quorum_tls_keys() {
     for (k, v) in quorum_keys(certs.path(), "member.p12") {
         lines.push_str(&format!("{k}={v}\n"));
     }
-    let zookeeper = ZooKeeperEnsemble::start_with_lines(3, &lines);
+    let zookeeper = ZooKeeperEnsemble::start_with_lines(3, &lines, &[]);
     let logs = zookeeper.logs();
     assert!(
         logs.contains("Creating TLS-only quorum server socket")

@@ -102,6 +102,29 @@ impl Jaas {
     }
 }
 
+impl Jaas {
+    /// The `username` and `password` of `section`'s DigestLoginModule (a
+    /// client's, or a member's `QuorumLearner`).
+    pub fn digest_login(&self, section: &str) -> Result<(String, String), String> {
+        let modules = self
+            .sections
+            .get(section)
+            .ok_or_else(|| format!("no JAAS configuration section named '{section}'"))?;
+        let module = modules
+            .iter()
+            .find(|m| m.class == DIGEST_LOGIN_MODULE)
+            .ok_or_else(|| format!("section {section} has no {DIGEST_LOGIN_MODULE}"))?;
+        let get = |key: &str| {
+            module
+                .options
+                .get(key)
+                .cloned()
+                .ok_or_else(|| format!("section {section} has no {key}"))
+        };
+        Ok((get("username")?, get("password")?))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Token {
     Word(String),

@@ -12,7 +12,7 @@ mod sasl;
 mod tls;
 use operator::prometheus;
 pub use operator::{AdminConfig, PrometheusConfig, PROMETHEUS_PROVIDER};
-pub use sasl::{SaslConfig, JAAS_KEY, SASL_PROVIDER};
+pub use sasl::{QuorumSaslConfig, SaslConfig, JAAS_KEY, SASL_PROVIDER};
 use tls::{quorum_tls, tls};
 pub use tls::{
     ClientAuth, QuorumTlsConfig, StoreKind, StoreSpec, TlsConfig, TlsSettings, X509_PROVIDER,
@@ -114,6 +114,8 @@ pub struct Config {
     pub quorum_tls: Option<QuorumTlsConfig>,
     /// Client SASL (DIGEST-MD5) users from the JAAS file; None without one.
     pub sasl: Option<SaslConfig>,
+    /// SASL between members (`quorum.auth.enableSasl`); None without.
+    pub quorum_sasl: Option<QuorumSaslConfig>,
     /// `authProvider.*` names ZooKeeper's SASLAuthenticationProvider:
     /// `sasl:` ids are valid in ACLs.
     pub sasl_provider: bool,
@@ -158,6 +160,7 @@ impl Config {
             p.get("dataDir")
                 .ok_or_else(|| err("dataDir", "is required"))?,
         );
+        let jaas = sasl::jaas_file(&mut p)?;
         let config = Config {
             tick_time_ms: tick,
             init_limit: p.num("initLimit")?,
@@ -201,7 +204,8 @@ impl Config {
             prometheus: prometheus(&mut p)?,
             tls: tls(&mut p)?,
             quorum_tls: quorum_tls(&mut p)?,
-            sasl: sasl::sasl(&mut p)?,
+            sasl: sasl::sasl(&mut p, jaas.as_ref())?,
+            quorum_sasl: sasl::quorum_sasl(&mut p, jaas.as_ref())?,
             sasl_provider: auth_providers(&mut p).iter().any(|c| c == SASL_PROVIDER),
             enforced_auth: sasl::enforced_schemes(&mut p)?,
             file_text: None,

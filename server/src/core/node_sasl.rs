@@ -9,7 +9,7 @@
 use super::connection::Queued;
 use super::node::Node;
 use super::reply;
-use super::sasl::digest_md5::{DigestMd5, Step};
+use super::sasl::digest_md5::{DigestMd5, Step, CLIENT_SERVICE};
 use super::types::ConnId;
 use zkd_protocol::records::SetSaslResponse;
 use zkd_protocol::ErrorCode;
@@ -26,7 +26,7 @@ impl Node {
         };
         let exchange = c
             .sasl
-            .get_or_insert_with(|| DigestMd5::new(sasl.nonces.nonce()));
+            .get_or_insert_with(|| DigestMd5::new(CLIENT_SERVICE, sasl.nonces.nonce()));
         let token = match exchange.step(token, &sasl.users) {
             Ok(Step::Challenge(token)) => token,
             Ok(Step::Authenticated { token, user }) => {

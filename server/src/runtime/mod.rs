@@ -150,16 +150,21 @@ pub fn core_config(config: &Config) -> CoreConfig {
     }
 }
 
-/// DIGEST-MD5 nonces from the OS's randomness: 16 bytes, base64.
+/// A DIGEST-MD5 nonce from the OS's randomness: 16 bytes, base64.
+pub fn os_nonce() -> String {
+    use base64::Engine;
+    use rand::RngCore;
+    let mut bytes = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Client SASL's nonces: [`os_nonce`].
 struct OsNonces;
 
 impl crate::core::sasl::NonceSource for OsNonces {
     fn nonce(&self) -> String {
-        use base64::Engine;
-        use rand::RngCore;
-        let mut bytes = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut bytes);
-        base64::engine::general_purpose::STANDARD.encode(bytes)
+        os_nonce()
     }
 }
 
@@ -384,6 +389,7 @@ async fn start_member(
         live_link: std::time::Duration::from_millis(timing.tick_ms.max(100)),
         cuts,
         tls: quorum_tls(config)?,
+        sasl: config.quorum_sasl.clone().map(Arc::new),
     };
     let peers = peer::PeerNetwork::start(me, &config.servers, events, settings)
         .await

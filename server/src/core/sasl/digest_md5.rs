@@ -1,6 +1,8 @@
-//! The server side of SASL DIGEST-MD5 (RFC 2831) as ZooKeeper's JDK
-//! mechanism runs it: realm and server name `zk-sasl-md5`, protocol
-//! `zookeeper`, quality of protection `auth` only, `md5-sess`, UTF-8.
+//! SASL DIGEST-MD5 (RFC 2831) as ZooKeeper's JDK mechanism runs it, the
+//! server's side and (for quorum SASL) the client's: realm and server name
+//! `zk-sasl-md5`, protocol `zookeeper` for clients
+//! (`zk-quorum-sasl-md5`, `zookeeper-quorum` between members), quality of
+//! protection `auth` only, `md5-sess`, UTF-8.
 //!
 //! ```text
 //!   client: (empty)            server: realm, nonce, qop, charset, algorithm
@@ -14,15 +16,30 @@
 use md5::{Digest, Md5};
 use std::collections::BTreeMap;
 
-/// ZooKeeper's fixed realm and server name for DIGEST-MD5.
-pub const REALM: &str = "zk-sasl-md5";
+/// Who the server is in an exchange: its protocol and its name, which is
+/// also its realm (the digest-uri is `protocol/name`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Service {
+    pub protocol: &'static str,
+    pub name: &'static str,
+}
 
-/// The protocol in the digest-uri (`zookeeper/zk-sasl-md5`).
-const PROTOCOL: &str = "zookeeper";
+/// A ZooKeeper server to its clients.
+pub const CLIENT_SERVICE: Service = Service {
+    protocol: "zookeeper",
+    name: "zk-sasl-md5",
+};
 
-/// Where a DIGEST-MD5 exchange stands.
+/// A member to the members that connect to it (quorum SASL).
+pub const QUORUM_SERVICE: Service = Service {
+    protocol: "zookeeper-quorum",
+    name: "zk-quorum-sasl-md5",
+};
+
+/// Where a DIGEST-MD5 exchange stands, on the server's side.
 #[derive(Debug)]
 pub struct DigestMd5 {
+    service: Service,
     nonce: String,
     state: State,
 }
@@ -48,9 +65,11 @@ pub enum Step {
 }
 
 impl DigestMd5 {
-    /// An exchange whose challenge carries `nonce` (unpredictable, unique).
-    pub fn new(nonce: String) -> DigestMd5 {
+    /// An exchange as `service`, whose challenge carries `nonce`
+    /// (unpredictable, unique).
+    pub fn new(service: Service, nonce: String) -> DigestMd5 {
         DigestMd5 {
+            service,
             nonce,
             state: State::Start,
         }
@@ -71,8 +90,8 @@ impl DigestMd5 {
 
     fn challenge(&self) -> String {
         format!(
-            "realm=\"{REALM}\",nonce=\"{}\",qop=\"auth\",charset=utf-8,algorithm=md5-sess",
-            self.nonce
+            "realm=\"{}\",nonce=\"{}\",qop=\"auth\",charset=utf-8,algorithm=md5-sess",
+            self.service.name, self.nonce
         )
     }
 
@@ -91,7 +110,7 @@ impl DigestMd5 {
             return Err("a charset other than utf-8".into());
         }
         let realm = fields.get("realm").map(String::as_str).unwrap_or("");
-        if !realm.is_empty() && realm != REALM {
+        if !realm.is_empty() && realm != self.service.name {
             return Err(format!("nonexistent realm {realm:?}"));
         }
         if field("nonce")? != self.nonce {
@@ -105,7 +124,7 @@ impl DigestMd5 {
             return Err(format!("quality of protection {qop:?} (zkd offers auth)"));
         }
         let uri = field("digest-uri")?;
-        let expected_uri = format!("{PROTOCOL}/{REALM}");
+        let expected_uri = format!("{}/{}", self.service.protocol, self.service.name);
         if !uri.eq_ignore_ascii_case(&expected_uri) {
             return Err(format!("digest-uri {uri:?}, not {expected_uri:?}"));
         }
@@ -132,6 +151,52 @@ impl DigestMd5 {
             user: user.to_owned(),
         })
     }
+}
+
+/// The client's side of an exchange with `service`, as `user`: its answer
+/// to the server's `challenge` (with the client's nonce `cnonce`), and
+/// the `rspauth` token the server must send back.
+pub fn answer(
+    challenge: &[u8],
+    service: Service,
+    user: &str,
+    password: &str,
+    cnonce: &str,
+) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let text = std::str::from_utf8(challenge).map_err(|_| "a challenge that is not UTF-8")?;
+    let fields = parse_fields(text)?;
+    let nonce = fields.get("nonce").ok_or("the challenge has no nonce")?;
+    let realm = fields
+        .get("realm")
+        .map(String::as_str)
+        .unwrap_or(service.name);
+    let qops = fields.get("qop").map(String::as_str).unwrap_or("auth");
+    if !qops.split(',').any(|q| q.trim() == "auth") {
+        return Err(format!("the server offers qop {qops:?}, not auth"));
+    }
+    let uri = format!("{}/{}", service.protocol, service.name);
+    let parts = Parts {
+        user,
+        realm,
+        password,
+        nonce,
+        cnonce,
+        nc: "00000001",
+        qop: "auth",
+        uri: &uri,
+        authzid: None,
+    };
+    let quoted = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let response = format!(
+        "charset=utf-8,username=\"{}\",realm=\"{}\",nonce=\"{}\",nc=00000001,cnonce=\"{}\",digest-uri=\"{uri}\",maxbuf=65536,response={},qop=auth",
+        quoted(user),
+        quoted(realm),
+        quoted(nonce),
+        quoted(cnonce),
+        parts.response("AUTHENTICATE")
+    );
+    let rspauth = format!("rspauth={}", parts.response(""));
+    Ok((response.into_bytes(), rspauth.into_bytes()))
 }
 
 /// What goes into a DIGEST-MD5 response value.
@@ -242,23 +307,18 @@ mod tests {
         [("bob".to_owned(), "bobsecret".to_owned())].into()
     }
 
-    /// The client's side of the exchange, by the RFC, for the test.
+    /// bob's answer to `nonce`'s challenge with `password`.
     fn client_response(nonce: &str, password: &str, cnonce: &str) -> String {
-        let parts = Parts {
-            user: "bob",
-            realm: REALM,
+        let challenge = DigestMd5::new(CLIENT_SERVICE, nonce.into()).challenge();
+        let (response, _) = answer(
+            challenge.as_bytes(),
+            CLIENT_SERVICE,
+            "bob",
             password,
-            nonce,
             cnonce,
-            nc: "00000001",
-            qop: "auth",
-            uri: "zookeeper/zk-sasl-md5",
-            authzid: None,
-        };
-        format!(
-            "charset=utf-8,username=\"bob\",realm=\"{REALM}\",nonce=\"{nonce}\",nc=00000001,cnonce=\"{cnonce}\",digest-uri=\"zookeeper/zk-sasl-md5\",maxbuf=65536,response={},qop=auth",
-            parts.response("AUTHENTICATE")
         )
+        .unwrap();
+        String::from_utf8(response).unwrap()
     }
 
     #[test]
@@ -284,7 +344,7 @@ mod tests {
 
     #[test]
     fn the_right_password_authenticates_and_anything_else_fails() {
-        let mut server = DigestMd5::new("n0nce".into());
+        let mut server = DigestMd5::new(CLIENT_SERVICE, "n0nce".into());
         let challenge = server.step(b"", &users()).unwrap();
         let Step::Challenge(c) = challenge else {
             panic!()
@@ -301,12 +361,12 @@ mod tests {
         assert!(token.starts_with(b"rspauth="));
         assert!(server.step(b"", &users()).is_err(), "nothing after the end");
 
-        let mut server = DigestMd5::new("n0nce".into());
+        let mut server = DigestMd5::new(CLIENT_SERVICE, "n0nce".into());
         server.step(b"", &users()).unwrap();
         assert!(server
             .step(client_response("n0nce", "wrong", "c").as_bytes(), &users())
             .is_err());
-        let mut server = DigestMd5::new("other".into());
+        let mut server = DigestMd5::new(CLIENT_SERVICE, "other".into());
         server.step(b"", &users()).unwrap();
         assert!(server
             .step(
@@ -315,7 +375,7 @@ mod tests {
             )
             .is_err());
         for garbage in [&b"\xff\xfe"[..], b"username=\"bob", b"=,=,", b""] {
-            let mut server = DigestMd5::new("n0nce".into());
+            let mut server = DigestMd5::new(CLIENT_SERVICE, "n0nce".into());
             server.step(b"", &users()).unwrap();
             assert!(server.step(garbage, &users()).is_err());
         }

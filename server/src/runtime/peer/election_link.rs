@@ -17,7 +17,9 @@
 
 use super::convert::{notification_from_wire, notification_to_wire};
 use super::link::{encode_frames, log_end, write_loop, FrameReader, LinkEnd, Outbox};
-use super::stream::{PeerRead, PeerStream, PeerWrite};
+use super::quorum_auth;
+use super::stream::{PeerRead, PeerWrite};
+use super::Accepted;
 use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State};
 use crate::core::election::{Notification, ServerId};
 use crate::runtime::faults::Direction;
@@ -63,13 +65,18 @@ pub(super) fn send(shared: &Arc<Shared>, to: ServerId, n: &Notification) {
 }
 
 /// A connection on our election port: expects a hello from another member.
-pub(super) async fn accept(shared: Arc<Shared>, stream: PeerStream, remote: SocketAddr) {
-    let (read, write) = stream.split();
+pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: SocketAddr) {
+    let Accepted {
+        read,
+        write,
+        buffered,
+    } = accepted;
     let mut reader = FrameReader::<ElectionMessage>::new(
         read,
         shared.election_max_frame(),
         shared.settings.stall_timeout,
-    );
+    )
+    .buffered(buffered);
     let first = match tokio::time::timeout(shared.settings.connect_timeout, reader.next()).await {
         Err(_) => Err(LinkEnd::HandshakeTimeout),
         Ok(Ok(None)) => Err(LinkEnd::Eof),
@@ -231,7 +238,8 @@ async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(PeerRead, PeerW
         let stream = TcpStream::connect((spec.host.as_str(), spec.election_port)).await?;
         stream.set_nodelay(true)?;
         let stream = shared.secure_dialed(stream, &spec.host).await?;
-        let (read, mut write) = stream.split();
+        let (mut read, mut write) = stream.split();
+        quorum_auth::dial(shared, &mut read, &mut write).await?;
         write.write_all(&frame).await?;
         Ok((read, write))
     };

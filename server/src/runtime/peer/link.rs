@@ -111,6 +111,12 @@ impl<M: PeerMessage> FrameReader<M> {
         }
     }
 
+    /// Starts with `bytes` already read from the socket.
+    pub(super) fn buffered(mut self, bytes: BytesMut) -> Self {
+        self.buf.extend_from_slice(&bytes);
+        self
+    }
+
     /// Holds reads while `gate` is shut.
     pub(super) fn gated(mut self, gate: Option<Gate>) -> Self {
         self.gate = gate;

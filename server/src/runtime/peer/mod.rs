@@ -28,6 +28,7 @@ pub mod convert;
 mod election_link;
 mod gate;
 mod link;
+mod quorum_auth;
 mod quorum_link;
 mod stream;
 #[cfg(test)]
@@ -57,6 +58,10 @@ use zkd_protocol::Zxid;
 
 /// Connections on one port still in their handshake; more are closed at once.
 const MAX_PENDING_HANDSHAKES: usize = 16;
+
+/// The largest `max_frame` allowed: 1 GiB, below the first half of a
+/// quorum SASL packet read as a frame's length.
+const MAX_PEER_FRAME: usize = 1 << 30;
 
 /// Pause after a failed `accept` (out of file descriptors, say).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -121,6 +126,8 @@ pub struct PeerSettings {
     pub cuts: Option<tokio::sync::watch::Receiver<crate::runtime::faults::PeerCuts>>,
     /// Quorum TLS (`sslQuorum`, `portUnification`); None: plaintext only.
     pub tls: Option<Arc<crate::runtime::tls::QuorumTls>>,
+    /// Quorum SASL (`quorum.auth.enableSasl`); None: links are not authenticated.
+    pub sasl: Option<Arc<crate::config::QuorumSaslConfig>>,
 }
 
 impl Default for PeerSettings {
@@ -133,6 +140,7 @@ impl Default for PeerSettings {
             live_link: Duration::from_secs(2),
             cuts: None,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -142,6 +150,9 @@ impl PeerSettings {
         let invalid = |why: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         if self.max_frame < MAX_SNAP_CHUNK + SNAP_CHUNK_OVERHEAD {
             return invalid("peer max_frame cannot carry a snapshot chunk");
+        }
+        if self.max_frame > MAX_PEER_FRAME {
+            return invalid("peer max_frame is over 1 GiB");
         }
         if self.max_queued_bytes == 0 {
             return invalid("peer max_queued_bytes is 0");
@@ -472,6 +483,22 @@ impl Shared {
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
 
+    /// An accepted connection made ready for its protocol, within the
+    /// connect timeout: secured (quorum TLS), split, and authenticated
+    /// (quorum SASL).
+    async fn ready_accepted(&self, stream: TcpStream, remote: SocketAddr) -> io::Result<Accepted> {
+        let (mut read, mut write) = self.secure_accepted(stream, remote).await?.split();
+        let auth = quorum_auth::accept(self, &mut read, &mut write, remote);
+        let buffered = tokio::time::timeout(self.settings.connect_timeout, auth)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "quorum SASL timed out"))??;
+        Ok(Accepted {
+            read,
+            write,
+            buffered,
+        })
+    }
+
     /// A connection this member opened to `host`, with quorum TLS if
     /// configured (the caller bounds the time).
     async fn secure_dialed(&self, stream: TcpStream, host: &str) -> io::Result<PeerStream> {
@@ -495,8 +522,16 @@ impl Shared {
     }
 }
 
-/// Accepts connections on one port, handing each (secured, see
-/// [`Shared::secure_accepted`]) to `handshake` in a task of its own, at
+/// An accepted connection, ready for its protocol: its halves, and what
+/// was read of its first frame before the protocol took over.
+struct Accepted {
+    read: stream::PeerRead,
+    write: stream::PeerWrite,
+    buffered: bytes::BytesMut,
+}
+
+/// Accepts connections on one port, handing each (made ready, see
+/// [`Shared::ready_accepted`]) to `handshake` in a task of its own, at
 /// most [`MAX_PENDING_HANDSHAKES`] at a time.
 async fn accept_loop<F, Fut>(
     shared: Arc<Shared>,
@@ -504,7 +539,7 @@ async fn accept_loop<F, Fut>(
     port: &'static str,
     handshake: F,
 ) where
-    F: Fn(Arc<Shared>, PeerStream, SocketAddr) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<Shared>, Accepted, SocketAddr) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
@@ -528,9 +563,9 @@ async fn accept_loop<F, Fut>(
         }
         let (shared_, handshake) = (shared.clone(), handshake.clone());
         shared.spawn(async move {
-            match shared_.secure_accepted(stream, remote).await {
-                Ok(stream) => handshake(shared_, stream, remote).await,
-                Err(e) => tracing::warn!("{port} port: {remote}: quorum TLS: {e}; closing"),
+            match shared_.ready_accepted(stream, remote).await {
+                Ok(accepted) => handshake(shared_, accepted, remote).await,
+                Err(e) => tracing::warn!("{port} port: {remote}: {e}; closing"),
             }
             drop(permit);
         });

@@ -15,7 +15,9 @@
 
 use super::convert::{encode_zab, follower_info_sid, Inbound, ZabDecoder};
 use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkEnd, Outbox, Push};
-use super::stream::{PeerStream, PeerWrite};
+use super::quorum_auth;
+use super::stream::{PeerRead, PeerWrite};
+use super::Accepted;
 use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
@@ -104,13 +106,18 @@ pub(super) fn send_packets(shared: &Arc<Shared>, to: ServerId, packets: &[Quorum
 
 /// A connection on our quorum port: its first packet must be FOLLOWERINFO from
 /// another member.
-pub(super) async fn accept(shared: Arc<Shared>, stream: PeerStream, remote: SocketAddr) {
-    let (read, write) = stream.split();
+pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: SocketAddr) {
+    let Accepted {
+        read,
+        write,
+        buffered,
+    } = accepted;
     let mut reader = FrameReader::<QuorumPacket>::new(
         read,
         shared.settings.max_frame,
         shared.settings.stall_timeout,
-    );
+    )
+    .buffered(buffered);
     let first = match tokio::time::timeout(shared.settings.connect_timeout, reader.next()).await {
         Err(_) => Err(LinkEnd::HandshakeTimeout),
         Ok(Ok(None)) => Err(LinkEnd::Eof),
@@ -232,8 +239,7 @@ fn is_current(state: &State, peer: ServerId, generation: u64) -> bool {
 /// A follower's link: dial, then run it; a failed dial ends it at once.
 async fn dial_and_run(shared: Arc<Shared>, leader: ServerId, generation: u64, outbox: Arc<Outbox>) {
     match dial(&shared, leader).await {
-        Ok(stream) => {
-            let (read, write) = stream.split();
+        Ok((read, write)) => {
             let reader = FrameReader::new(
                 read,
                 shared.settings.max_frame,
@@ -250,7 +256,7 @@ async fn dial_and_run(shared: Arc<Shared>, leader: ServerId, generation: u64, ou
 }
 
 /// Connects to `leader`'s quorum port, retrying within `connect_timeout`.
-async fn dial(shared: &Shared, leader: ServerId) -> io::Result<PeerStream> {
+async fn dial(shared: &Shared, leader: ServerId) -> io::Result<(PeerRead, PeerWrite)> {
     if leader == shared.me {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -266,12 +272,17 @@ async fn dial(shared: &Shared, leader: ServerId) -> io::Result<PeerStream> {
         let error = match tokio::time::timeout_at(deadline, connect).await {
             Ok(Ok(stream)) => {
                 stream.set_nodelay(true)?;
-                let secure = shared.secure_dialed(stream, &spec.host);
-                return tokio::time::timeout_at(deadline, secure)
+                let ready = async {
+                    let secure = shared.secure_dialed(stream, &spec.host).await?;
+                    let (mut read, mut write) = secure.split();
+                    quorum_auth::dial(shared, &mut read, &mut write).await?;
+                    Ok((read, write))
+                };
+                let timed_out =
+                    |_| io::Error::new(io::ErrorKind::TimedOut, "TLS or SASL timed out");
+                return tokio::time::timeout_at(deadline, ready)
                     .await
-                    .map_err(|_| {
-                        io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")
-                    })?;
+                    .map_err(timed_out)?;
             }
             Ok(Err(e)) => e,
             Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
