@@ -288,6 +288,37 @@ impl Ensemble {
         }
     }
 
+    /// Writes through every member in turn, SIGKILLs the leader, writes
+    /// through a survivor once a new leader serves, restarts the killed
+    /// member and writes through it: after each write, every write so far
+    /// is read on every serving member.
+    pub async fn writes_survive_the_leaders_death(&mut self) {
+        let n = self.members.len();
+        let mut written: Vec<String> = Vec::new();
+        for i in 0..n {
+            self.write_one_more(i, format!("/m{i}"), &mut written).await;
+        }
+        let leader = self.leader().expect("a leader");
+        self.members[leader].kill9();
+        let rest: Vec<usize> = (0..n).filter(|i| *i != leader).collect();
+        self.wait_until_serving(&rest);
+        self.write_one_more(rest[0], "/after-failover".into(), &mut written)
+            .await;
+        self.members[leader].restart();
+        self.wait_until_serving(&(0..n).collect::<Vec<_>>());
+        self.write_one_more(leader, "/rejoined".into(), &mut written)
+            .await;
+    }
+
+    /// Creates `path` through member `via` and adds it to `written`, all
+    /// of which every serving member must then hold.
+    async fn write_one_more(&self, via: usize, path: String, written: &mut Vec<String>) {
+        written.push(path);
+        let paths: Vec<&str> = written.iter().map(String::as_str).collect();
+        self.write_and_read_everywhere(via, paths[paths.len() - 1], &paths)
+            .await;
+    }
+
     /// Every member's log, labelled, for failure messages.
     pub fn logs(&self) -> String {
         self.members

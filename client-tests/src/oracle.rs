@@ -142,6 +142,32 @@ pub fn java_classpath() -> String {
     classpath
 }
 
+/// ZooKeeper's CLI (`ZooKeeperMain`, the Java client) run once against
+/// `addr` with the JVM options `jvm`: its output lines for `command`,
+/// less logging, watcher events and the connecting banner.
+pub fn zookeeper_main(jvm: &[String], addr: &str, command: &[&str]) -> Vec<String> {
+    let out = Command::new("java")
+        .args(jvm)
+        .args([
+            "-cp",
+            &java_classpath(),
+            "org.apache.zookeeper.ZooKeeperMain",
+            "-server",
+            addr,
+        ])
+        .args(command)
+        .output()
+        .expect("java");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .chain(String::from_utf8_lossy(&out.stderr).lines())
+        .filter(|l| !l.contains("SLF4J") && !l.starts_with('[') && !l.trim().is_empty())
+        .filter(|l| !l.starts_with("WATCHER") && !l.starts_with("WatchedEvent"))
+        .filter(|l| !l.starts_with("Connecting to"))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A running Apache ZooKeeper server.
 pub struct ZooKeeperProcess {
     child: Child,

@@ -75,28 +75,7 @@ async fn an_ensemble_requiring_quorum_sasl_elects_writes_everywhere_and_survives
     let mut keys = REQUIRED.to_vec();
     keys.push((JAAS_KEY, &jaas));
     let mut ensemble = Ensemble::start_with(3, options(&keys));
-    let mut written: Vec<String> = Vec::new();
-    for i in 0..3 {
-        written.push(format!("/m{i}"));
-        let paths: Vec<&str> = written.iter().map(String::as_str).collect();
-        ensemble
-            .write_and_read_everywhere(i, &written[i], &paths)
-            .await;
-    }
-    let leader = ensemble.leader().expect("a leader");
-    ensemble.members[leader].kill9();
-    let rest: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
-    ensemble.wait_until_serving(&rest);
-    written.push("/after-failover".into());
-    let paths: Vec<&str> = written.iter().map(String::as_str).collect();
-    ensemble
-        .write_and_read_everywhere(rest[0], "/after-failover", &paths)
-        .await;
-    ensemble.members[leader].restart();
-    ensemble.wait_until_serving(&[0, 1, 2]);
-    ensemble
-        .write_and_read_everywhere(leader, "/rejoined", &[&paths[..], &["/rejoined"]].concat())
-        .await;
+    ensemble.writes_survive_the_leaders_death().await;
 }
 
 /// One peer frame: a 4-byte big-endian length, then the prost body.

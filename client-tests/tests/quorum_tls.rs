@@ -77,32 +77,7 @@ async fn an_ensemble_over_quorum_tls_elects_writes_everywhere_and_survives_its_l
         "{}",
         ensemble.logs()
     );
-    let mut written = Vec::new();
-    for i in 0..3 {
-        written.push(format!("/m{i}"));
-    }
-    for i in 0..3 {
-        let paths: Vec<&str> = written[..=i].iter().map(String::as_str).collect();
-        ensemble
-            .write_and_read_everywhere(i, &written[i], &paths)
-            .await;
-    }
-
-    let leader = ensemble.leader().expect("a leader");
-    ensemble.members[leader].kill9();
-    let rest: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
-    ensemble.wait_until_serving(&rest);
-    written.push("/after-failover".into());
-    let paths: Vec<&str> = written.iter().map(String::as_str).collect();
-    ensemble
-        .write_and_read_everywhere(rest[0], "/after-failover", &paths)
-        .await;
-
-    ensemble.members[leader].restart();
-    ensemble.wait_until_serving(&[0, 1, 2]);
-    ensemble
-        .write_and_read_everywhere(leader, "/rejoined", &[&paths[..], &["/rejoined"]].concat())
-        .await;
+    ensemble.writes_survive_the_leaders_death().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use zkd_client_tests::oracle::{java_classpath, require_tool, ZooKeeperProcess, ZOOKEEPER_JAR};
+use zkd_client_tests::oracle::{require_tool, zookeeper_main, ZooKeeperProcess, ZOOKEEPER_JAR};
 use zkd_client_tests::process::{four_letter_word, ServerOptions, ZkdProcess};
 use zkd_client_tests::raw::{RawClient, Read1};
 use zkd_protocol::records::GetSaslRequest;
@@ -165,26 +165,8 @@ fn a_required_sasl_login_closes_sessions_that_did_not_authenticate() {
 /// ZooKeeper's CLI (the Java client) as bob through the JAAS `Client`
 /// section: its output lines for `command`.
 fn java_cli(client_jaas: &str, addr: &str, command: &[&str]) -> Vec<String> {
-    let out = Command::new("java")
-        .arg(format!("-Djava.security.auth.login.config={client_jaas}"))
-        .args([
-            "-cp",
-            &java_classpath(),
-            "org.apache.zookeeper.ZooKeeperMain",
-            "-server",
-            addr,
-        ])
-        .args(command)
-        .output()
-        .expect("java");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .chain(String::from_utf8_lossy(&out.stderr).lines())
-        .filter(|l| !l.contains("SLF4J") && !l.starts_with('[') && !l.trim().is_empty())
-        .filter(|l| !l.starts_with("WATCHER") && !l.starts_with("WatchedEvent"))
-        .filter(|l| !l.starts_with("Connecting to"))
-        .map(str::to_owned)
-        .collect()
+    let jvm = [format!("-Djava.security.auth.login.config={client_jaas}")];
+    zookeeper_main(&jvm, addr, command)
 }
 
 #[test]

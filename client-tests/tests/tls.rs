@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use zkd_client_tests::certs::{self, openssl};
-use zkd_client_tests::oracle::{java_classpath, require_tool, ZooKeeperProcess, ZOOKEEPER_JAR};
+use zkd_client_tests::oracle::{require_tool, zookeeper_main, ZooKeeperProcess, ZOOKEEPER_JAR};
 use zkd_client_tests::process::{free_port, zkd_binary, ServerOptions, ZkdProcess};
 
 const X509: &str = "org.apache.zookeeper.server.auth.X509AuthenticationProvider";
@@ -239,36 +239,18 @@ fn a_wrong_password_or_a_jks_store_stops_the_server_with_its_reason() {
 /// store, a PEM trust store), or plaintext: the command's output lines.
 fn java_cli(certs: &Path, addr: &str, secure: bool, command: &[&str]) -> Vec<String> {
     let at = |f: &str| certs.join(f).display().to_string();
-    let mut java = Command::new("java");
-    if secure {
-        java.args([
-            "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
-            "-Dzookeeper.client.secure=true",
-            &format!("-Dzookeeper.ssl.keyStore.location={}", at("bob.p12")),
-            "-Dzookeeper.ssl.keyStore.password=secret",
-            &format!("-Dzookeeper.ssl.trustStore.location={}", at("ca.pem")),
-            "-Dzookeeper.ssl.trustStore.type=PEM",
-        ]);
-    }
-    let out = java
-        .args([
-            "-cp",
-            &java_classpath(),
-            "org.apache.zookeeper.ZooKeeperMain",
-            "-server",
-            addr,
-        ])
-        .args(command)
-        .output()
-        .expect("java");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .chain(String::from_utf8_lossy(&out.stderr).lines())
-        .filter(|l| !l.contains("SLF4J") && !l.starts_with('[') && !l.trim().is_empty())
-        .filter(|l| !l.starts_with("WATCHER") && !l.starts_with("WatchedEvent"))
-        .filter(|l| !l.starts_with("Connecting to"))
-        .map(str::to_owned)
-        .collect()
+    let jvm = match secure {
+        false => Vec::new(),
+        true => vec![
+            "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty".to_owned(),
+            "-Dzookeeper.client.secure=true".to_owned(),
+            format!("-Dzookeeper.ssl.keyStore.location={}", at("bob.p12")),
+            "-Dzookeeper.ssl.keyStore.password=secret".to_owned(),
+            format!("-Dzookeeper.ssl.trustStore.location={}", at("ca.pem")),
+            "-Dzookeeper.ssl.trustStore.type=PEM".to_owned(),
+        ],
+    };
+    zookeeper_main(&jvm, addr, command)
 }
 
 /// Both servers' key store is PKCS12 here: ZooKeeper 3.8 on Java 17

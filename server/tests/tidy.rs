@@ -97,7 +97,7 @@ const LONG_FNS: [(&str, &str, usize); 10] = [
     ("server/src/core/zab/leader.rs", "sync", 84),
     ("server/src/runtime/storage_worker/mod.rs", "execute", 80),
     ("server/src/core/pipeline/read.rs", "execute", 83),
-    ("server/src/runtime/peer/quorum_link.rs", "accept", 79),
+    ("server/src/runtime/peer/quorum_link.rs", "accept", 75),
     ("server/src/core/pipeline/prep.rs", "create", 78),
     ("storage/src/data_tree/mod.rs", "apply_body", 73),
     ("storage/src/data_tree/mod.rs", "create", 72),

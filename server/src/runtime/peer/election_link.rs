@@ -66,17 +66,8 @@ pub(super) fn send(shared: &Arc<Shared>, to: ServerId, n: &Notification) {
 
 /// A connection on our election port: expects a hello from another member.
 pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: SocketAddr) {
-    let Accepted {
-        read,
-        write,
-        buffered,
-    } = accepted;
-    let mut reader = FrameReader::<ElectionMessage>::new(
-        read,
-        shared.election_max_frame(),
-        shared.settings.stall_timeout,
-    )
-    .buffered(buffered);
+    let (mut reader, write) =
+        accepted.framed::<ElectionMessage>(shared.election_max_frame(), &shared.settings);
     let first = match tokio::time::timeout(shared.settings.connect_timeout, reader.next()).await {
         Err(_) => Err(LinkEnd::HandshakeTimeout),
         Ok(Ok(None)) => Err(LinkEnd::Eof),

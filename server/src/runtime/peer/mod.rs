@@ -530,6 +530,20 @@ struct Accepted {
     buffered: bytes::BytesMut,
 }
 
+impl Accepted {
+    /// A reader of `M` frames of up to `max_frame` bytes (starting with
+    /// what was read already), and the writing half.
+    fn framed<M: zkd_protocol::peer::PeerMessage>(
+        self,
+        max_frame: usize,
+        settings: &PeerSettings,
+    ) -> (link::FrameReader<M>, stream::PeerWrite) {
+        let reader = link::FrameReader::new(self.read, max_frame, settings.stall_timeout)
+            .buffered(self.buffered);
+        (reader, self.write)
+    }
+}
+
 /// Accepts connections on one port, handing each (made ready, see
 /// [`Shared::ready_accepted`]) to `handshake` in a task of its own, at
 /// most [`MAX_PENDING_HANDSHAKES`] at a time.

@@ -107,17 +107,8 @@ pub(super) fn send_packets(shared: &Arc<Shared>, to: ServerId, packets: &[Quorum
 /// A connection on our quorum port: its first packet must be FOLLOWERINFO from
 /// another member.
 pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: SocketAddr) {
-    let Accepted {
-        read,
-        write,
-        buffered,
-    } = accepted;
-    let mut reader = FrameReader::<QuorumPacket>::new(
-        read,
-        shared.settings.max_frame,
-        shared.settings.stall_timeout,
-    )
-    .buffered(buffered);
+    let (mut reader, write) =
+        accepted.framed::<QuorumPacket>(shared.settings.max_frame, &shared.settings);
     let first = match tokio::time::timeout(shared.settings.connect_timeout, reader.next()).await {
         Err(_) => Err(LinkEnd::HandshakeTimeout),
         Ok(Ok(None)) => Err(LinkEnd::Eof),
