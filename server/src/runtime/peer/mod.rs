@@ -19,6 +19,11 @@
 //!   that ends on its own emits [`PeerEvent::ZabClosed`] after everything it
 //!   delivered.
 //!
+//! Before either protocol speaks, each connection is made ready: TLS if the
+//! member has quorum TLS (`runtime/tls/quorum.rs`: `sslQuorum`,
+//! `portUnification`), then quorum SASL (`quorum_auth.rs`), which the
+//! dialer starts and the acceptor tells from a first frame.
+//!
 //! Faults are per link: a garbage, oversized or stalled frame, an unknown sid
 //! or a peer that does not read closes that link only, with one warning. The
 //! member loop never blocks here: sends only queue. Every task belongs to the
