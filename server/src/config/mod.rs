@@ -96,6 +96,8 @@ pub struct Config {
     pub my_id: Option<u64>,
     pub standalone_enabled: bool,
     pub extended_types_enabled: bool,
+    /// Whether hard quotas refuse writes (`zookeeper.enforceQuota`, default false).
+    pub enforce_quota: bool,
     pub super_digest: Option<String>,
     pub container_check_interval_ms: u64,
     pub jute_max_buffer: usize,
@@ -183,6 +185,7 @@ impl Config {
             my_id: p.num("myid")?,
             standalone_enabled: p.num("standaloneEnabled")?.unwrap_or(true),
             extended_types_enabled: p.num("extendedTypesEnabled")?.unwrap_or(false),
+            enforce_quota: p.num("enforceQuota")?.unwrap_or(false),
             super_digest: p
                 .get("DigestAuthenticationProvider.superDigest")
                 .map(str::to_owned),

@@ -239,6 +239,7 @@ impl Node {
             zxid: zxid.0,
             time: now.wall_ms,
             extended_types: self.config.extended_types,
+            enforce_quota: self.config.enforce_quota,
             scratch: TxnChanges::default(),
         };
         let body = validate(&mut prep);

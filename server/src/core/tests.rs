@@ -645,3 +645,84 @@ fn a_leader_counts_each_followers_forwarded_requests_in_flight() {
     n.stop_serving(at(3));
     assert_eq!(n.forwarded_in_flight(2), 0, "the role ended");
 }
+
+fn create_with(path: &str, data: &'static [u8]) -> ClientRequest {
+    ClientRequest::Create(
+        OpCode::Create,
+        CreateRequest {
+            path: path.into(),
+            data: Some(Bytes::from_static(data)),
+            acl: vec![Acl::world(31)],
+            flags: 0,
+        },
+    )
+}
+
+/// The errs of the replies among `commands`, in order.
+fn reply_errs(commands: &[Command]) -> Vec<i32> {
+    let replies = commands.iter().filter_map(|c| match c {
+        Command::Reply { frame, .. } => Some(reply_err(frame)),
+        _ => None,
+    });
+    replies.collect()
+}
+
+/// Writes in flight count against a hard quota: pipelined creates stop at
+/// the limit (ZooKeeper checks the committed count only and lets them
+/// through), a pipelined delete makes room, and a refused write is never
+/// counted.
+#[test]
+fn pipelined_writes_cannot_pass_a_hard_quota() {
+    let config = CoreConfig {
+        enforce_quota: true,
+        ..CoreConfig::default()
+    };
+    let mut n = Node::new(config, DataTree::new(), at(0));
+    let conn = ConnId(1);
+    open_session(&mut n, conn, 4000);
+    let limits = b"count=-1,bytes=-1=;byteHardLimit=10;countHardLimit=3";
+    let setup = [
+        create_with("/q", b""),
+        create_with("/zookeeper/quota/q", b""),
+        create_with("/zookeeper/quota/q/zookeeper_limits", limits),
+        create_with("/zookeeper/quota/q/zookeeper_stats", b"count=0,bytes=0"),
+    ];
+    for (xid, req) in (1..).zip(&setup) {
+        submit(&mut n, 1, conn, xid, req);
+        let c = drain(&mut n);
+        persist_all(&mut n, &c, 1);
+        assert_eq!(reply_errs(&drain(&mut n)), vec![0]);
+    }
+    let set = |data: &'static [u8]| {
+        ClientRequest::SetData(SetDataRequest {
+            path: "/q/a".into(),
+            data: Some(Bytes::from_static(data)),
+            version: -1,
+        })
+    };
+    let delete = ClientRequest::Delete(DeleteRequest {
+        path: "/q/a".into(),
+        version: -1,
+    });
+    // Nothing is persisted until every request is in: all are in flight.
+    let pipelined = [
+        create_with("/q/a", b"12345"),
+        create_with("/q/b", b""),
+        create_with("/q/c", b""),
+        set(b"12345678901"),
+        set(b"1234567"),
+        delete,
+        create_with("/q/d", b"123"),
+        create_with("/q/e", b""),
+    ];
+    for (xid, req) in (10..).zip(&pipelined) {
+        submit(&mut n, 2, conn, xid, req);
+    }
+    let c = drain(&mut n);
+    persist_all(&mut n, &c, 3);
+    let errs = reply_errs(&drain(&mut n));
+    let over = zkd_protocol::ErrorCode::QuotaExceeded.code();
+    assert_eq!(errs, vec![0, 0, over, over, 0, 0, 0, over]);
+    let stats = n.tree().node("/zookeeper/quota/q/zookeeper_stats").unwrap();
+    assert_eq!(stats.data(), Some(&b"count=3,bytes=3"[..]));
+}

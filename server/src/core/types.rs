@@ -151,6 +151,8 @@ pub struct CoreConfig {
     pub max_session_timeout_ms: i32,
     /// Whether TTL nodes are allowed (`zookeeper.extendedTypesEnabled`).
     pub extended_types: bool,
+    /// Whether hard quotas refuse writes (`zookeeper.enforceQuota`).
+    pub enforce_quota: bool,
     /// `digest` id that grants `super` (`DigestAuthenticationProvider.superDigest`).
     pub super_digest: Option<String>,
     /// Snapshot after about this many txns (`snapCount`).
@@ -187,6 +189,7 @@ impl Default for CoreConfig {
             min_session_timeout_ms: 4000,
             max_session_timeout_ms: 40000,
             extended_types: false,
+            enforce_quota: false,
             super_digest: None,
             snap_count: 100_000,
             snapshot_slice_nodes: super::local_snapshot::SNAPSHOT_SLICE_NODES,

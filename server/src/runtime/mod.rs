@@ -127,6 +127,7 @@ pub fn core_config(config: &Config) -> CoreConfig {
         min_session_timeout_ms: config.min_session_timeout_ms,
         max_session_timeout_ms: config.max_session_timeout_ms,
         extended_types: config.extended_types_enabled,
+        enforce_quota: config.enforce_quota,
         super_digest: config.super_digest.clone(),
         snap_count: config.snap_count,
         snapshot_slice_nodes: CoreConfig::default().snapshot_slice_nodes,

@@ -267,6 +267,7 @@ impl ImageDecoder {
             last_zxid: Zxid::ZERO,
             // Built from scratch as sessions and nodes go in.
             digest: 0,
+            quotas: Default::default(),
         };
         ImageDecoder {
             pending: BytesMut::new(),
@@ -322,7 +323,11 @@ impl ImageDecoder {
     /// (`Incomplete`), if it has no root, or if a feed failed.
     pub fn finish(self) -> Result<DataTree, DecodeError> {
         match self.build.stage {
-            Stage::Done if self.build.tree.nodes.contains("/") => Ok(self.build.tree),
+            Stage::Done if self.build.tree.nodes.contains("/") => {
+                let mut tree = self.build.tree;
+                tree.rebuild_quotas();
+                Ok(tree)
+            }
             Stage::Done => Err(DecodeError::Invalid("snapshot without a root")),
             Stage::Failed(e) => Err(e),
             Stage::Header | Stage::Sessions(_) | Stage::Nodes => Err(DecodeError::Incomplete),

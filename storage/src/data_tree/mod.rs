@@ -16,10 +16,12 @@ mod node;
 mod node_table;
 mod open_parents;
 mod path_index;
+mod quota;
 
 pub use children::ChildSet;
 pub use image::{ImageDecoder, SnapshotCursor};
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
+pub use quota::{Quota, QuotaExcess, QuotaLimits, QuotaUsage, LIMITS_NODE, QUOTA_DIR, STATS_NODE};
 
 use crate::path;
 use crate::txn::{Txn, TxnBody};
@@ -82,6 +84,8 @@ pub struct DataTree {
     last_zxid: Zxid,
     /// Wrapping sum of every node's and session's digest term.
     digest: u64,
+    /// The paths with a quota and their usage.
+    quotas: quota::QuotaIndex,
 }
 
 impl Default for DataTree {
@@ -100,6 +104,7 @@ impl DataTree {
             expirable: BTreeSet::new(),
             last_zxid: Zxid::ZERO,
             digest: 0,
+            quotas: Default::default(),
         };
         let open = Arc::new(vec![Acl::world(Perms::ALL)]);
         tree.insert_system("/", open.clone(), StatPersisted::default());
@@ -512,6 +517,7 @@ impl DataTree {
         if let Some(children) = self.children_mut(parent_id) {
             children.insert(id);
         }
+        self.quota_created(p, data.as_deref());
         out.push(WatchTrigger {
             path: Cow::Borrowed(p),
             event: EventType::NodeCreated,
@@ -556,6 +562,7 @@ impl DataTree {
         let Some(node) = self.unindex(id) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
+        self.quota_deleted(&node);
         let parent_path = match &p {
             Cow::Borrowed(p) => Cow::Borrowed(path::parent(p)),
             Cow::Owned(p) => Cow::Owned(path::parent(p).to_owned()),
@@ -605,6 +612,7 @@ impl DataTree {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };
         let before = node.digest_term();
+        let old_len = node.data().map_or(0, <[u8]>::len) as i64;
         node.set_data(data.as_deref());
         node.stat.version = version;
         node.stat.mzxid = txn.header.zxid;
@@ -618,7 +626,9 @@ impl DataTree {
             event: EventType::NodeDataChanged,
             acl: node.acl.clone(),
         });
-        TxnOutcome::DataSet { stat: node.stat() }
+        let stat = node.stat();
+        self.quota_data_set(p, old_len, data.as_deref());
+        TxnOutcome::DataSet { stat }
     }
 
     fn set_acl(&mut self, p: &str, acl: &[Acl], version: i32) -> TxnOutcome {

@@ -176,7 +176,21 @@ impl Gen {
     }
 }
 
-const NAMES: [&str; 6] = ["/a", "/b", "/a/x", "/a/y", "/b/x", "/a/x/z"];
+const NAMES: [&str; 12] = [
+    "/a",
+    "/b",
+    "/a/x",
+    "/a/y",
+    "/b/x",
+    "/a/x/z",
+    // Quotas on /a and, nested, /a/x, so the stats nodes' counts are checked too.
+    "/zookeeper/quota/a",
+    "/zookeeper/quota/a/zookeeper_limits",
+    "/zookeeper/quota/a/zookeeper_stats",
+    "/zookeeper/quota/a/x",
+    "/zookeeper/quota/a/x/zookeeper_limits",
+    "/zookeeper/quota/a/x/zookeeper_stats",
+];
 
 fn random_data(g: &mut Gen) -> Option<Bytes> {
     match g.next(6) {
@@ -357,7 +371,16 @@ fn fuzzy_snapshots_plus_replay_rebuild_the_exact_tree() {
                     "seed {seed} step {step}: same state, different digests"
                 );
                 assert_eq!(r.digest(), r.recompute_digest(), "seed {seed} step {step}");
+                assert!(r.quotas().eq(tree.quotas()), "seed {seed} step {step}");
             }
+            // The live counts are what counting afresh gives.
+            let mut recounted = tree.clone();
+            recounted.rebuild_quotas();
+            assert_eq!(
+                listing(&recounted),
+                listing(&tree),
+                "seed {seed} step {step}"
+            );
         }
     }
 }
@@ -1063,4 +1086,91 @@ fn an_image_listing_a_path_twice_loads_the_later_node() {
     assert_eq!(listing(&loaded), listing(&new));
     assert_eq!(loaded.digest(), new.digest());
     assert_eq!(loaded.node_count(), new.node_count());
+}
+
+fn create_with(path: &str, data: &[u8]) -> TxnBody {
+    TxnBody::Create(
+        OpCode::Create,
+        CreateTxn {
+            path: path.into(),
+            data: Some(Bytes::copy_from_slice(data)),
+            acl: vec![Acl::world(Perms::ALL)].into(),
+            ephemeral: false,
+            parent_c_version: 1,
+        },
+    )
+}
+
+fn stats_text(tree: &DataTree, p: &str) -> String {
+    let node = tree.node(&format!("/zookeeper/quota{p}/zookeeper_stats"));
+    String::from_utf8(node.unwrap().data().unwrap().to_vec()).unwrap()
+}
+
+/// zkCli's `setquota` writes the limits node, then a stats node reading
+/// zero, which the tree fills in; every later change moves the count, and a
+/// snapshot holds the same text.
+#[test]
+fn a_quota_counts_its_subtree_as_zkcli_sets_it_up() {
+    let mut tree = DataTree::new();
+    let mut zxid = 0;
+    let mut apply = |tree: &mut DataTree, body: TxnBody| {
+        zxid += 1;
+        tree.apply(&txn(zxid, 7, body));
+    };
+    apply(&mut tree, create_with("/app", b"abc"));
+    apply(&mut tree, create_with("/app/a", b"xy"));
+    apply(&mut tree, create_with("/zookeeper/quota/app", b""));
+    let limits = b"count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3";
+    apply(
+        &mut tree,
+        create_with("/zookeeper/quota/app/zookeeper_limits", limits),
+    );
+    apply(
+        &mut tree,
+        create_with("/zookeeper/quota/app/zookeeper_stats", b"count=0,bytes=0"),
+    );
+    assert_eq!(stats_text(&tree, "/app"), "count=2,bytes=5");
+    apply(&mut tree, create_with("/app/b", b""));
+    let set = TxnBody::SetData(SetDataTxn {
+        path: "/app/b".into(),
+        data: Some(Bytes::from_static(b"hello")),
+        version: 1,
+    });
+    apply(&mut tree, set);
+    assert_eq!(stats_text(&tree, "/app"), "count=3,bytes=10");
+    let quota = tree.quota_of("/app/b/deeper").unwrap();
+    assert_eq!((quota.path, quota.limits.count_hard), ("/app", 3));
+    assert_eq!(
+        quota.usage,
+        QuotaUsage {
+            count: 3,
+            bytes: 10
+        }
+    );
+    assert_eq!(tree.quota_of("/apple"), None);
+    apply(
+        &mut tree,
+        TxnBody::Delete(
+            OpCode::Delete,
+            DeleteTxn {
+                path: "/app/a".into(),
+            },
+        ),
+    );
+    assert_eq!(stats_text(&tree, "/app"), "count=2,bytes=8");
+    // The stats node's own stat does not move: the count is written in place.
+    let stats = tree.node("/zookeeper/quota/app/zookeeper_stats").unwrap();
+    assert_eq!((stats.stat.version, stats.stat.mzxid), (0, 5));
+
+    let loaded = DataTree::from_image(tree.to_image()).unwrap();
+    assert_eq!(listing(&loaded), listing(&tree));
+    assert_eq!(loaded.digest(), tree.digest());
+
+    let delete = DeleteTxn {
+        path: "/zookeeper/quota/app/zookeeper_limits".into(),
+    };
+    apply(&mut tree, TxnBody::Delete(OpCode::Delete, delete));
+    assert_eq!(tree.quota_of("/app/b"), None);
+    assert_eq!(stats_text(&tree, "/app"), "count=0,bytes=0");
+    assert_eq!(tree.digest(), tree.recompute_digest());
 }

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use zkd_protocol::records::{Acl, StatPersisted};
 use zkd_protocol::Zxid;
+use zkd_storage::data_tree::QuotaUsage;
 use zkd_storage::DataTree;
 
 /// What validation needs to know of a node.
@@ -20,6 +21,8 @@ pub struct NodeMeta {
     pub num_children: i32,
     /// The ACL.
     pub acl: Arc<Vec<Acl>>,
+    /// Bytes of data, which a quota counts.
+    pub data_len: i64,
 }
 
 impl NodeMeta {
@@ -54,6 +57,9 @@ pub struct PendingChanges {
     changes: HashTable<Change>,
     recorded: VecDeque<(Zxid, Arc<str>)>,
     hasher: ahash::RandomState,
+    /// Quota usage as prepared txns leave it, oldest first (only while
+    /// quotas are enforced): few, so a list.
+    quota_usage: VecDeque<(Zxid, String, QuotaUsage)>,
 }
 
 impl PendingChanges {
@@ -63,6 +69,7 @@ impl PendingChanges {
             changes: HashTable::new(),
             recorded: VecDeque::new(),
             hasher,
+            quota_usage: VecDeque::new(),
         }
     }
 
@@ -78,12 +85,24 @@ impl PendingChanges {
                 stat: n.stat.clone(),
                 num_children: n.children.len() as i32,
                 acl: n.acl.clone(),
+                data_len: n.data().map_or(0, <[u8]>::len) as i64,
             }),
         }
     }
 
+    /// The usage of the quota on `root` as prepared txns leave it, if any
+    /// changed it.
+    pub fn quota_usage(&self, root: &str) -> Option<QuotaUsage> {
+        let newest = self.quota_usage.iter().rev().find(|(_, r, _)| r == root);
+        newest.map(|(_, _, usage)| *usage)
+    }
+
     /// Records the changes of the txn `zxid`.
-    pub fn record(&mut self, zxid: Zxid, changes: TxnChanges) {
+    pub fn record(&mut self, zxid: Zxid, mut changes: TxnChanges) {
+        let usage = changes
+            .take_quota_usage()
+            .map(|(root, usage)| (zxid, root, usage));
+        self.quota_usage.extend(usage);
         for (path, meta) in changes.into_changes() {
             let hash = self.hash(&path);
             let hasher = &self.hasher;
@@ -110,6 +129,9 @@ impl PendingChanges {
 
     /// Drops changes the tree now reflects (every txn up to `zxid` applied).
     pub fn applied(&mut self, zxid: Zxid) {
+        while self.quota_usage.front().is_some_and(|(z, _, _)| *z <= zxid) {
+            self.quota_usage.pop_front();
+        }
         while let Some((recorded, path)) = self.recorded.pop_front() {
             if recorded > zxid {
                 self.recorded.push_front((recorded, path));

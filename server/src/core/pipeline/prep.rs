@@ -9,7 +9,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 use zkd_protocol::records::*;
 use zkd_protocol::{CreateMode, ErrorCode, OpCode, Perms};
-use zkd_storage::data_tree::{ttl_owner, CONTAINER_OWNER, MAX_TTL_MS};
+use zkd_storage::data_tree::{ttl_owner, QuotaUsage, CONTAINER_OWNER, MAX_TTL_MS};
 use zkd_storage::{path, DataTree, TxnBody};
 
 /// The system nodes no client may delete.
@@ -25,11 +25,21 @@ pub struct Prep<'a> {
     pub zxid: i64,
     pub time: i64,
     pub extended_types: bool,
+    /// Whether hard quotas refuse writes (`enforceQuota`).
+    pub enforce_quota: bool,
     /// Changes made by this txn so far.
     pub scratch: TxnChanges,
 }
 
 type Outcome = Result<TxnBody, ErrorCode>;
+
+/// What a create records of the node it makes.
+struct NewNode {
+    cversion: i32,
+    owner: i64,
+    acl: SharedAcl,
+    data_len: i64,
+}
 
 impl<'a> Prep<'a> {
     fn view(&self, p: &str) -> Option<NodeMeta> {
@@ -97,6 +107,8 @@ impl<'a> Prep<'a> {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
         let parent_cversion = parent.stat.cversion.wrapping_add(1);
+        let data_len = req.data.as_ref().map_or(0, Bytes::len) as i64;
+        self.charge_quota(&full, 1, data_len, true)?;
         // The opcode, not the flags, makes a container: create and create2 with
         // flags 4 build an ordinary persistent node, as in ZooKeeper.
         let container = op == OpCode::CreateContainer;
@@ -106,7 +118,13 @@ impl<'a> Prep<'a> {
             _ if mode.is_ttl() => ttl_owner(ttl),
             _ => 0,
         };
-        let acl = self.record_create(&full, parent_path, parent, parent_cversion, owner, acl);
+        let new = NewNode {
+            cversion: parent_cversion,
+            owner,
+            acl,
+            data_len,
+        };
+        let acl = self.record_create(&full, parent_path, parent, new);
         let data = req.data.clone();
         Ok(match mode {
             _ if container => TxnBody::CreateContainer(CreateContainerTxn {
@@ -144,10 +162,14 @@ impl<'a> Prep<'a> {
         full: &str,
         parent_path: &str,
         mut parent: NodeMeta,
-        cversion: i32,
-        owner: i64,
-        acl: SharedAcl,
+        new: NewNode,
     ) -> SharedAcl {
+        let NewNode {
+            cversion,
+            owner,
+            acl,
+            data_len,
+        } = new;
         parent.stat.cversion = cversion;
         parent.stat.pzxid = self.zxid;
         parent.num_children += 1;
@@ -165,6 +187,7 @@ impl<'a> Prep<'a> {
             stat,
             num_children: 0,
             acl: acl.clone(),
+            data_len,
         };
         self.scratch.insert(full.into(), Some(meta));
         acl
@@ -195,6 +218,7 @@ impl<'a> Prep<'a> {
                 return Err(ErrorCode::NotEmpty);
             }
         }
+        self.charge_quota(p, -1, -node.data_len, false)?;
         parent.num_children -= 1;
         parent.stat.pzxid = self.zxid;
         self.scratch.insert(parent_path.into(), Some(parent));
@@ -212,11 +236,14 @@ impl<'a> Prep<'a> {
         path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
         let mut node = self.require(p)?;
         self.check_perm(&node, Perms::WRITE)?;
+        let data_len = data.as_ref().map_or(0, Bytes::len) as i64;
+        self.charge_quota(p, 0, data_len - node.data_len, true)?;
         Self::check_version(version, node.stat.version)?;
         let new_version = node.stat.version.wrapping_add(1);
         node.stat.version = new_version;
         node.stat.mzxid = self.zxid;
         node.stat.mtime = self.time;
+        node.data_len = data_len;
         self.scratch.insert(p.into(), Some(node));
         Ok(TxnBody::SetData(SetDataTxn {
             path: p.to_owned(),
@@ -243,6 +270,64 @@ impl<'a> Prep<'a> {
         }))
     }
 
+    /// Adds `count` nodes and `bytes` bytes to the usage of the quota over
+    /// `p`, as prepared txns leave it, when quotas are enforced. With
+    /// `check`, a write that would pass a hard limit is refused
+    /// (ZooKeeper's `checkQuota`); passing a soft limit is logged. Unlike
+    /// ZooKeeper, which checks the committed usage only, writes still in
+    /// flight are counted, so pipelined creates cannot overshoot.
+    fn charge_quota(
+        &mut self,
+        p: &str,
+        count: i64,
+        bytes: i64,
+        check: bool,
+    ) -> Result<(), ErrorCode> {
+        if !self.enforce_quota {
+            return Ok(());
+        }
+        let Some(quota) = self.tree.quota_of(p) else {
+            return Ok(());
+        };
+        let usage = (self.scratch.quota_usage(quota.path))
+            .or_else(|| self.pending.quota_usage(quota.path))
+            .unwrap_or(quota.usage);
+        if let Some(excess) = check
+            .then(|| quota.limits.excess(usage, count, bytes))
+            .flatten()
+        {
+            let (what, current) = match excess.of_count {
+                true => ("count", usage.count),
+                false => ("bytes", usage.bytes),
+            };
+            if excess.hard {
+                tracing::debug!(
+                    quota = quota.path,
+                    what,
+                    excess.would_be,
+                    excess.limit,
+                    "refused: over a hard quota"
+                );
+                return Err(ErrorCode::QuotaExceeded);
+            }
+            if current <= excess.limit {
+                tracing::warn!(
+                    quota = quota.path,
+                    what,
+                    excess.would_be,
+                    excess.limit,
+                    "over a soft quota"
+                );
+            }
+        }
+        let after = QuotaUsage {
+            count: usage.count + count,
+            bytes: usage.bytes + bytes,
+        };
+        self.scratch.set_quota_usage(quota.path, after);
+        Ok(())
+    }
+
     /// check (inside a multi).
     pub fn check(&mut self, p: &str, version: i32) -> Outcome {
         path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
@@ -264,10 +349,14 @@ impl<'a> Prep<'a> {
         paths.extend(self.pending.ephemerals_of(self.session));
         let mut doomed = Vec::new();
         for p in paths {
-            let owned = self.view(&p).and_then(|m| m.ephemeral_session()) == Some(self.session);
-            if !owned {
+            let Some(node) = self.view(&p) else {
+                continue;
+            };
+            if node.ephemeral_session() != Some(self.session) {
                 continue;
             }
+            // Never refused: a delete is not checked against a quota.
+            let _ = self.charge_quota(&p, -1, -node.data_len, false);
             let parent_path = path::parent(&p);
             if let Some(mut parent) = self.view(parent_path) {
                 parent.num_children -= 1;

@@ -4,6 +4,7 @@
 use super::pending::NodeMeta;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use zkd_storage::data_tree::QuotaUsage;
 
 /// Past this many paths a txn's changes move from the list to a map.
 const FEW: usize = 8;
@@ -18,6 +19,8 @@ const FEW: usize = 8;
 pub struct TxnChanges {
     few: Vec<(Arc<str>, Option<NodeMeta>)>,
     many: BTreeMap<Arc<str>, Option<NodeMeta>>,
+    /// Quota usage as this txn leaves it, per path with a quota.
+    quota_usage: Vec<(String, QuotaUsage)>,
 }
 
 impl TxnChanges {
@@ -44,10 +47,30 @@ impl TxnChanges {
         }
     }
 
+    /// The usage of the quota on `root` as this txn leaves it, if it changed it.
+    pub fn quota_usage(&self, root: &str) -> Option<QuotaUsage> {
+        let entry = self.quota_usage.iter().find(|(r, _)| r == root);
+        entry.map(|(_, usage)| *usage)
+    }
+
+    /// Records the usage of the quota on `root` as this txn leaves it.
+    pub fn set_quota_usage(&mut self, root: &str, usage: QuotaUsage) {
+        match self.quota_usage.iter_mut().find(|(r, _)| r == root) {
+            Some(entry) => entry.1 = usage,
+            None => self.quota_usage.push((root.to_owned(), usage)),
+        }
+    }
+
+    /// Takes the quota usages this txn changed.
+    pub fn take_quota_usage(&mut self) -> impl Iterator<Item = (String, QuotaUsage)> {
+        std::mem::take(&mut self.quota_usage).into_iter()
+    }
+
     /// Forgets every change (a multi that failed records none).
     pub fn clear(&mut self) {
         self.few.clear();
         self.many.clear();
+        self.quota_usage.clear();
     }
 
     /// Every change, each path once.
@@ -69,6 +92,7 @@ mod tests {
             },
             num_children: 0,
             acl: Arc::new(Vec::new()),
+            data_len: 0,
         })
     }
 
