@@ -90,7 +90,7 @@ const MAX_FN_LINES: usize = 70;
 /// The longer production functions, each at most as long as it was when
 /// the ratchet began (issue 35): one may shrink (then lower or drop its
 /// entry), never grow, and no other may pass `MAX_FN_LINES`.
-const LONG_FNS: [(&str, &str, usize); 10] = [
+const LONG_FNS: [(&str, &str, usize); 9] = [
     ("server/src/launcher/supervise.rs", "supervise", 117),
     ("server/src/runtime/peer/convert.rs", "encode_zab", 89),
     ("server/src/runtime/peer/convert.rs", "decode_single", 88),
@@ -98,9 +98,8 @@ const LONG_FNS: [(&str, &str, usize); 10] = [
     ("server/src/runtime/storage_worker/mod.rs", "execute", 80),
     ("server/src/core/pipeline/read.rs", "execute", 83),
     ("server/src/runtime/peer/quorum_link.rs", "accept", 75),
-    ("server/src/core/pipeline/prep.rs", "create", 78),
+    ("server/src/core/pipeline/prep.rs", "create", 75),
     ("storage/src/data_tree/mod.rs", "apply_body", 73),
-    ("storage/src/data_tree/mod.rs", "create", 72),
 ];
 
 /// Whether `path` holds only test code (whole files; `#[cfg(test)]`

@@ -482,12 +482,8 @@ impl DataTree {
         };
         let before = parent.digest_term();
         // Counters only move forward, which makes replay over a snapshot idempotent.
-        if parent_cversion > parent.stat.cversion {
-            parent.stat.cversion = parent_cversion;
-        }
-        if zxid > parent.stat.pzxid {
-            parent.stat.pzxid = zxid;
-        }
+        parent.stat.cversion = parent.stat.cversion.max(parent_cversion);
+        parent.stat.pzxid = parent.stat.pzxid.max(zxid);
         self.digest = self
             .digest
             .wrapping_sub(before)

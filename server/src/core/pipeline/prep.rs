@@ -71,18 +71,7 @@ impl<'a> Prep<'a> {
 
     /// create, create2, createContainer and createTTL (`ttl` is -1 for the plain ops).
     pub fn create(&mut self, op: OpCode, req: &CreateRequest, ttl: i64) -> Outcome {
-        let mode = CreateMode::from_flags(req.flags).ok_or(ErrorCode::BadArguments)?;
-        if mode.is_ttl() && !self.extended_types {
-            return Err(ErrorCode::Unimplemented);
-        }
-        let ttl_ok = if mode.is_ttl() {
-            ttl > 0 && ttl <= MAX_TTL_MS
-        } else {
-            ttl < 0
-        };
-        if !ttl_ok {
-            return Err(ErrorCode::BadArguments);
-        }
+        let mode = self.create_mode(req.flags, ttl)?;
         let base = req.path.as_str();
         if !base.contains('/') || base.contains('\0') {
             return Err(ErrorCode::BadArguments);
@@ -155,6 +144,23 @@ impl<'a> Prep<'a> {
                 },
             ),
         })
+    }
+
+    /// The mode `flags` name, if valid with `ttl` (-1 for none) here.
+    fn create_mode(&self, flags: i32, ttl: i64) -> Result<CreateMode, ErrorCode> {
+        let mode = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
+        if mode.is_ttl() && !self.extended_types {
+            return Err(ErrorCode::Unimplemented);
+        }
+        let ttl_ok = if mode.is_ttl() {
+            ttl > 0 && ttl <= MAX_TTL_MS
+        } else {
+            ttl < 0
+        };
+        if !ttl_ok {
+            return Err(ErrorCode::BadArguments);
+        }
+        Ok(mode)
     }
 
     fn record_create(
