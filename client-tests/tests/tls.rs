@@ -5,7 +5,8 @@
 //! encrypted key and its password) and PKCS12; and what must fail does: no
 //! certificate under `need`, an expired or untrusted one, a plaintext
 //! client on the TLS port, a wrong key store password, a JKS store. The
-//! server keeps serving through all of it. Certificates are made with
+//! server keeps serving through all of it. `client.portUnification` puts
+//! TLS beside plaintext on the client port. Certificates are made with
 //! openssl for each test.
 
 use std::path::{Path, PathBuf};
@@ -253,17 +254,22 @@ fn java_cli(certs: &Path, addr: &str, secure: bool, command: &[&str]) -> Vec<Str
     zookeeper_main(&jvm, addr, command)
 }
 
+/// bob's key store as PKCS12, which the Java client reads.
+fn bob_pkcs12(certs: &Path) {
+    openssl(
+        certs,
+        None,
+        "pkcs12 -export -in bob.crt -inkey bob.key -out bob.p12 -passout pass:secret",
+    );
+}
+
 /// Both servers' key store is PKCS12 here: ZooKeeper 3.8 on Java 17
 /// cannot read a PEM key encrypted with PBES2, openssl's default.
 #[test]
 fn the_java_client_over_tls_sees_the_same_on_zookeeper_and_zkd() {
     require_tool(ZOOKEEPER_JAR);
     let certs = certificates();
-    openssl(
-        certs.path(),
-        None,
-        "pkcs12 -export -in bob.crt -inkey bob.key -out bob.p12 -passout pass:secret",
-    );
+    bob_pkcs12(certs.path());
     let (zk_port, zkd_port) = (free_port(), free_port());
     let lines = |port: u16| {
         tls_options(certs.path(), "server.p12", port)
@@ -342,4 +348,61 @@ fn the_secure_port_alone_serves_without_a_client_port() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(kazoo(certs.path(), port, Some("alice"), "write", ALICE).starts_with("ok /tls-"));
+}
+
+/// `client.portUnification=true`: the client port takes TLS and plaintext
+/// both, told apart by the first byte, as ZooKeeper's Netty port does. The
+/// Java client over TLS and in plaintext on that one port sees the same on
+/// both servers; kazoo's certificate authenticates it; four-letter words
+/// still answer there.
+#[test]
+fn a_unified_client_port_takes_tls_and_plaintext_on_zookeeper_and_zkd() {
+    require_tool(ZOOKEEPER_JAR);
+    let certs = certificates();
+    bob_pkcs12(certs.path());
+    let at = |f: &str| certs.path().join(f).display().to_string();
+    let options = ServerOptions::default()
+        .with("client.portUnification", "true")
+        .with("ssl.keyStore.location", &at("server.p12"))
+        .with("ssl.keyStore.password", "secret")
+        .with("ssl.trustStore.location", &at("ca.pem"))
+        .with("authProvider.x509", X509)
+        .with(
+            "serverCnxnFactory",
+            "org.apache.zookeeper.server.NettyServerCnxnFactory",
+        );
+    let zk_lines: String = (options.extra.iter())
+        .map(|(k, v)| format!("{k}={v}\n"))
+        .collect();
+    let zk = ZooKeeperProcess::start_configured(2000, &[], &zk_lines);
+    let zkd = ZkdProcess::start_with(options);
+    let mut seen = Vec::new();
+    for addr in [zk.addr(), zkd.addr()] {
+        let acl = "x509:CN=bob:cdrwa";
+        let mut said = java_cli(certs.path(), &addr, true, &["create", "/u", "secret", acl]);
+        said.extend(java_cli(certs.path(), &addr, true, &["get", "/u"]));
+        said.extend(java_cli(certs.path(), &addr, false, &["get", "/u"]));
+        said.extend(java_cli(
+            certs.path(),
+            &addr,
+            false,
+            &["create", "/plain", "p"],
+        ));
+        seen.push(said);
+    }
+    assert!(
+        seen[0].iter().any(|l| l == "secret"),
+        "ZooKeeper: {:#?}",
+        seen[0]
+    );
+    assert!(
+        seen[0].iter().any(|l| l == "Created /plain"),
+        "ZooKeeper: {:#?}",
+        seen[0]
+    );
+    assert_eq!(seen[1], seen[0], "zkd, then ZooKeeper");
+    let alice = kazoo(certs.path(), zkd.port, Some("alice"), "write", ALICE);
+    assert!(alice.starts_with("ok /tls-"), "{alice}");
+    let srvr = zkd_client_tests::process::four_letter_word(zkd.port, "srvr").expect("srvr");
+    assert!(srvr.contains("Mode: standalone"), "{srvr}");
 }

@@ -138,16 +138,14 @@ async fn bind_plain(config: &Config) -> Result<Option<tokio::net::TcpListener>, 
     }
 }
 
-/// The secure client port, if configured. Its stores are read, and the
+/// TLS for clients, if configured. Its stores are read, and the secure
 /// port bound, before anything else: a wrong password or a taken port
 /// stops the server with its reason (logged).
-async fn bind_secure(
-    config: &Config,
-) -> Result<Option<zkd_server::runtime::tls::SecureListener>, ()> {
+async fn bind_secure(config: &Config) -> Result<Option<zkd_server::runtime::tls::ClientTls>, ()> {
     let Some(tls) = &config.tls else {
         return Ok(None);
     };
-    match zkd_server::runtime::tls::SecureListener::bind(tls).await {
+    match zkd_server::runtime::tls::ClientTls::load(tls).await {
         Ok(secure) => Ok(Some(secure)),
         Err(e) => {
             tracing::error!("cannot serve TLS: {e}");

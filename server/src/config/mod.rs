@@ -220,7 +220,7 @@ impl Config {
 
     /// Cross-field rules, checked once.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.client_port.is_none() && self.tls.is_none() {
+        if self.client_port.is_none() && self.tls.as_ref().and_then(|t| t.port).is_none() {
             return Err(err("clientPort", "is required (or secureClientPort)"));
         }
         if self.tick_time_ms == 0 {

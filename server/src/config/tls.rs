@@ -48,11 +48,15 @@ pub struct TlsSettings {
     pub hostname_verification: bool,
 }
 
-/// TLS on the client port, with ZooKeeper's `ssl.*` keys.
+/// TLS for clients, with ZooKeeper's `ssl.*` keys: on the secure port, or
+/// on the client port beside plaintext (`client.portUnification`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsConfig {
-    pub port: u16,
+    /// `secureClientPort`, if set.
+    pub port: Option<u16>,
     pub address: Option<String>,
+    /// `client.portUnification`: the client port takes TLS too.
+    pub unified: bool,
     pub settings: TlsSettings,
     /// `authProvider.*` names ZooKeeper's X509AuthenticationProvider.
     pub x509_auth: bool,
@@ -74,17 +78,23 @@ pub struct QuorumTlsConfig {
 /// ZooKeeper's x509 authentication provider class.
 pub const X509_PROVIDER: &str = "org.apache.zookeeper.server.auth.X509AuthenticationProvider";
 
-/// `secureClientPort` and the `ssl.*` keys; None without the port.
+/// `secureClientPort`, `client.portUnification` and the `ssl.*` keys;
+/// None with neither.
 pub(super) fn tls(p: &mut Props) -> Result<Option<TlsConfig>, ConfigError> {
     let x509_auth = super::auth_providers(p).iter().any(|c| c == X509_PROVIDER);
     let _ = p.get("serverCnxnFactory"); // ZooKeeper needs Netty for TLS; zkd has one.
-    let Some(port) = p.num::<u16>("secureClientPort")? else {
-        return Ok(None);
+    let port = p.num::<u16>("secureClientPort")?;
+    let unified = p.num("client.portUnification")?.unwrap_or(false);
+    let why = match (port, unified) {
+        (None, false) => return Ok(None),
+        (Some(_), _) => "secureClientPort",
+        (None, true) => "client.portUnification",
     };
     Ok(Some(TlsConfig {
         port,
         address: p.get("secureClientPortAddress").map(str::to_owned),
-        settings: settings(p, "ssl.", "secureClientPort")?,
+        unified,
+        settings: settings(p, "ssl.", why)?,
         x509_auth,
     }))
 }

@@ -207,6 +207,44 @@ pub async fn serve_tls(
     serve_halves(reader, writer, peer, conn, channels, settings).await
 }
 
+/// What a client port takes.
+#[derive(Clone)]
+pub enum PortKind {
+    /// Plaintext (`clientPort`).
+    Plain,
+    /// TLS only (`secureClientPort`).
+    Tls(SecurePort),
+    /// Either, told apart by the first byte (`client.portUnification`).
+    Unified(SecurePort),
+}
+
+/// Serves one socket accepted on a port of `kind` until it closes.
+pub async fn serve_port(
+    stream: TcpStream,
+    kind: &PortKind,
+    conn: ConnId,
+    channels: Channels,
+    settings: ConnectionSettings,
+) {
+    match kind {
+        PortKind::Plain => serve(stream, conn, channels, settings).await,
+        PortKind::Tls(port) => serve_tls(stream, port, conn, channels, settings).await,
+        PortKind::Unified(port) => {
+            // Peeked, not read: whichever side serves it reads the byte again.
+            let mut first = [0u8; 1];
+            let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await;
+            match peeked {
+                Ok(Ok(1)) if first[0] == tls::HANDSHAKE_RECORD => {
+                    serve_tls(stream, port, conn, channels, settings).await
+                }
+                Ok(Ok(1)) => serve(stream, conn, channels, settings).await,
+                // Closed, failed or silent past the handshake timeout.
+                _ => {}
+            }
+        }
+    }
+}
+
 /// The secure port's TLS settings, for each socket it accepts.
 #[derive(Clone)]
 pub struct SecurePort {

@@ -83,7 +83,7 @@ impl ServerInfo {
         format!(
             "clientPort={}\nsecureClientPort={}\ndataDir={}\ndataDirSize={data}\ndataLogDir={}\ndataLogSize={log}\ntickTime={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\nclientPortListenBacklog=-1\nserverId={}\n",
             c.client_port.map_or(-1, i32::from),
-            c.tls.as_ref().map_or(-1, |t| i32::from(t.port)),
+            c.tls.as_ref().and_then(|t| t.port).map_or(-1, i32::from),
             c.data_dir.join(zkd_storage::sled::layout::ZKD_DIR).display(),
             c.data_log_dir.join(zkd_storage::sled::layout::ZKD_DIR).display(),
             c.tick_time_ms,

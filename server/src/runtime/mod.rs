@@ -174,7 +174,7 @@ impl crate::core::sasl::NonceSource for OsNonces {
 pub async fn serve<S: Store>(
     config: Config,
     mut storage: S,
-    listeners: (Option<TcpListener>, Option<tls::SecureListener>),
+    listeners: (Option<TcpListener>, Option<tls::ClientTls>),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     // Before recovery, so that a restarted member takes commands at once.
@@ -314,7 +314,7 @@ impl StorageThread {
 /// Starts taking client connections on `listener`: the acceptor task, and
 /// the node loop's ends of the connections' request and four-letter-word channels.
 fn start_acceptor(
-    (listener, secure): (Option<TcpListener>, Option<tls::SecureListener>),
+    (listener, tls): (Option<TcpListener>, Option<tls::ClientTls>),
     config: &Config,
 ) -> (
     tokio::task::JoinHandle<()>,
@@ -332,22 +332,33 @@ fn start_acceptor(
     };
     let ids = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let max = config.max_client_cnxns;
+    let (secure_listener, port) = match tls {
+        Some(tls) => {
+            let port = connection::SecurePort {
+                acceptor: tls.acceptor,
+                x509_auth: tls.x509_auth,
+            };
+            (tls.secure_listener, Some((port, tls.unified)))
+        }
+        None => (None, None),
+    };
+    let plain_kind = match &port {
+        Some((port, true)) => connection::PortKind::Unified(port.clone()),
+        _ => connection::PortKind::Plain,
+    };
     let plain = listener.map(|l| {
+        let (channels, settings, ids) = (channels.clone(), settings.clone(), ids.clone());
+        accept_loop(l, plain_kind, channels, settings, max, ids)
+    });
+    let secure = secure_listener.zip(port).map(|(l, (port, _))| {
         accept_loop(
             l,
-            None,
-            channels.clone(),
-            settings.clone(),
+            connection::PortKind::Tls(port),
+            channels,
+            settings,
             max,
-            ids.clone(),
+            ids,
         )
-    });
-    let secure = secure.map(|s| {
-        let port = connection::SecurePort {
-            acceptor: s.acceptor,
-            x509_auth: s.x509_auth,
-        };
-        accept_loop(s.listener, Some(port), channels, settings, max, ids)
     });
     // Each port's loop runs until the node loop ends; a port not configured
     // has none.
@@ -458,11 +469,11 @@ async fn accepting(accept_loop: Option<impl Future<Output = ()>>) {
     }
 }
 
-/// Takes the connections of one client port (the secure one when `secure`
-/// is set), each with an id from `ids`, which the ports share.
+/// Takes the connections of one client port, plaintext, TLS or either,
+/// each with an id from `ids`, which the ports share.
 async fn accept_loop(
     listener: TcpListener,
-    secure: Option<connection::SecurePort>,
+    kind: connection::PortKind,
     channels: connection::Channels,
     settings: connection::ConnectionSettings,
     max_per_ip: u32,
@@ -495,13 +506,10 @@ async fn accept_loop(
         let conn = ConnId(ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
         let channels = channels.clone();
         let settings = settings.clone();
-        let secure = secure.clone();
+        let kind = kind.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            match secure {
-                None => connection::serve(stream, conn, channels, settings).await,
-                Some(port) => connection::serve_tls(stream, &port, conn, channels, settings).await,
-            }
+            connection::serve_port(stream, &kind, conn, channels, settings).await
         });
     }
 }

@@ -19,33 +19,43 @@ use tokio_rustls::TlsAcceptor;
 pub use identity::subject;
 pub use quorum::QuorumTls;
 
-/// The secure client port, bound, with its TLS settings.
-pub struct SecureListener {
-    pub listener: TcpListener,
+/// TLS for clients, loaded: the secure port, bound if configured, and
+/// whether the plaintext client port takes TLS too.
+pub struct ClientTls {
+    /// The bound `secureClientPort`.
+    pub secure_listener: Option<TcpListener>,
     pub acceptor: TlsAcceptor,
     /// Whether a client certificate authenticates as `x509:` + its subject
     /// (`authProvider.*` names ZooKeeper's X509AuthenticationProvider).
     pub x509_auth: bool,
+    /// `client.portUnification`.
+    pub unified: bool,
 }
 
-impl SecureListener {
+impl ClientTls {
     /// Loads `config`'s stores and binds its port: a clear error for either.
-    pub async fn bind(config: &TlsConfig) -> Result<SecureListener, String> {
+    pub async fn load(config: &TlsConfig) -> Result<ClientTls, String> {
         let acceptor = acceptor(&config.settings)?;
         let host = config.address.as_deref().unwrap_or("0.0.0.0");
-        let listener = TcpListener::bind((host, config.port)).await.map_err(|e| {
-            format!(
-                "cannot listen on secureClientPort {host}:{}: {e}",
-                config.port
-            )
-        })?;
-        Ok(SecureListener {
-            listener,
+        let secure_listener =
+            match config.port {
+                None => None,
+                Some(port) => Some(TcpListener::bind((host, port)).await.map_err(|e| {
+                    format!("cannot listen on secureClientPort {host}:{port}: {e}")
+                })?),
+            };
+        Ok(ClientTls {
+            secure_listener,
             acceptor,
             x509_auth: config.x509_auth,
+            unified: config.unified,
         })
     }
 }
+
+/// The first byte of a TLS handshake record; no plaintext client's first
+/// byte (a frame length's top byte, or a four-letter word) is 22.
+pub const HANDSHAKE_RECORD: u8 = 22;
 
 /// The TLS handshake on an accepted socket, within `limit`: the stream and
 /// the subject its certificate authenticates it as. None when the

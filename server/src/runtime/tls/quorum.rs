@@ -20,9 +20,6 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector, TlsStream};
 
-/// The first byte of a TLS handshake record.
-const TLS_HANDSHAKE_RECORD: u8 = 22;
-
 /// A member's quorum TLS, loaded.
 pub struct QuorumTls {
     acceptor: TlsAcceptor,
@@ -101,7 +98,7 @@ async fn starts_tls(stream: &TcpStream) -> io::Result<bool> {
     let mut first = [0u8; 1];
     match stream.peek(&mut first).await? {
         0 => Err(io::ErrorKind::UnexpectedEof.into()),
-        _ => Ok(first[0] == TLS_HANDSHAKE_RECORD),
+        _ => Ok(first[0] == super::HANDSHAKE_RECORD),
     }
 }
 
