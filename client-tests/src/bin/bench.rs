@@ -27,6 +27,8 @@ mod fanout;
 mod memory;
 #[path = "bench/stall.rs"]
 mod stall;
+#[path = "bench/tls.rs"]
+mod tls;
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -55,8 +57,9 @@ struct Args {
     nodes: usize,
     /// Run only these parts (standalone only): phases (write, read,
     /// create), stall (writes while snapshots are taken), memory (per
-    /// znode), fanout (watch notification and memory per session). All by default.
-    #[arg(long, value_enum, value_delimiter = ',', default_values = ["phases", "stall", "memory", "fanout"])]
+    /// znode), fanout (watch notification and memory per session), tls
+    /// (write and read over TLS and in plaintext). All by default.
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["phases", "stall", "memory", "fanout", "tls"])]
     only: Vec<Part>,
     /// Znodes in the tree the snapshot-stall phase writes over (0 skips it).
     #[arg(long, default_value_t = 500_000)]
@@ -86,6 +89,7 @@ enum Part {
     Stall,
     Memory,
     Fanout,
+    Tls,
 }
 
 fn parse_members(s: &str) -> Result<usize, String> {
@@ -174,11 +178,11 @@ async fn run_phase_at(
     phase: Phase,
     pace: Option<f64>,
 ) -> PhaseResult {
-    let setup = connect(&addrs[0], Duration::from_secs(30)).await;
+    let setup = tls::connect(&addrs[0]).await;
     let _ = setup.create("/bench", b"", &persistent()).await;
     let mut clients = Vec::new();
     for s in 0..args.sessions {
-        let c = connect(&addrs[s % addrs.len()], Duration::from_secs(30)).await;
+        let c = tls::connect(&addrs[s % addrs.len()]).await;
         for w in 0..args.window {
             let _ = c
                 .create(
@@ -449,6 +453,10 @@ async fn main() {
         let theirs = stall::measure(&zk.addr(), zk.pid(), &args, zk_log, "Snapshotting: 0x").await;
         drop(zk);
         stall::print(&ours, &theirs, &args);
+    }
+    if args.only.contains(&Part::Tls) {
+        let (ours, theirs) = tls::measure(&args).await;
+        tls::print(&ours, &theirs);
     }
     if args.only.contains(&Part::Fanout) {
         let zkd = start_zkd();
