@@ -219,6 +219,36 @@ fn a_standalone_servers_metrics_are_zookeepers_and_follow_its_clients() {
     );
     // A JVM's metrics are not made up.
     assert!(!after.keys().any(|k| k.starts_with("jvm_")));
+    // A quota as zkCli sets it: ZooKeeper 3.9's gauge sets, keyed by `q`.
+    let client = ZooKeeper::connect(&zkd.addr(), Duration::from_secs(10), |_| {}).expect("connect");
+    let limits = "count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=5";
+    for (path, data) in [
+        ("/q", "four"),
+        ("/zookeeper/quota/q", ""),
+        ("/zookeeper/quota/q/zookeeper_limits", limits),
+        ("/zookeeper/quota/q/zookeeper_stats", "count=0,bytes=0"),
+    ] {
+        let open = Acl::open_unsafe().clone();
+        let data = data.as_bytes().to_vec();
+        client
+            .create(path, data, open, CreateMode::Persistent)
+            .expect("create");
+    }
+    let quotas = families(port);
+    all_zookeepers(&quotas);
+    for (family, expected) in [
+        ("quota_count_limit_per_namespace", 5.0),
+        ("quota_bytes_limit_per_namespace", -1.0),
+        ("quota_count_usage_per_namespace", 1.0),
+        ("quota_bytes_usage_per_namespace", 4.0),
+    ] {
+        let samples = &quotas[family].samples;
+        let keyed = samples
+            .iter()
+            .find(|(_, labels, _)| labels.get("key").map(String::as_str) == Some("q"));
+        let value = keyed.and_then(|(_, _, v)| v.as_f64());
+        assert_eq!(value, Some(expected), "{family}: {:?}", samples);
+    }
 }
 
 #[test]

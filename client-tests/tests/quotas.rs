@@ -6,6 +6,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use zkd_client_tests::oracle::{require_tool, ZooKeeperProcess, ZOOKEEPER_JAR};
+use zkd_client_tests::process::four_letter_word;
 use zkd_client_tests::{ServerOptions, ZkdProcess};
 
 const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
@@ -176,4 +177,14 @@ fn quota_counts_survive_a_restart_and_are_only_counted_when_not_enforced() {
         after.iter().any(|l| l == counting),
         "after a restart: {after:#?}"
     );
+    // ZooKeeper 3.9's gauge sets, keyed by the top path segment.
+    let mntr = four_letter_word(zkd.port, "mntr").expect("mntr");
+    for line in [
+        "zk_t_quota_count_limit_per_namespace\t3",
+        "zk_t_quota_bytes_limit_per_namespace\t-1",
+        "zk_t_quota_count_usage_per_namespace\t13",
+        "zk_t_quota_bytes_usage_per_namespace\t71",
+    ] {
+        assert!(mntr.lines().any(|l| l == line), "{line:?} not in {mntr}");
+    }
 }

@@ -37,6 +37,8 @@ impl Number {
 pub enum Reading {
     Counter(u64),
     Gauge(Number),
+    /// A gauge per key (ZooKeeper's `GaugeSet`), in key order.
+    GaugeSet(Vec<(String, Number)>),
     Summary(Box<Summary>, Detail),
 }
 
@@ -73,6 +75,7 @@ pub fn gather(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec
             reading: Reading::Summary(summary, detail),
         });
     }
+    all.extend(quota_gauges(node.tree()));
     info.storage_metrics().read(|figures| {
         for (name, summary) in [
             ("fsynctime", &figures.fsync_ms),
@@ -84,6 +87,44 @@ pub fn gather(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec
         }
     });
     all
+}
+
+/// ZooKeeper 3.9's quota gauge sets (`QuotaMetricsUtils`), keyed by the
+/// top path segment of each quota, summed over the quotas under it: each
+/// quota's hard limit where set, else its soft one (-1 for none), and its
+/// usage.
+fn quota_gauges(tree: &zkd_storage::DataTree) -> Vec<Metric> {
+    let mut sums: std::collections::BTreeMap<&str, [i64; 4]> = Default::default();
+    for (path, usage, limits) in tree.quotas() {
+        let namespace = path[1..].split('/').next().unwrap_or_default();
+        let limit = |hard: i64, soft: i64| if hard > -1 { hard } else { soft };
+        let values = [
+            limit(limits.count_hard, limits.count),
+            limit(limits.bytes_hard, limits.bytes),
+            usage.count,
+            usage.bytes,
+        ];
+        let sum = sums.entry(namespace).or_default();
+        for (total, value) in sum.iter_mut().zip(values) {
+            *total += value;
+        }
+    }
+    let names = [
+        "quota_count_limit_per_namespace",
+        "quota_bytes_limit_per_namespace",
+        "quota_count_usage_per_namespace",
+        "quota_bytes_usage_per_namespace",
+    ];
+    let sets = names.iter().enumerate().map(|(i, name)| {
+        let values = sums
+            .iter()
+            .map(|(ns, v)| (ns.to_string(), Number::Int(v[i])));
+        Metric {
+            name,
+            reading: Reading::GaugeSet(values.collect()),
+        }
+    });
+    sets.collect()
 }
 
 /// ZooKeeper's registered gauges that zkd has.
@@ -148,6 +189,12 @@ pub fn monitor_values(metrics: &[Metric]) -> Vec<(String, Number)> {
         match &m.reading {
             Reading::Counter(v) => out.push((m.name.to_owned(), Number::Int(*v as i64))),
             Reading::Gauge(v) => out.push((m.name.to_owned(), *v)),
+            // ZooKeeper's default provider names each `KEY_NAME`.
+            Reading::GaugeSet(values) => out.extend(
+                values
+                    .iter()
+                    .map(|(key, v)| (format!("{key}_{}", m.name), *v)),
+            ),
             Reading::Summary(s, detail) => summary_values(m.name, s, *detail, &mut out),
         }
     }
@@ -176,13 +223,18 @@ pub fn prometheus_text(metrics: &[Metric]) -> String {
     for m in metrics {
         let kind = match m.reading {
             Reading::Counter(_) => "counter",
-            Reading::Gauge(_) => "gauge",
+            Reading::Gauge(_) | Reading::GaugeSet(_) => "gauge",
             Reading::Summary(..) => "summary",
         };
         let _ = writeln!(out, "# HELP {0} {0}\n# TYPE {0} {kind}", m.name);
         match &m.reading {
             Reading::Counter(v) => sample(&mut out, m.name, "", *v as f64),
             Reading::Gauge(v) => sample(&mut out, m.name, "", v.as_f64()),
+            Reading::GaugeSet(values) => {
+                for (key, v) in values {
+                    sample(&mut out, m.name, &format!("key=\"{key}\","), v.as_f64());
+                }
+            }
             Reading::Summary(s, detail) => summary_samples(&mut out, m.name, s, *detail),
         }
     }
