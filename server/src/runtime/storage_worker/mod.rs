@@ -324,8 +324,10 @@ impl<S: Store> Worker<S> {
                     );
                 }
             }
-            self.report(StorageReport::Persisted(zxid));
+            // Durable now: the permits go back before the report, so whoever
+            // hears of it finds the budget already freed.
             self.unsynced_permits.clear();
+            self.report(StorageReport::Persisted(zxid));
             self.unsynced_count = 0;
             self.storage.settle()?;
         }
