@@ -128,13 +128,20 @@ impl DataTree {
     /// (`server.N=...` lines and `version=`), the data version -1. Not a
     /// txn: every member sets the same text, so digests still agree.
     pub fn set_ensemble_config(&mut self, config: Bytes) {
-        const CONFIG: &str = "/zookeeper/config";
-        let Some(node) = self.nodes.get_mut(CONFIG) else {
+        self.rewrite("/zookeeper/config", |node| {
+            node.set_data(Some(&config));
+            node.stat.version = -1;
+        });
+    }
+
+    /// Changes the node at `p` in place, if there, outside any txn (its
+    /// stat's zxids do not move), keeping the digest up to date.
+    fn rewrite(&mut self, p: &str, change: impl FnOnce(&mut DataNode)) {
+        let Some(node) = self.nodes.get_mut(p) else {
             return;
         };
         let before = node.digest_term();
-        node.set_data(Some(&config));
-        node.stat.version = -1;
+        change(node);
         self.digest = self
             .digest
             .wrapping_sub(before)

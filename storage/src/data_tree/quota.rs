@@ -319,18 +319,8 @@ impl DataTree {
     fn write_stats(&mut self, root: &str) {
         let usage = self.quotas.roots.get(root).map(|(usage, _)| *usage);
         let text = usage.unwrap_or_default().to_text();
-        let Some(node) = self
-            .nodes
-            .get_mut(&format!("{QUOTA_DIR}{root}/{STATS_NODE}"))
-        else {
-            return;
-        };
-        let before = node.digest_term();
-        node.set_data(Some(text.as_bytes()));
-        self.digest = self
-            .digest
-            .wrapping_sub(before)
-            .wrapping_add(node.digest_term());
+        let path = format!("{QUOTA_DIR}{root}/{STATS_NODE}");
+        self.rewrite(&path, |node| node.set_data(Some(text.as_bytes())));
     }
 }
 
