@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 pub mod jaas;
 mod operator;
 mod sasl;
+mod servers;
 mod tls;
 use operator::prometheus;
 pub use operator::{AdminConfig, PrometheusConfig, PROMETHEUS_PROVIDER};
 pub use sasl::{QuorumSaslConfig, SaslConfig, JAAS_KEY, SASL_PROVIDER};
+pub use servers::ServerSpec;
 use tls::{quorum_tls, tls};
 pub use tls::{
     ClientAuth, QuorumTlsConfig, StoreKind, StoreSpec, TlsConfig, TlsSettings, X509_PROVIDER,
@@ -40,18 +42,6 @@ fn err(key: &str, message: impl Into<String>) -> ConfigError {
         key: key.to_owned(),
         message: message.into(),
     }
-}
-
-/// One `server.N` line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerSpec {
-    pub host: String,
-    pub quorum_port: u16,
-    pub election_port: u16,
-    /// `participant` or `observer`.
-    pub observer: bool,
-    /// The optional `;[host:]port` client address.
-    pub client_address: Option<String>,
 }
 
 /// Which four-letter words may run.
@@ -93,6 +83,13 @@ pub struct Config {
     pub autopurge_purge_interval_hours: u32,
     pub four_letter_whitelist: Whitelist,
     pub servers: BTreeMap<u64, ServerSpec>,
+    /// The membership's version (`version=` in hex, or the dynamic file's
+    /// name); 0 when neither gives one.
+    pub config_version: u64,
+    /// `dynamicConfigFile`: where the `server.N` lines were read from.
+    pub dynamic_config_file: Option<PathBuf>,
+    /// `reconfigEnabled` (default false, as in ZooKeeper).
+    pub reconfig_enabled: bool,
     pub my_id: Option<u64>,
     pub standalone_enabled: bool,
     pub extended_types_enabled: bool,
@@ -139,6 +136,7 @@ impl Config {
             return Err(err("dataDir", "is required"));
         }
         let data_dir = PathBuf::from(&props["dataDir"]);
+        servers::read_dynamic_file(&mut props)?;
         if !props.contains_key("myid") {
             if let Some(id) = read_myid(&data_dir)? {
                 props.insert("myid".into(), id.to_string());
@@ -163,7 +161,8 @@ impl Config {
                 .ok_or_else(|| err("dataDir", "is required"))?,
         );
         let jaas = sasl::jaas_file(&mut p)?;
-        let config = Config {
+        let peer_type = p.get("peerType").map(str::to_owned);
+        let mut config = Config {
             tick_time_ms: tick,
             init_limit: p.num("initLimit")?,
             sync_limit: p.num("syncLimit")?,
@@ -181,7 +180,14 @@ impl Config {
             autopurge_snap_retain_count: p.num("autopurge.snapRetainCount")?.unwrap_or(3),
             autopurge_purge_interval_hours: p.num("autopurge.purgeInterval")?.unwrap_or(0),
             four_letter_whitelist: parse_whitelist(p.get("4lw.commands.whitelist")),
-            servers: p.servers()?,
+            servers: servers::servers(&mut p)?,
+            config_version: match p.get("version") {
+                None => 0,
+                Some(v) => u64::from_str_radix(v, 16)
+                    .map_err(|_| err("version", format!("{v:?} is not a hex number")))?,
+            },
+            dynamic_config_file: p.get("dynamicConfigFile").map(PathBuf::from),
+            reconfig_enabled: p.num("reconfigEnabled")?.unwrap_or(false),
             my_id: p.num("myid")?,
             standalone_enabled: p.num("standaloneEnabled")?.unwrap_or(true),
             extended_types_enabled: p.num("extendedTypesEnabled")?.unwrap_or(false),
@@ -214,6 +220,8 @@ impl Config {
             file_text: None,
         };
         p.warn_unknown();
+        config.take_client_address()?;
+        config.check_peer_type(peer_type.as_deref())?;
         config.validate()?;
         Ok(config)
     }
@@ -223,6 +231,7 @@ impl Config {
         if self.client_port.is_none() && self.tls.as_ref().and_then(|t| t.port).is_none() {
             return Err(err("clientPort", "is required (or secureClientPort)"));
         }
+        self.check_roles()?;
         if self.tick_time_ms == 0 {
             return Err(err("tickTime", "must be positive"));
         }
@@ -272,33 +281,6 @@ impl Config {
             }
         }
         Ok(())
-    }
-
-    /// The membership as ZooKeeper's `QuorumVerifier` prints it into
-    /// `/zookeeper/config`: `server.N=host:quorum:election:participant`
-    /// (`;client` when the line gave one) per member, then `version=0`.
-    pub fn quorum_config_text(&self) -> String {
-        let mut out = String::new();
-        for (id, s) in &self.servers {
-            let role = if s.observer {
-                "observer"
-            } else {
-                "participant"
-            };
-            out.push_str(&format!(
-                "server.{id}={}:{}:{}:{role}",
-                s.host, s.quorum_port, s.election_port
-            ));
-            match s.client_address.as_deref() {
-                // `;port` alone means every address, which ZooKeeper prints.
-                Some(port) if !port.contains(':') => out.push_str(&format!(";0.0.0.0:{port}")),
-                Some(address) => out.push_str(&format!(";{address}")),
-                None => {}
-            }
-            out.push('\n');
-        }
-        out.push_str("version=0");
-        out
     }
 
     /// Whether the config describes a replicated ensemble (more than one participant,
@@ -355,11 +337,9 @@ fn parse_whitelist(value: Option<&str>) -> Whitelist {
 }
 
 /// Keys ZooKeeper knows that zkd accepts without acting on them.
-const ACCEPTED_KEYS: [&str; 9] = [
+const ACCEPTED_KEYS: [&str; 7] = [
     "electionAlg",
-    "peerType",
     "clientPortListenBacklog",
-    "reconfigEnabled",
     "metricsProvider.className",
     "quorumListenOnAllIPs",
     "syncEnabled",
@@ -401,24 +381,6 @@ impl Props<'_> {
         }
     }
 
-    fn servers(&mut self) -> Result<BTreeMap<u64, ServerSpec>, ConfigError> {
-        let mut out = BTreeMap::new();
-        let keys: Vec<String> = self
-            .props
-            .keys()
-            .filter(|k| k.starts_with("server."))
-            .cloned()
-            .collect();
-        for key in keys {
-            let id: u64 = key["server.".len()..]
-                .parse()
-                .map_err(|_| err(&key, "server id must be a number"))?;
-            let value = self.get(&key).unwrap_or("").to_owned();
-            out.insert(id, parse_server(&key, &value)?);
-        }
-        Ok(out)
-    }
-
     fn warn_unknown(&self) {
         for key in self.props.keys() {
             if !self.used.contains(key) && !ACCEPTED_KEYS.contains(&key.as_str()) {
@@ -426,41 +388,6 @@ impl Props<'_> {
             }
         }
     }
-}
-
-fn parse_server(key: &str, value: &str) -> Result<ServerSpec, ConfigError> {
-    let (addr, client) = match value.split_once(';') {
-        Some((a, c)) => (a, Some(c.trim().to_owned())),
-        None => (value, None),
-    };
-    let parts: Vec<&str> = addr.trim().split(':').collect();
-    if parts.len() < 3 || parts.len() > 4 {
-        return Err(err(
-            key,
-            "expected host:quorumPort:electionPort[:participant|observer]",
-        ));
-    }
-    let port = |s: &str| {
-        s.parse::<u16>()
-            .map_err(|_| err(key, format!("{s:?} is not a port")))
-    };
-    let quorum_port = port(parts[1])?;
-    let election_port = port(parts[2])?;
-    if quorum_port == election_port {
-        return Err(err(key, "quorum and election ports must differ"));
-    }
-    let observer = match parts.get(3).copied() {
-        None | Some("participant") => false,
-        Some("observer") => true,
-        Some(other) => return Err(err(key, format!("unknown role {other:?}"))),
-    };
-    Ok(ServerSpec {
-        host: parts[0].to_owned(),
-        quorum_port,
-        election_port,
-        observer,
-        client_address: client,
-    })
 }
 
 #[cfg(test)]
@@ -511,7 +438,7 @@ mod tests {
     #[test]
     fn server_lines_parse() {
         let c = Config::from_properties(&props(
-            "dataDir=/d\nclientPort=1\nmyid=2\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n",
+            "dataDir=/d\nclientPort=2182\nmyid=2\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n",
         ))
         .unwrap();
         assert_eq!(c.servers.len(), 2);

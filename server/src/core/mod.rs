@@ -40,7 +40,7 @@ pub mod zab;
 pub use node::{Node, MAX_OUTSTANDING};
 pub(crate) use node_apply::apply_to_tree;
 pub use read_permit::{budget_units, ReadPermit};
-pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
+pub use types::{take_queued, Command, ConnId, CoreConfig, EnsembleConfig, Event, Mode, Now};
 
 #[cfg(test)]
 mod divergence_tests;

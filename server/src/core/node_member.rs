@@ -39,7 +39,8 @@ impl Node {
 
     fn show_ensemble_config(&mut self) {
         if let Some(config) = &self.config.ensemble_config {
-            self.tree.set_ensemble_config(config.clone());
+            self.tree
+                .set_ensemble_config(config.text.clone(), config.version);
         }
     }
 

@@ -171,7 +171,7 @@ pub struct CoreConfig {
     /// jute.maxbuffer: bounds replies the server builds.
     pub max_frame_bytes: usize,
     /// An ensemble's membership as `/zookeeper/config` shows it.
-    pub ensemble_config: Option<Bytes>,
+    pub ensemble_config: Option<EnsembleConfig>,
     /// Client SASL (a JAAS `Server` section); None: SASL requests fail.
     pub sasl: Option<super::sasl::SaslSettings>,
     /// Whether the server has ZooKeeper's SASL provider (`sasl:` ACLs).
@@ -217,4 +217,13 @@ pub fn take_queued<T>(
     } else {
         into.append(queue);
     }
+}
+
+/// An ensemble's membership as `/zookeeper/config` holds it: the text
+/// ZooKeeper's `QuorumVerifier` prints, and its version, which is also the
+/// node's mzxid.
+#[derive(Clone, Debug)]
+pub struct EnsembleConfig {
+    pub text: Bytes,
+    pub version: i64,
 }

@@ -33,7 +33,7 @@ pub mod tls;
 use crate::config::Config;
 use crate::core::election::ServerId;
 use crate::core::metrics::Timing;
-use crate::core::{Command, ConnId, CoreConfig, Event, Node, Now};
+use crate::core::{Command, ConnId, CoreConfig, EnsembleConfig, Event, Node, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
@@ -135,9 +135,10 @@ pub fn core_config(config: &Config) -> CoreConfig {
         seed: config.my_id.unwrap_or(1),
         path_hasher: ahash::RandomState::new(),
         max_frame_bytes: config.jute_max_buffer,
-        ensemble_config: config
-            .is_quorum()
-            .then(|| Bytes::from(config.quorum_config_text())),
+        ensemble_config: config.is_quorum().then(|| EnsembleConfig {
+            text: Bytes::from(config.quorum_config_text()),
+            version: config.config_version as i64,
+        }),
         sasl: config
             .sasl
             .as_ref()

@@ -125,12 +125,14 @@ impl DataTree {
 
     /// Puts an ensemble's membership into `/zookeeper/config`, as ZooKeeper
     /// does whenever it loads its database: the data is the quorum config
-    /// (`server.N=...` lines and `version=`), the data version -1. Not a
-    /// txn: every member sets the same text, so digests still agree.
-    pub fn set_ensemble_config(&mut self, config: Bytes) {
+    /// (`server.N=...` lines and `version=`), the data version -1, the
+    /// mzxid the config's version. Not a txn: every member sets the same
+    /// text, so digests still agree.
+    pub fn set_ensemble_config(&mut self, config: Bytes, version: i64) {
         self.rewrite("/zookeeper/config", |node| {
             node.set_data(Some(&config));
             node.stat.version = -1;
+            node.stat.mzxid = version;
         });
     }
 
