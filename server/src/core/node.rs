@@ -370,7 +370,7 @@ impl Node {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.state = ConnState::CreatingSession(session);
             }
-            if self.mode() == Mode::Following {
+            if self.mode().is_learner() {
                 return self.forward_create_session(conn, session, timeout_ms);
             }
             let body =
@@ -407,8 +407,7 @@ impl Node {
         for old in others {
             self.close(old);
         }
-        if self.mode() == Mode::Following && request.passwd.as_ref() == session_password(session.0)
-        {
+        if self.mode().is_learner() && request.passwd.as_ref() == session_password(session.0) {
             // The leader owns sessions: it says whether this one lives, and
             // from now on it belongs here.
             if let Some(c) = self.conns.get_mut(&conn) {

@@ -77,7 +77,7 @@ impl Node {
     fn count_commit(&mut self, now: Now, txn: &Txn) {
         match self.mode() {
             Mode::Leading => self.metrics.add(Count::Commits, 1),
-            Mode::Following => self.metrics.add(Count::LearnerCommitsReceived, 1),
+            Mode::Following | Mode::Observing => self.metrics.add(Count::LearnerCommitsReceived, 1),
             Mode::Standalone | Mode::NotServing => {}
         }
         let age = (now.wall_ms - txn.header.time).max(0) as u64;

@@ -141,11 +141,14 @@ impl Node {
         self.answer_held(now, held);
     }
 
-    /// An up-to-date follower.
-    pub fn start_following(&mut self, now: Now) {
+    /// An up-to-date follower, or observer.
+    pub fn start_following(&mut self, now: Now, observer: bool) {
         self.rebuild_sessions(now);
         let held = self.take_held();
-        self.mode = ModeState::Following(Following::default());
+        self.mode = ModeState::Following(Following {
+            observer,
+            ..Following::default()
+        });
         self.answer_held(now, held);
     }
 

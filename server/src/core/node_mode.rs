@@ -87,6 +87,8 @@ pub(super) struct Following {
     /// Requests forwarded to the leader and not answered yet, so
     /// `outstanding` bounds a follower's intake as it does a leader's.
     pub forwarded: usize,
+    /// An observer: it serves as a follower does, without a vote.
+    pub observer: bool,
 }
 
 impl ModeState {
@@ -96,6 +98,7 @@ impl ModeState {
             ModeState::Standalone => Mode::Standalone,
             ModeState::NotServing(_) => Mode::NotServing,
             ModeState::Leading(_) => Mode::Leading,
+            ModeState::Following(f) if f.observer => Mode::Observing,
             ModeState::Following(_) => Mode::Following,
         }
     }

@@ -177,7 +177,7 @@ impl Node {
         if let ClientRequest::CloseSession = request {
             self.sessions.set_closing(session);
         }
-        if self.mode() == Mode::Following {
+        if self.mode().is_learner() {
             return self.forward(conn, session, xid, &request);
         }
         // Borrow the identities out of the connection for the check, without a copy.

@@ -112,7 +112,7 @@ fn snapshot_on_a_slow_disk() {
         ..CoreConfig::default()
     };
     let mut node = Node::new_member(config, DataTree::new(), Zxid::ZERO, at(0));
-    node.start_following(at(0));
+    node.start_following(at(0), false);
     let value = Bytes::from(vec![7u8; 8 << 10]);
     for c in 1..=3_000 {
         let mut txn = create(1, c, "big");
@@ -215,7 +215,7 @@ fn snapshots_across_a_tree_replacement() {
         "a member not serving took a snapshot"
     );
 
-    node.start_following(at(6_000));
+    node.start_following(at(6_000), false);
     for txn in &kept[20..] {
         node.handle_event(
             at(6_000),

@@ -598,7 +598,7 @@ fn a_handshake_stays_held_through_a_role_that_ended_before_it_served() {
     let mut n = member_with_handshake(conn, 10);
     n.stop_serving(at(20));
     assert!(drain(&mut n).is_empty(), "still held");
-    n.start_following(at(30));
+    n.start_following(at(30), false);
     let commands = drain(&mut n);
     assert!(
         matches!(&commands[..], [Command::Forward(_)]),

@@ -122,17 +122,25 @@ pub enum Mode {
     Leading,
     /// A follower that is up to date: writes go to the leader.
     Following,
+    /// An observer that is up to date: served as by a follower, without a vote.
+    Observing,
     /// Electing or syncing: no client is served (read-only mode is for later).
     NotServing,
 }
 
 impl Mode {
+    /// A follower or an observer: a member that serves and forwards writes.
+    pub fn is_learner(self) -> bool {
+        matches!(self, Mode::Following | Mode::Observing)
+    }
+
     /// The name `srvr` and `mntr` report.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Standalone => "standalone",
             Mode::Leading => "leader",
             Mode::Following => "follower",
+            Mode::Observing => "observer",
             Mode::NotServing => "looking",
         }
     }

@@ -391,8 +391,8 @@ impl Control {
                 .collect();
             let leaders = modes.iter().filter(|m| **m == "leader").count();
             let single = modes.len() == 1 && modes[0] == "standalone";
-            if single || (leaders == 1 && modes.iter().all(|m| *m == "leader" || *m == "follower"))
-            {
+            let serving = |m: &&str| matches!(*m, "leader" | "follower" | "observer");
+            if single || (leaders == 1 && modes.iter().all(serving)) {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

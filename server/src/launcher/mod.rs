@@ -40,7 +40,7 @@ pub const FAULT_API_OFFSET: u32 = 2700;
 pub const FAULT_API_FILE: &str = "fault-api";
 
 const LAYOUT_HELP: &str = "\
-Files, for member i = 1..N:
+Files, for member i = 1..N (then the observers, N+1..):
   DIR/node{i}/zoo.cfg      its configuration (rewritten when the flags change)
   DIR/node{i}/data/        its dataDir; data/myid holds i
   DIR/node{i}/zkd.pid      pid of the member last started there
@@ -73,6 +73,10 @@ pub struct EnsembleArgs {
     /// Number of members: an odd number from 1 to 7 (3 or 5 for a real ensemble).
     #[arg(long)]
     pub nodes: usize,
+    /// Observers besides them (members N+1.. with `:observer` lines): they
+    /// serve clients without a vote.
+    #[arg(long, default_value_t = 0)]
+    pub observers: usize,
     /// Directory holding node1/ .. nodeN/ (created if missing, kept across runs).
     #[arg(long, default_value = "zkd-ensemble")]
     pub dir: PathBuf,
@@ -139,6 +143,8 @@ pub struct Member {
     pub election_port: u16,
     /// Its AdminServer's port.
     pub admin_port: u16,
+    /// An observer (`--observers`): it serves without a vote.
+    pub observer: bool,
 }
 
 impl Member {
@@ -149,8 +155,9 @@ impl Member {
 
     /// Its `server.N` line.
     pub fn server_line(&self) -> String {
+        let role = if self.observer { ":observer" } else { "" };
         format!(
-            "server.{}={}:{}:{}",
+            "server.{}={}:{}:{}{role}",
             self.id, self.host, self.quorum_port, self.election_port
         )
     }
@@ -165,6 +172,18 @@ pub fn members(args: &EnsembleArgs) -> Result<Vec<Member>, EnsembleError> {
              (an even count tolerates no more failures than one member fewer)"
         )));
     }
+    if args.observers > 0 && n == 1 {
+        return Err(invalid(
+            "--observers: observers need an ensemble of 3 or more to follow",
+        ));
+    }
+    if n + args.observers > MAX_NODES {
+        return Err(invalid(format!(
+            "--nodes {n} --observers {}: at most {MAX_NODES} members in all",
+            args.observers
+        )));
+    }
+    let n = n + args.observers;
     if args.tick_time == 0 {
         return Err(invalid("--tick-time must be positive"));
     }
@@ -198,6 +217,7 @@ pub fn members(args: &EnsembleArgs) -> Result<Vec<Member>, EnsembleError> {
                 quorum_port: port(base + QUORUM_OFFSET + i - 1),
                 election_port: port(base + ELECTION_OFFSET + i - 1),
                 admin_port: port(base + ADMIN_OFFSET + i - 1),
+                observer: id > args.nodes,
             }
         })
         .collect())
@@ -341,8 +361,8 @@ pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>, u16), Ensem
     if !found.is_empty() && found != wanted {
         let names: Vec<String> = found.iter().map(|i| format!("node{i}")).collect();
         return Err(invalid(format!(
-            "{} holds an ensemble of {} members ({}), not {}: rerun with --nodes {}, or choose \
-             another --dir (nothing was changed)",
+            "{} holds an ensemble of {} members ({}), not {}: rerun with --nodes and \
+             --observers adding up to {}, or choose another --dir (nothing was changed)",
             dir.display(),
             found.len(),
             names.join(", "),

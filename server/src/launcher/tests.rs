@@ -5,6 +5,7 @@ use super::*;
 fn args(nodes: usize, base_port: u16) -> EnsembleArgs {
     EnsembleArgs {
         nodes,
+        observers: 0,
         dir: PathBuf::from("unused"),
         base_port,
         host: "127.0.0.1".into(),

@@ -11,7 +11,7 @@ use crate::core::election::{Notification, ServerId};
 use crate::core::member::{Ctx, Fatal, LinkLimits, Member, MemberCommand};
 use crate::core::peer_event::{LearnerIntake, PeerEvent};
 use crate::core::storage_job::{StorageJob, StorageReport};
-use crate::core::zab::{FlowMarks, Timing, Voters, ZabMessage};
+use crate::core::zab::{FlowMarks, Members, Timing, ZabMessage};
 use crate::core::{Command, Node, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
@@ -80,7 +80,7 @@ impl From<Fatal> for ServeError {
 
 impl MemberDriver {
     /// A member that has not looked for a leader yet.
-    pub fn new(id: ServerId, voters: Voters, timing: Timing, limits: LinkLimits) -> MemberDriver {
+    pub fn new(id: ServerId, voters: Members, timing: Timing, limits: LinkLimits) -> MemberDriver {
         MemberDriver::driving(Member::new(id, voters, timing, limits))
     }
 

@@ -378,21 +378,21 @@ async fn start_member(
     events: mpsc::Sender<peer::PeerEvent>,
     cuts: Option<tokio::sync::watch::Receiver<faults::PeerCuts>>,
 ) -> Result<Membership, ServeError> {
-    use crate::core::zab::{Timing, Voters};
+    use crate::core::zab::{Members, Timing};
     let me = ServerId(config.my_id.unwrap_or(1));
     let timing = Timing {
         tick_ms: config.tick_time_ms,
         init_limit: u64::from(config.init_limit.unwrap_or(10)),
         sync_limit: u64::from(config.sync_limit.unwrap_or(5)),
     };
-    let voters = Voters(
-        config
-            .servers
-            .iter()
-            .filter(|(_, s)| !s.observer)
-            .map(|(id, _)| ServerId(*id))
-            .collect(),
-    );
+    let (observers, voters) = (config.servers.iter())
+        .map(|(id, s)| (ServerId(*id), s.observer))
+        .partition(|(_, observer)| *observer);
+    let ids = |v: Vec<(ServerId, bool)>| v.into_iter().map(|(id, _)| id).collect();
+    let members = Members {
+        voters: ids(voters),
+        observers: ids(observers),
+    };
     let settings = peer::PeerSettings {
         connect_timeout: std::time::Duration::from_millis(timing.init_ms().max(1000)),
         stall_timeout: std::time::Duration::from_millis(timing.sync_ms().max(1000)),
@@ -414,7 +414,7 @@ async fn start_member(
     );
     let limits = member_driver::runtime_limits(&peers);
     Ok(Membership {
-        member: member_driver::MemberDriver::new(me, voters, timing, limits),
+        member: member_driver::MemberDriver::new(me, members, timing, limits),
         peers,
     })
 }

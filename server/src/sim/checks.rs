@@ -115,7 +115,10 @@ impl WholeSim {
                     "liveness: member {id} is down at the end"
                 )));
             };
-            if !matches!(p.node.mode(), Mode::Leading | Mode::Following) {
+            if !matches!(
+                p.node.mode(),
+                Mode::Leading | Mode::Following | Mode::Observing
+            ) {
                 return Err(Violation(format!(
                     "liveness: member {id} is not serving at the end ({})",
                     p.member().describe()

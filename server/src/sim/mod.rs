@@ -49,7 +49,7 @@ use crate::core::election::{Notification, ServerId};
 use crate::core::member::Member;
 use crate::core::peer_event::PeerEvent;
 use crate::core::storage_job::{StorageJob, StorageReport};
-use crate::core::zab::{Timing, Voters};
+use crate::core::zab::{Members, Timing};
 use crate::core::{CoreConfig, Event, Mode, Node, Now};
 use crate::runtime::member_driver::{MemberDriver, MemberIo, StorageJobs};
 use crate::runtime::storage_worker::InlineWorker;
@@ -174,7 +174,7 @@ struct WholeSim {
     schedule: Schedule,
     now: u64,
     rng: Rng,
-    voters: Voters,
+    voters: Members,
     timing: Timing,
     procs: BTreeMap<ServerId, Option<Process>>,
     disks: BTreeMap<ServerId, MemStorage>,
@@ -264,7 +264,7 @@ const SIM_HISTORY_WINDOW: usize = 100;
 
 /// A simulated member: small SNAP chunks, a short history, and link limits
 /// scaled to its small txns (`links`).
-fn sim_member(id: ServerId, voters: Voters, timing: Timing) -> MemberDriver {
+fn sim_member(id: ServerId, voters: Members, timing: Timing) -> MemberDriver {
     let mut member = Member::new(id, voters, timing, links::SIM_LIMITS);
     member.pace_snapshots(SNAP_CHUNK);
     member.keep_history(SIM_HISTORY_WINDOW);
@@ -294,7 +294,7 @@ impl WholeSim {
             schedule,
             now: 0,
             rng: Rng::new(schedule.seed),
-            voters: Voters(ids.clone()),
+            voters: Members::voting(ids.iter().copied()),
             timing: schedule.timing,
             procs: BTreeMap::new(),
             disks: ids.iter().map(|id| (*id, MemStorage::new())).collect(),
@@ -582,7 +582,10 @@ impl WholeSim {
 
     /// Whether member `id` serves clients.
     fn serving(&self, id: ServerId) -> bool {
-        matches!(self.mode(id), Some(Mode::Leading | Mode::Following))
+        matches!(
+            self.mode(id),
+            Some(Mode::Leading | Mode::Following | Mode::Observing)
+        )
     }
 
     fn mode(&self, id: ServerId) -> Option<Mode> {

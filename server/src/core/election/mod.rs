@@ -31,6 +31,10 @@
 //! vote never helps elect a leader that would take back a txn it logged. If no
 //! such candidate is up, no quorum forms without one, which is the price of
 //! not serving a tree known to be wrong.
+//!
+//! **Observers.** A member that is not a voter proposes nobody too. It sends
+//! its notifications to the voters and follows their answers (their votes,
+//! or who leads). Nobody counts its vote, and it never leads.
 
 mod vote;
 
@@ -331,9 +335,9 @@ impl Election {
     }
 
     /// The proposal a round starts from: this member, or nobody when it
-    /// stands aside.
+    /// stands aside or is an observer (ZooKeeper's `getInitId`).
     fn opening(&self) -> Vote {
-        if self.aside {
+        if self.aside || !self.is_voter(self.config.my_id) {
             NOBODY
         } else {
             self.own
@@ -342,9 +346,10 @@ impl Election {
 
     /// Whether `candidate` replaces `current` as the proposal: it ranks
     /// higher, and a member standing aside backs only another member with
-    /// at least its own history.
+    /// at least its own history (an observer's backing counts for nothing).
     fn adopts(&mut self, candidate: Vote, current: Vote) -> bool {
         let backed = !self.aside
+            || !self.is_voter(self.config.my_id)
             || (candidate.leader != self.config.my_id
                 && (candidate.peer_epoch, candidate.zxid) >= (self.own.peer_epoch, self.own.zxid));
         if !backed && self.refused_in_round != self.logical_clock {

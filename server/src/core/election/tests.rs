@@ -648,3 +648,32 @@ fn a_lookers_vote_heard_while_standing_down_counts_in_the_next_round() {
         (ServerState::Following, ServerId(3))
     );
 }
+
+/// An observer (4, not among the voters 1 to 3) proposes nobody, to the
+/// voters only, backs the best vote it hears, and follows the leader a
+/// quorum of voters settles on; it never leads.
+#[test]
+fn an_observer_proposes_nobody_and_follows_what_the_voters_decide() {
+    let mut e = Election::new(config(4, 3), vote(4, 9, 2));
+    e.look(0, vote(4, 9, 2));
+    let out = sends(&mut e);
+    let peers: Vec<u64> = out.iter().map(|(to, _)| to.0).collect();
+    assert_eq!(peers, vec![1, 2, 3], "to the voters");
+    assert!(
+        out.iter().all(|(_, n)| n.vote.leader == ServerId(0)),
+        "nobody"
+    );
+    // Less history than its own is still backed: its backing counts for nothing.
+    e.handle_notification(1, looking(2, 2, 1));
+    assert!(sends(&mut e)
+        .iter()
+        .all(|(_, n)| n.vote.leader == ServerId(2)));
+    e.handle_notification(2, settled(2, ServerState::Following, 3, 5));
+    assert!(e.take_outcome().is_none(), "one voter is no quorum");
+    e.handle_notification(3, settled(3, ServerState::Leading, 3, 5));
+    let outcome = e.take_outcome().expect("decided");
+    assert_eq!(
+        (outcome.state, outcome.vote.leader),
+        (ServerState::Following, ServerId(3))
+    );
+}

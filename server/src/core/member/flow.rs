@@ -17,7 +17,7 @@ impl Member {
             return;
         }
         self.links_reported_ms = Some(ctx.now.mono_ms);
-        for &sid in self.voters.0.iter().filter(|&&v| v != self.id) {
+        for sid in self.members.all().filter(|&v| v != self.id) {
             let queued = self.out.queued_bytes(sid).unwrap_or(0) + self.snaps_out.held_bytes(sid);
             l.link_queue(sid, queued);
         }

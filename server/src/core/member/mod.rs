@@ -20,7 +20,7 @@ use crate::core::metrics::Count;
 use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 use crate::core::zab::{
-    DurableState, Epoch, Follower, Leader, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
+    DurableState, Epoch, Follower, Leader, Members, StorageOp, Timing, ZabCommand, ZabMessage,
 };
 use crate::core::{Command, Event, Node, Now, ReadPermit, MAX_OUTSTANDING};
 use crate::failpoints::{active, Failpoint};
@@ -110,7 +110,7 @@ pub(crate) struct Ctx<'a> {
 /// One member of an ensemble.
 pub(crate) struct Member {
     id: ServerId,
-    voters: Voters,
+    members: Members,
     timing: Timing,
     election: Election,
     role: Role,
@@ -151,10 +151,10 @@ pub(crate) struct Member {
 
 impl Member {
     /// A member that has not looked for a leader yet.
-    pub fn new(id: ServerId, voters: Voters, timing: Timing, limits: LinkLimits) -> Self {
+    pub fn new(id: ServerId, members: Members, timing: Timing, limits: LinkLimits) -> Self {
         let config = ElectionConfig {
             my_id: id,
-            voters: voters.0.clone(),
+            voters: members.voters.clone(),
             finalize_wait_ms: FINALIZE_WAIT_MS,
             max_notification_interval_ms: MAX_NOTIFICATION_INTERVAL_MS,
         };
@@ -165,7 +165,7 @@ impl Member {
         };
         Member {
             id,
-            voters,
+            members,
             timing,
             election: Election::new(config, own),
             role: Role::Looking,
@@ -200,7 +200,7 @@ impl Member {
     pub fn see_links(&mut self, now_ms: u64, level: impl FnMut(ServerId) -> Option<usize>) {
         if matches!(self.role, Role::Leading(_)) && self.out.levels_stale(now_ms) {
             let me = self.id;
-            let peers = self.voters.0.iter().copied().filter(move |&v| v != me);
+            let peers = self.members.all().filter(move |&v| v != me);
             self.out.set_levels(now_ms, peers, level);
         }
     }
@@ -522,7 +522,8 @@ impl Member {
         let tree_zxid = ctx.node.tree().last_zxid();
         let now_ms = ctx.now.mono_ms;
         self.role = if let Some(leader) = follow {
-            let follower = Follower::new(leader, self.timing, state, tree_zxid, now_ms);
+            let observer = self.members.is_observer(self.id);
+            let follower = Follower::new(leader, self.timing, state, tree_zxid, now_ms, observer);
             Role::Following(match self.diverged {
                 Divergence::None => follower,
                 _ => follower.asking_for_snapshot(),
@@ -530,7 +531,7 @@ impl Member {
         } else {
             let leader = Leader::new(
                 self.id,
-                self.voters.clone(),
+                self.members.clone(),
                 self.timing,
                 state,
                 tree_zxid,

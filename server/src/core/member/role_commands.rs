@@ -128,8 +128,13 @@ impl Member {
             Role::Following(f) => {
                 let epoch = f.current_epoch();
                 self.election.update_peer_epoch(epoch);
-                ctx.node.start_following(ctx.now);
-                tracing::info!(epoch, leader = %f.leader(), "following: serving clients");
+                ctx.node.start_following(ctx.now, f.is_observer());
+                let role = if f.is_observer() {
+                    "observing"
+                } else {
+                    "following"
+                };
+                tracing::info!(epoch, leader = %f.leader(), "{role}: serving clients");
             }
             Role::Looking => {}
         }

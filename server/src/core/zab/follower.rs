@@ -1,6 +1,10 @@
 //! The follower's side of Zab: accept the leader's epoch, take its sync,
 //! make it durable before acknowledging NEWLEADER (log, then currentEpoch:
 //! ZOOKEEPER-3911, -4643, -4646), then log, acknowledge and apply proposals.
+//! An observer is a follower without a vote: it announces itself with
+//! OBSERVERINFO, syncs the same way, and then gets INFORM (a committed txn,
+//! logged and applied) instead of PROPOSAL and COMMIT, and acknowledges
+//! nothing after NEWLEADER.
 
 use super::{
     epoch_zxid, DurableState, Epoch, SnapshotSource, StorageOp, Timing, ZabCommand, ZabMessage,
@@ -61,19 +65,23 @@ pub struct Follower {
     digest_to_check: Option<(Zxid, u64)>,
     /// Our tree diverged from a leader's: the sync must be a SNAP.
     wants_snapshot: bool,
+    /// An observer: no vote, INFORM instead of PROPOSAL and COMMIT.
+    observer: bool,
     last_heard_ms: u64,
     commands: VecDeque<ZabCommand>,
 }
 
 impl Follower {
     /// A member that elected `leader`, with what it has on disk; its tree
-    /// holds everything up to `tree_zxid`. Sends FOLLOWERINFO.
+    /// holds everything up to `tree_zxid`. Sends FOLLOWERINFO, or
+    /// OBSERVERINFO as an `observer`.
     pub fn new(
         leader: ServerId,
         timing: Timing,
         state: DurableState,
         tree_zxid: Zxid,
         now_ms: u64,
+        observer: bool,
     ) -> Follower {
         let last = state.history.last_zxid();
         assert!(
@@ -96,12 +104,16 @@ impl Follower {
             pending,
             digest_to_check: None,
             wants_snapshot: false,
+            observer,
             last_heard_ms: now_ms,
             commands: VecDeque::new(),
             state,
         };
         let accepted_epoch = follower.state.accepted_epoch;
-        follower.send(ZabMessage::FollowerInfo { accepted_epoch });
+        follower.send(match observer {
+            true => ZabMessage::ObserverInfo { accepted_epoch },
+            false => ZabMessage::FollowerInfo { accepted_epoch },
+        });
         follower
     }
 
@@ -152,6 +164,10 @@ impl Follower {
             }
             (ZabMessage::Commit { zxid, digest }, phase) if self.receiving(phase) => {
                 self.commit(zxid, digest)
+            }
+            (ZabMessage::Inform { zxid, txn }, phase) if self.observer && self.receiving(phase) => {
+                self.proposal(zxid, txn);
+                self.commit(zxid, None);
             }
             (ZabMessage::NewLeader { epoch }, Phase::Syncing(e)) if epoch == e => {
                 self.new_leader(e)
@@ -257,6 +273,11 @@ impl Follower {
     /// Our currentEpoch: after UPTODATE, the epoch of the leader we serve under.
     pub fn current_epoch(&self) -> Epoch {
         self.state.current_epoch
+    }
+
+    /// Whether this is an observer.
+    pub fn is_observer(&self) -> bool {
+        self.observer
     }
 
     /// Whether the follower serves clients.
@@ -431,9 +452,11 @@ impl Follower {
         }
     }
 
-    /// ACKs what is durable beyond what NEWLEADER's ACK covered, once that was sent.
+    /// ACKs what is durable beyond what NEWLEADER's ACK covered, once that
+    /// was sent; an observer acknowledges nothing more.
     fn ack_durable(&mut self) {
-        let acking = matches!(self.phase, Phase::AwaitingUpToDate(_) | Phase::Broadcast(_));
+        let acking = !self.observer
+            && matches!(self.phase, Phase::AwaitingUpToDate(_) | Phase::Broadcast(_));
         let upto = self.durable.min(self.last_logged);
         if acking && upto > self.acked {
             self.acked = upto;

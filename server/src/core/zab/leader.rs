@@ -5,7 +5,7 @@
 use super::learner_handler::{HandlerPhase, LearnerHandler};
 use super::SyncPlan;
 use super::{
-    epoch_zxid, DurableState, Epoch, FlowMarks, StorageOp, Timing, Voters, ZabCommand, ZabMessage,
+    epoch_zxid, DurableState, Epoch, FlowMarks, Members, StorageOp, Timing, ZabCommand, ZabMessage,
 };
 use crate::core::election::ServerId;
 use crate::failpoints::{active, Failpoint};
@@ -41,7 +41,7 @@ const TOKEN_CURRENT_EPOCH: u64 = 2;
 #[derive(Debug)]
 pub struct Leader {
     me: ServerId,
-    voters: Voters,
+    members: Members,
     timing: Timing,
     state: DurableState,
     phase: Phase,
@@ -77,7 +77,7 @@ impl Leader {
     /// leader loads its whole log.
     pub fn new(
         me: ServerId,
-        voters: Voters,
+        members: Members,
         timing: Timing,
         state: DurableState,
         tree_zxid: Zxid,
@@ -90,7 +90,7 @@ impl Leader {
         );
         let mut leader = Leader {
             me,
-            voters,
+            members,
             timing,
             phase: Phase::Discovery,
             epoch: 0,
@@ -127,7 +127,7 @@ impl Leader {
         if self.phase == Phase::Done {
             return;
         }
-        if !self.voters.contains(from) || from == self.me {
+        if !self.members.contains(from) || from == self.me {
             return self
                 .commands
                 .push_back(ZabCommand::Disconnect { peer: from });
@@ -137,7 +137,10 @@ impl Leader {
         }
         match message {
             ZabMessage::FollowerInfo { accepted_epoch } => {
-                self.follower_info(now_ms, from, accepted_epoch)
+                self.follower_info(now_ms, from, accepted_epoch, false)
+            }
+            ZabMessage::ObserverInfo { accepted_epoch } => {
+                self.follower_info(now_ms, from, accepted_epoch, true)
             }
             ZabMessage::AckEpoch {
                 current_epoch,
@@ -227,7 +230,7 @@ impl Leader {
         }
         if self.phase == Phase::Broadcast {
             let synced = self.synced();
-            if !self.voters.is_quorum(&synced) {
+            if !self.members.is_quorum(&synced) {
                 if active(Failpoint::DeposedLeaderServes) {
                     // Planted: the lost quorum is noticed and ignored; the
                     // leader keeps its clients (and answers their syncs
@@ -373,7 +376,18 @@ impl Leader {
         }
     }
 
-    fn follower_info(&mut self, now_ms: u64, from: ServerId, accepted_epoch: Epoch) {
+    fn follower_info(
+        &mut self,
+        now_ms: u64,
+        from: ServerId,
+        accepted_epoch: Epoch,
+        observer: bool,
+    ) {
+        if observer != self.members.is_observer(from) {
+            // Its role is the configuration's, not what a connection claims.
+            tracing::warn!(peer = %from, observer, "learner announced a role not its own; dropping it");
+            return self.drop_learner(from);
+        }
         if accepted_epoch >= MAX_EPOCH {
             // No epoch above it exists: choosing one would wrap.
             tracing::warn!(peer = %from, accepted_epoch, "follower claims the last epoch; dropping it");
@@ -387,8 +401,8 @@ impl Leader {
             return self.later_epoch_claimed(now_ms, from, accepted_epoch);
         }
         // A reconnecting follower starts over.
-        self.learners
-            .insert(from, LearnerHandler::new(from, accepted_epoch, now_ms));
+        let handler = LearnerHandler::new(from, accepted_epoch, now_ms, observer);
+        self.learners.insert(from, handler);
         match self.phase {
             Phase::Discovery => self.maybe_choose_epoch(),
             Phase::PersistingAcceptedEpoch => {}
@@ -425,7 +439,7 @@ impl Leader {
         let connected: Vec<ServerId> = std::iter::once(self.me)
             .chain(self.learners.keys().copied())
             .collect();
-        if self.phase != Phase::Discovery || !self.voters.is_quorum(&connected) {
+        if self.phase != Phase::Discovery || !self.members.is_quorum(&connected) {
             return;
         }
         let highest = self
@@ -501,7 +515,7 @@ impl Leader {
                     .map(|h| h.sid),
             )
             .collect();
-        if self.voters.is_quorum(&acked) {
+        if self.members.is_quorum(&acked) {
             self.phase = Phase::PersistingCurrentEpoch;
             self.commands
                 .push_back(ZabCommand::Storage(StorageOp::SetCurrentEpoch(self.epoch)));
@@ -525,6 +539,7 @@ impl Leader {
         let Some(&LearnerHandler {
             log_base,
             wants_snapshot,
+            observer,
             ..
         }) = self.learners.get(&sid)
         else {
@@ -577,8 +592,15 @@ impl Leader {
             to = %self.last_proposed,
             "leader: syncing follower"
         );
+        // An observer is sent committed txns only, then INFORMs.
+        let sync_point = match observer {
+            true => self.last_committed,
+            false => self.last_proposed,
+        };
         for (zxid, txn) in self.txns_after(after) {
-            self.send(sid, ZabMessage::Proposal { zxid, txn });
+            if zxid <= sync_point {
+                self.send(sid, ZabMessage::Proposal { zxid, txn });
+            }
         }
         // Cumulative: also commits what the follower logged earlier but never applied.
         self.send(
@@ -591,8 +613,8 @@ impl Leader {
         self.send(sid, ZabMessage::NewLeader { epoch: self.epoch });
         if let Some(h) = self.learners.get_mut(&sid) {
             h.phase = HandlerPhase::Syncing;
-            h.sync_point = self.last_proposed;
-            h.sent = self.last_proposed;
+            h.sync_point = sync_point;
+            h.sent = sync_point;
             h.commit_sent = self.last_committed;
             h.live = true;
         }
@@ -625,7 +647,7 @@ impl Leader {
                 self.send(from, ZabMessage::UpToDate);
             }
             self.maybe_establish();
-        } else if zxid.counter() != 0 && h.phase == HandlerPhase::Synced {
+        } else if zxid.counter() != 0 && h.phase == HandlerPhase::Synced && !h.observer {
             if zxid > self.last_proposed {
                 // ZooKeeper's ackConsistent: an ACK for a zxid never proposed.
                 tracing::warn!(peer = %from, %zxid, "ack for a zxid never proposed");
@@ -638,7 +660,7 @@ impl Leader {
 
     /// A quorum acknowledged NEWLEADER: the epoch is established.
     fn maybe_establish(&mut self) {
-        if self.phase != Phase::Synchronizing || !self.voters.is_quorum(&self.synced()) {
+        if self.phase != Phase::Synchronizing || !self.members.is_quorum(&self.synced()) {
             return;
         }
         self.phase = Phase::Broadcast;
@@ -677,13 +699,14 @@ impl Leader {
             // Planted (commit-without-quorum): the leader's own fsync taken
             // for a quorum, as a standalone server's is.
             let alone = active(Failpoint::CommitWithoutQuorum) && own.is_some();
-            if !self.voters.is_quorum(durable) && !alone {
+            if !self.members.is_quorum(durable) && !alone {
                 break;
             }
             let Some((zxid, txn)) = self.outstanding.pop_first() else {
                 break;
             };
             self.last_committed = zxid;
+            self.inform_observers(zxid, &txn);
             let digest = None;
             (self.commands).push_back(ZabCommand::Deliver { zxid, txn, digest });
         }

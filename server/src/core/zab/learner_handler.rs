@@ -50,11 +50,19 @@ pub struct LearnerHandler {
     pub paused: bool,
     /// A read of the leader's log for it is under way.
     pub reading: bool,
+    /// An observer: it is sent committed txns only (INFORM), its acks count
+    /// for nothing, and its cursors never pass the last commit.
+    pub observer: bool,
 }
 
 impl LearnerHandler {
-    /// A follower that just sent FOLLOWERINFO.
-    pub fn new(sid: ServerId, accepted_epoch: Epoch, now_ms: u64) -> LearnerHandler {
+    /// A follower that just sent FOLLOWERINFO (an observer, OBSERVERINFO).
+    pub fn new(
+        sid: ServerId,
+        accepted_epoch: Epoch,
+        now_ms: u64,
+        observer: bool,
+    ) -> LearnerHandler {
         LearnerHandler {
             sid,
             phase: HandlerPhase::Discovery,
@@ -70,6 +78,7 @@ impl LearnerHandler {
             live: false,
             paused: false,
             reading: false,
+            observer,
         }
     }
 

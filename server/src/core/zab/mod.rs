@@ -45,6 +45,8 @@ pub type Epoch = u32;
 pub enum ZabMessage {
     /// FOLLOWERINFO: a follower connects, with its acceptedEpoch.
     FollowerInfo { accepted_epoch: Epoch },
+    /// OBSERVERINFO: an observer connects, with its acceptedEpoch.
+    ObserverInfo { accepted_epoch: Epoch },
     /// LEADERINFO: the epoch the leader proposes.
     LeaderInfo { epoch: Epoch },
     /// ACKEPOCH: the follower's currentEpoch (None if it had already
@@ -79,6 +81,8 @@ pub enum ZabMessage {
     /// adds its tree's digest right after `zxid` when it sends one; a follower
     /// whose tree differs there has diverged (ZOOKEEPER-2846).
     Commit { zxid: Zxid, digest: Option<u64> },
+    /// INFORM: a committed txn, to an observer (which sees no proposals).
+    Inform { zxid: Zxid, txn: Bytes },
     /// NEWLEADER: the end of the sync for `epoch`.
     NewLeader { epoch: Epoch },
     /// UPTODATE: the leader is established; start serving.
@@ -240,11 +244,24 @@ pub struct DurableState {
     pub log_base: Zxid,
 }
 
-/// The voting members and the majority rule (`QuorumMaj`).
-#[derive(Clone, Debug)]
-pub struct Voters(pub BTreeSet<ServerId>);
+/// The ensemble's members by role, as ZooKeeper's `QuorumVerifier` holds
+/// them: voters make quorums by the majority rule (`QuorumMaj`), observers
+/// follow the leader without a vote.
+#[derive(Clone, Debug, Default)]
+pub struct Members {
+    pub voters: BTreeSet<ServerId>,
+    pub observers: BTreeSet<ServerId>,
+}
 
-impl Voters {
+impl Members {
+    /// An ensemble of voters only.
+    pub fn voting(voters: impl IntoIterator<Item = ServerId>) -> Members {
+        Members {
+            voters: voters.into_iter().collect(),
+            observers: BTreeSet::new(),
+        }
+    }
+
     /// Whether `members` holds more than half of the voters. Each voter
     /// counts once however often it is listed, and no set is built: this
     /// runs at every ACK.
@@ -254,15 +271,30 @@ impl Voters {
         M::IntoIter: Clone,
     {
         let members = members.into_iter();
-        let n = (self.0.iter())
+        let n = (self.voters.iter())
             .filter(|v| members.clone().any(|m| m == *v))
             .count();
-        n > self.0.len() / 2
+        n > self.voters.len() / 2
     }
 
     /// Whether `id` votes.
+    pub fn is_voter(&self, id: ServerId) -> bool {
+        self.voters.contains(&id)
+    }
+
+    /// Whether `id` observes.
+    pub fn is_observer(&self, id: ServerId) -> bool {
+        self.observers.contains(&id)
+    }
+
+    /// Whether `id` is a member in either role.
     pub fn contains(&self, id: ServerId) -> bool {
-        self.0.contains(&id)
+        self.is_voter(id) || self.is_observer(id)
+    }
+
+    /// Every member, voters first.
+    pub fn all(&self) -> impl Iterator<Item = ServerId> + '_ {
+        self.voters.iter().chain(&self.observers).copied()
     }
 }
 

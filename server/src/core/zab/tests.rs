@@ -9,8 +9,8 @@ const TIMING: Timing = Timing {
     sync_limit: 5,
 };
 
-fn voters(n: u64) -> Voters {
-    Voters((1..=n).map(ServerId).collect())
+fn voters(n: u64) -> Members {
+    Members::voting((1..=n).map(ServerId))
 }
 
 fn state(accepted: Epoch, current: Epoch, zxids: &[Zxid]) -> DurableState {
@@ -128,7 +128,7 @@ fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
 #[test]
 fn a_follower_acks_newleader_only_after_its_log_and_then_its_epoch_are_durable() {
     let z = |c| Zxid::new(1, c);
-    let mut f = Follower::new(ServerId(3), TIMING, state(1, 1, &[z(1)]), z(1), 0);
+    let mut f = Follower::new(ServerId(3), TIMING, state(1, 1, &[z(1)]), z(1), 0, false);
     assert_eq!(
         drain_follower(&mut f),
         vec![send(3, ZabMessage::FollowerInfo { accepted_epoch: 1 })]
@@ -581,9 +581,14 @@ fn a_sync_sends_every_outstanding_proposal_beyond_the_window() {
 /// Leader 1 of 3 established in epoch 1 with `followers` synced, its
 /// history `window` txns long.
 fn established(window: usize, followers: &[u64]) -> Leader {
+    established_among(voters(3), window, followers)
+}
+
+/// [`established`] in an ensemble of `members`.
+fn established_among(members: Members, window: usize, followers: &[u64]) -> Leader {
     let mut durable = state(0, 0, &[]);
     durable.history = History::new(Zxid::ZERO, window);
-    let mut l = Leader::new(ServerId(1), voters(3), TIMING, durable, Zxid::ZERO, 0);
+    let mut l = Leader::new(ServerId(1), members, TIMING, durable, Zxid::ZERO, 0);
     for &sid in followers {
         let info = ZabMessage::FollowerInfo { accepted_epoch: 0 };
         l.handle_message(0, ServerId(sid), info);
@@ -857,3 +862,6 @@ fn ack_epoch_of(current_epoch: u32, last_zxid: Zxid, log_base: Zxid) -> ZabMessa
         wants_snapshot: false,
     }
 }
+
+#[path = "observer_tests.rs"]
+mod observer_tests;

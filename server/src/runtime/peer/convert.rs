@@ -118,13 +118,11 @@ pub fn encode_zab(me: ServerId, message: ZabMessage) -> Vec<QuorumPacket> {
             image: SnapshotSource::Staged(_),
             ..
         } => return Vec::new(),
-        ZabMessage::FollowerInfo { accepted_epoch } => wire::FollowerInfo {
-            accepted_epoch: u64::from(accepted_epoch),
-            sid: me.0,
-            protocol_version: wire::ZAB_PROTOCOL_VERSION,
-            config_version: 0,
-        }
-        .into(),
+        ZabMessage::FollowerInfo { accepted_epoch } => learner_info(me, accepted_epoch).into(),
+        ZabMessage::ObserverInfo { accepted_epoch } => QuorumPacket {
+            body: Some(Body::ObserverInfo(learner_info(me, accepted_epoch))),
+        },
+        ZabMessage::Inform { zxid, txn } => wire::Inform { zxid: zxid.0, txn }.into(),
         ZabMessage::LeaderInfo { epoch } => wire::LeaderInfo {
             new_epoch: u64::from(epoch),
             protocol_version: wire::ZAB_PROTOCOL_VERSION,
@@ -229,10 +227,21 @@ pub fn snap_chunk(offset: u64, data: Bytes, fuzzy_through: Option<Zxid>) -> Quor
     .into()
 }
 
-/// The member id a quorum link's first packet announces, if it is a FOLLOWERINFO.
+/// FOLLOWERINFO's and OBSERVERINFO's payload (ZooKeeper's LearnerInfo).
+fn learner_info(me: ServerId, accepted_epoch: Epoch) -> wire::FollowerInfo {
+    wire::FollowerInfo {
+        accepted_epoch: u64::from(accepted_epoch),
+        sid: me.0,
+        protocol_version: wire::ZAB_PROTOCOL_VERSION,
+        config_version: 0,
+    }
+}
+
+/// The member id a quorum link's first packet announces, if it is a
+/// FOLLOWERINFO or an OBSERVERINFO.
 pub fn follower_info_sid(packet: &QuorumPacket) -> Option<ServerId> {
     match &packet.body {
-        Some(Body::FollowerInfo(info)) => Some(ServerId(info.sid)),
+        Some(Body::FollowerInfo(info) | Body::ObserverInfo(info)) => Some(ServerId(info.sid)),
         _ => None,
     }
 }
@@ -339,6 +348,16 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
                 accepted_epoch: epoch_from_wire(info.accepted_epoch, "accepted epoch")?,
             }
         }
+        Body::ObserverInfo(info) => {
+            check_protocol_version(info.protocol_version)?;
+            ZabMessage::ObserverInfo {
+                accepted_epoch: epoch_from_wire(info.accepted_epoch, "accepted epoch")?,
+            }
+        }
+        Body::Inform(i) => ZabMessage::Inform {
+            zxid: zxid_from_wire(i.zxid, "INFORM")?,
+            txn: i.txn,
+        },
         Body::LeaderInfo(info) => {
             check_protocol_version(info.protocol_version)?;
             ZabMessage::LeaderInfo {
@@ -410,11 +429,7 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             session: r.session_id,
             valid: r.valid,
         },
-        other @ (Body::Sync(_)
-        | Body::Inform(_)
-        | Body::ObserverInfo(_)
-        | Body::Snap(_)
-        | Body::SnapChunk(_)) => {
+        other @ (Body::Sync(_) | Body::Snap(_) | Body::SnapChunk(_)) => {
             return bad(format!("{:?} is not used by zkd", other.packet_type()))
         }
     })

@@ -12,7 +12,7 @@
 
 use super::{Leader, Phase};
 use crate::core::election::ServerId;
-use crate::core::zab::{ZabCommand, ZabMessage};
+use crate::core::zab::{LearnerHandler, ZabCommand, ZabMessage};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use zkd_protocol::Zxid;
@@ -78,7 +78,7 @@ impl Leader {
         for h in self
             .learners
             .values_mut()
-            .filter(|h| h.is_forwarding() && h.live)
+            .filter(|h| h.is_forwarding() && h.live && !h.observer)
         {
             h.sent = zxid;
             let message = ZabMessage::Proposal {
@@ -90,6 +90,21 @@ impl Leader {
         }
     }
 
+    /// Queues the committed `txn` as an INFORM for every live observer.
+    pub(super) fn inform_observers(&mut self, zxid: Zxid, txn: &Bytes) {
+        let live = |h: &&mut LearnerHandler| h.is_forwarding() && h.live && h.observer;
+        for h in self.learners.values_mut().filter(live) {
+            if zxid > h.sent {
+                h.sent = zxid;
+                h.commit_sent = zxid;
+                let txn = txn.clone();
+                let message = ZabMessage::Inform { zxid, txn };
+                let to = h.sid;
+                self.commands.push_back(ZabCommand::Send { to, message });
+            }
+        }
+    }
+
     /// Queues COMMIT for every follower that is not paused, never past
     /// what was sent to it (a follower abandons a commit beyond its log).
     pub(super) fn forward_commit(&mut self) {
@@ -97,7 +112,7 @@ impl Leader {
         for h in self
             .learners
             .values_mut()
-            .filter(|h| h.is_forwarding() && !h.paused)
+            .filter(|h| h.is_forwarding() && !h.paused && !h.observer)
         {
             let zxid = committed.min(h.sent);
             if zxid > h.commit_sent {
@@ -113,10 +128,11 @@ impl Leader {
     /// outstanding proposals if they reach back to its cursor, else a read
     /// of the log.
     fn catch_up(&mut self, sid: ServerId) {
-        let Some(after) = self.learners.get(&sid).map(|h| h.sent) else {
+        let Some((after, observer)) = self.learners.get(&sid).map(|h| (h.sent, h.observer)) else {
             return;
         };
-        if after >= self.last_proposed || self.phase != Phase::Broadcast {
+        let target = self.target(observer);
+        if after >= target || self.phase != Phase::Broadcast {
             if let Some(h) = self.learners.get_mut(&sid) {
                 h.live = true;
             }
@@ -125,7 +141,8 @@ impl Leader {
         let batch = self.flow.batch;
         let history = &self.state.history;
         let txns: Vec<(Zxid, Bytes)> = if after >= history.base() {
-            take_bytes(history.after(after).cloned(), batch)
+            let window = history.after(after).take_while(|(z, _)| *z <= target);
+            take_bytes(window.cloned(), batch)
         } else if after >= self.last_committed {
             let outstanding = self.outstanding.range(after..).filter(|(z, _)| **z > after);
             take_bytes(outstanding.map(|(z, t)| (*z, t.clone())), batch)
@@ -147,23 +164,41 @@ impl Leader {
     /// Sends `txns` (the next after `sid`'s cursor), and the COMMIT they
     /// allow; live again once it has every proposal.
     fn send_batch(&mut self, sid: ServerId, txns: Vec<(Zxid, Bytes)>) {
+        let target = match self.learners.get(&sid) {
+            Some(h) => self.target(h.observer),
+            None => return,
+        };
         let Some(h) = self.learners.get_mut(&sid) else {
             return;
         };
         // Nothing left after its cursor (the window and the outstanding
         // proposals end at the last one): it has everything.
         let done = txns.is_empty();
-        for (zxid, txn) in txns {
+        for (zxid, txn) in txns.into_iter().take_while(|(z, _)| *z <= target) {
             h.sent = zxid;
-            let message = ZabMessage::Proposal { zxid, txn };
+            let message = match h.observer {
+                true => ZabMessage::Inform { zxid, txn },
+                false => ZabMessage::Proposal { zxid, txn },
+            };
             self.commands
                 .push_back(ZabCommand::Send { to: sid, message });
         }
-        if done || h.sent >= self.last_proposed {
+        if done || h.sent >= target {
             tracing::info!(peer = %sid, sent = %h.sent, "leader: a lagging follower caught up");
             h.live = true;
         }
         self.forward_commit();
+    }
+}
+
+impl Leader {
+    /// How far a learner's cursor goes: every proposal, or for an observer
+    /// every commit.
+    fn target(&self, observer: bool) -> Zxid {
+        match observer {
+            true => self.last_committed,
+            false => self.last_proposed,
+        }
     }
 }
 
