@@ -265,6 +265,36 @@ impl ZkdProcess {
         ZkdProcess::try_start_at(options, host, port, more, myid).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Starts a member whose whole zoo.cfg is `config(data_dir)` (a 3.5+
+    /// config may give the client port only in its `server.N` lines), with
+    /// `myid` in its dataDir and its client port at `host:port`; the error
+    /// says why it did not start, with its log.
+    pub fn try_start_from(
+        config: impl FnOnce(&Path) -> String,
+        host: &str,
+        port: u16,
+        myid: u64,
+    ) -> Result<ZkdProcess, String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("data dir");
+        std::fs::write(data.join("myid"), format!("{myid}\n")).expect("write myid");
+        let path = dir.path().join("zoo.cfg");
+        std::fs::write(&path, config(&data)).expect("write zoo.cfg");
+        let mut p = ZkdProcess {
+            child: None,
+            port,
+            host: host.to_owned(),
+            dir,
+            data,
+            config: path,
+            wrapper: Vec::new(),
+            planted: Vec::new(),
+        };
+        p.spawn()?;
+        Ok(p)
+    }
+
     /// As [`ZkdProcess::start_at`]; the error says why it did not start, with its log.
     pub fn try_start_at(
         options: ServerOptions,

@@ -109,9 +109,9 @@ impl ServerInfo {
             };
             let _ = writeln!(out, "zk_{key}\t{value}");
         }
-        if let Some((followers, _)) = member.and_then(|m| m.followers) {
+        if let Some(counts) = member.and_then(|m| m.followers) {
             // ZooKeeper 3.4's name for learners, which older checks read.
-            let _ = writeln!(out, "zk_followers\t{followers}");
+            let _ = writeln!(out, "zk_followers\t{}", counts.learners);
         }
         out
     }

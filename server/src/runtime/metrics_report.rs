@@ -160,7 +160,7 @@ fn gauges(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Met
         gauge("max_file_descriptor_count", max_fds as i64),
         gauge("auth_failed_count", s.auth_failed as i64),
     ];
-    if let Some((learners, synced)) = member.and_then(|m| m.followers) {
+    if let Some(counts) = member.and_then(|m| m.followers) {
         // A leader's, as ZooKeeper's leader registers them.
         let voters = info
             .config()
@@ -169,11 +169,11 @@ fn gauges(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Met
             .filter(|s| !s.observer)
             .count();
         all.extend([
-            gauge("learners", int(learners)),
-            gauge("synced_followers", int(synced)),
-            // zkd has no observers yet: none synced, no non-voting followers.
+            gauge("learners", int(counts.learners)),
+            gauge("synced_followers", int(counts.synced_followers)),
+            // Non-voting followers exist only during a reconfig, which zkd lacks.
             gauge("synced_non_voting_followers", 0),
-            gauge("synced_observers", 0),
+            gauge("synced_observers", int(counts.synced_observers)),
             gauge("pending_syncs", int(node.pending_syncs())),
             gauge("quorum_size", int(voters)),
         ]);

@@ -14,8 +14,19 @@ pub struct MemberView {
     pub leader: Option<ServerId>,
     /// Its Zab phase.
     pub zab_state: ZabState,
-    /// A leader's (followers, synced followers).
-    pub followers: Option<(usize, usize)>,
+    /// A leader's learners.
+    pub followers: Option<LearnerCounts>,
+}
+
+/// A leader's learners, as ZooKeeper's leader counts them for `mntr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LearnerCounts {
+    /// Every connected learner, observers included.
+    pub learners: usize,
+    /// Voting followers that acknowledged NEWLEADER.
+    pub synced_followers: usize,
+    /// Observers that acknowledged NEWLEADER.
+    pub synced_observers: usize,
 }
 
 impl Member {
@@ -24,6 +35,7 @@ impl Member {
         match &self.role {
             Role::Looking => "looking".into(),
             Role::Leading(l) => format!("leading epoch {}", l.epoch()),
+            Role::Following(f) if f.is_observer() => format!("observing {}", f.leader()),
             Role::Following(f) => format!("following {}", f.leader()),
         }
     }
@@ -119,14 +131,18 @@ impl Member {
         }
     }
 
-    /// Followers the leader has, and how many of them are synced (mntr).
-    pub fn followers(&self) -> Option<(usize, usize)> {
-        match &self.role {
-            Role::Leading(l) => Some((
-                l.learners().count(),
-                l.synced().iter().filter(|s| **s != self.id).count(),
-            )),
-            _ => None,
-        }
+    /// Learners the leader has, and how many of each role are synced (mntr).
+    pub fn followers(&self) -> Option<LearnerCounts> {
+        let Role::Leading(l) = &self.role else {
+            return None;
+        };
+        let synced = l.synced();
+        let synced = synced.iter().filter(|s| **s != self.id);
+        let observers = synced.clone().filter(|s| self.members.is_observer(**s));
+        Some(LearnerCounts {
+            learners: l.learners().count(),
+            synced_followers: synced.clone().count() - observers.clone().count(),
+            synced_observers: observers.count(),
+        })
     }
 }

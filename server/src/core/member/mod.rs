@@ -402,7 +402,7 @@ impl Member {
                 },
             ),
             (Role::Leading(l), message) => {
-                if let ZabMessage::FollowerInfo { .. } = message {
+                if message.is_learner_info() {
                     // A new handshake comes on a new link: an image still
                     // streaming to this follower belonged to the old one.
                     self.snaps_out.cancel(from);

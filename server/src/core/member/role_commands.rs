@@ -86,7 +86,7 @@ impl Member {
     /// Sends a message of the role, with what only the member knows added:
     /// a follower's session touches, the leader's digest after a commit.
     fn send_role_message(&mut self, ctx: &mut Ctx<'_>, to: ServerId, message: ZabMessage) {
-        if let ZabMessage::FollowerInfo { .. } = message {
+        if message.is_learner_info() {
             // Each (re)try of the follower's handshake gets a fresh link.
             self.out.connect_zab(to);
         }

@@ -104,6 +104,16 @@ pub enum ZabMessage {
     RevalidateReply { session: i64, valid: bool },
 }
 
+impl ZabMessage {
+    /// FOLLOWERINFO or OBSERVERINFO: a learner's handshake, which opens a link.
+    pub fn is_learner_info(&self) -> bool {
+        matches!(
+            self,
+            ZabMessage::FollowerInfo { .. } | ZabMessage::ObserverInfo { .. }
+        )
+    }
+}
+
 /// A session a follower's client touched, as a PING carries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionTouch {

@@ -112,10 +112,14 @@ fn run(cx: Context<'_>, command: &str, args: &BTreeMap<String, String>) -> Map<S
         "last_snapshot" => about_server::last_snapshot(info),
         "leader" => quorum::leader(info, member),
         "monitor" => stats::monitor(info, node, member),
-        "observers" => object([
-            ("synced_observers", 0.into()),
-            ("observers", Value::Array(vec![])),
-        ]),
+        // A leader's count; zkd lists no per-observer connection stats.
+        "observers" => match member.and_then(|m| m.followers) {
+            Some(counts) => object([
+                ("synced_observers", counts.synced_observers.into()),
+                ("observers", Value::Array(vec![])),
+            ]),
+            None => Map::new(),
+        },
         "server_stats" => stats::server_stats(info, node, member),
         "set_trace_mask" => about_server::set_trace_mask(info, args),
         "stat_reset" => {
@@ -129,7 +133,7 @@ fn run(cx: Context<'_>, command: &str, args: &BTreeMap<String, String>) -> Map<S
         "watches" => sessions::watches(node),
         "watches_by_path" => sessions::watches_by_path(node),
         "zabstate" => quorum::zabstate(info, node, member),
-        // ruok and observer_connection_stat_reset (zkd has no observers).
+        // ruok and observer_connection_stat_reset (zkd keeps no per-observer stats).
         _ => Map::new(),
     }
 }
