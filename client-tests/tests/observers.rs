@@ -156,7 +156,8 @@ fn wait_serving(ports: &Ports, ids: &[usize]) -> usize {
     }
 }
 
-/// The leader's `mntr` lines that count its learners.
+/// The leader's `mntr` lines that count its learners, sorted (ZooKeeper's
+/// order of them is its metrics registry's).
 fn learner_counts(ports: &Ports, leader: usize) -> Vec<String> {
     let mntr = four_letter_word(ports.client[leader - 1], "mntr").expect("mntr");
     let keys = [
@@ -165,10 +166,12 @@ fn learner_counts(ports: &Ports, leader: usize) -> Vec<String> {
         "zk_synced_observers",
         "zk_quorum_size",
     ];
-    mntr.lines()
+    let mut lines: Vec<String> = (mntr.lines())
         .filter(|l| keys.iter().any(|k| l.split('\t').next() == Some(k)))
         .map(str::to_owned)
-        .collect()
+        .collect();
+    lines.sort();
+    lines
 }
 
 /// Reads `path` through `addr` until it holds `want` (an observer applies
