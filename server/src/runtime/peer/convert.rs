@@ -76,7 +76,8 @@ pub fn notification_to_wire(n: &Notification) -> wire_election::Notification {
 }
 
 /// The core form of a received notification. OBSERVING senders and unknown states
-/// are errors (zkd ensembles have no observers); so is a peer epoch past 32 bits.
+/// are errors (zkd's observers report LOOKING, or FOLLOWING once they follow);
+/// so is a peer epoch past 32 bits.
 pub fn notification_from_wire(
     n: &wire_election::Notification,
 ) -> Result<Notification, ConvertError> {
