@@ -149,8 +149,8 @@ pub(super) struct Decided {
 }
 
 impl WholeSim {
-    /// A member decides only what a quorum said: a majority of the members
-    /// sent a notification voting for the decided vote in its round, or
+    /// A member decides only what a quorum said: a majority of the voters
+    /// (observers count for nothing) sent a notification voting for the decided vote in its round, or
     /// reporting that they follow or lead its leader in its epoch. However
     /// the finalize wait is cut short, this must hold.
     pub(super) fn check_decision(&mut self, id: ServerId) -> Result<(), Violation> {
@@ -174,7 +174,7 @@ impl WholeSim {
             .filter(|n| backs(n, &vote, round))
             .map(|n| n.sender)
             .collect();
-        if backers.len() <= self.procs.len() / 2 {
+        if !self.voters.is_quorum(&backers) {
             return Err(Violation(format!(
                 "election: member {id} decided on leader {} in round {round} with only {backers:?} for it",
                 vote.leader

@@ -289,12 +289,17 @@ pub fn run(schedule: Schedule) -> Result<WholeCounts, String> {
 
 impl WholeSim {
     fn new(schedule: Schedule) -> WholeSim {
-        let ids: BTreeSet<ServerId> = (1..=schedule.members).map(ServerId).collect();
+        let all = schedule.members + schedule.observers;
+        let ids: BTreeSet<ServerId> = (1..=all).map(ServerId).collect();
+        let voters = Members {
+            voters: (1..=schedule.members).map(ServerId).collect(),
+            observers: (schedule.members + 1..=all).map(ServerId).collect(),
+        };
         let mut sim = WholeSim {
             schedule,
             now: 0,
             rng: Rng::new(schedule.seed),
-            voters: Members::voting(ids.iter().copied()),
+            voters,
             timing: schedule.timing,
             procs: BTreeMap::new(),
             disks: ids.iter().map(|id| (*id, MemStorage::new())).collect(),

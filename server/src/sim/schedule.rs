@@ -6,7 +6,10 @@ use crate::core::zab::Timing;
 #[derive(Clone, Copy, Debug)]
 pub struct Schedule {
     pub seed: u64,
+    /// Voting members, ids 1 to `members`.
     pub members: u64,
+    /// Observers after them.
+    pub observers: u64,
     /// Faults (crashes, partitions) happen until then.
     pub faults_until_ms: u64,
     /// The run ends then; the ensemble must have converged.

@@ -29,6 +29,7 @@ impl Script {
         let schedule = Schedule {
             seed,
             members,
+            observers: 0,
             faults_until_ms: 0,
             end_ms: u64::MAX / 4,
             scripted: true,

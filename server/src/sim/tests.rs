@@ -9,6 +9,8 @@ fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
     Schedule {
         seed,
         members: if seed.is_multiple_of(3) { 5 } else { 3 },
+        // A quarter of the schedules have observers too.
+        observers: [0, 2, 0, 1][seed as usize % 4],
         faults_until_ms,
         end_ms: faults_until_ms + 10_000,
         scripted: false,
