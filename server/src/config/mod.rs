@@ -95,6 +95,11 @@ pub struct Config {
     pub extended_types_enabled: bool,
     /// Whether hard quotas refuse writes (`zookeeper.enforceQuota`, default false).
     pub enforce_quota: bool,
+    /// `readonlymode.enabled` (a system property in ZooKeeper): a member
+    /// without a quorum serves reads to read-only sessions.
+    pub read_only_mode: bool,
+    /// `localSessionsEnabled`, which read-only sessions need.
+    pub local_sessions_enabled: bool,
     pub super_digest: Option<String>,
     pub container_check_interval_ms: u64,
     pub jute_max_buffer: usize,
@@ -192,6 +197,8 @@ impl Config {
             standalone_enabled: p.num("standaloneEnabled")?.unwrap_or(true),
             extended_types_enabled: p.num("extendedTypesEnabled")?.unwrap_or(false),
             enforce_quota: p.num("enforceQuota")?.unwrap_or(false),
+            read_only_mode: p.num("readonlymode.enabled")?.unwrap_or(false),
+            local_sessions_enabled: p.num("localSessionsEnabled")?.unwrap_or(false),
             super_digest: p
                 .get("DigestAuthenticationProvider.superDigest")
                 .map(str::to_owned),
@@ -337,7 +344,9 @@ fn parse_whitelist(value: Option<&str>) -> Whitelist {
 }
 
 /// Keys ZooKeeper knows that zkd accepts without acting on them.
-const ACCEPTED_KEYS: [&str; 7] = [
+const ACCEPTED_KEYS: [&str; 8] = [
+    // zkd's sessions are global: only read-only ones are local.
+    "localSessionsUpgradingEnabled",
     "electionAlg",
     "clientPortListenBacklog",
     "metricsProvider.className",

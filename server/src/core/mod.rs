@@ -23,6 +23,7 @@ mod node;
 mod node_apply;
 mod node_member;
 mod node_mode;
+mod node_read_only;
 mod node_request;
 mod node_sasl;
 pub mod peer_event;

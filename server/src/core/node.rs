@@ -236,6 +236,12 @@ impl Node {
                 due = n.hold_until_ms;
             }
         }
+        if let Some(at) = self.read_only_due() {
+            due = due.min(at);
+        }
+        if self.mode() == Mode::ReadOnly {
+            due = due.min(self.sessions.next_expiry_ms().unwrap_or(u64::MAX));
+        }
         if self.proposes() {
             due = self.next_container_check_ms;
             if let Some(expiry) = self.sessions.next_expiry_ms() {
@@ -252,6 +258,7 @@ impl Node {
     /// where writes start: standalone or leading).
     pub fn handle_timeout(&mut self, now: Now) {
         self.refuse_held(now);
+        self.step_read_only(now);
         if !self.proposes() {
             self.step_snapshot(now);
             return;
@@ -324,7 +331,7 @@ impl Node {
                     }
                 }
                 ModeState::NotServing(n) => n.held.retain(|(held, _)| *held != conn),
-                ModeState::Standalone | ModeState::Leading(_) => {}
+                ModeState::Standalone | ModeState::Leading(_) | ModeState::ReadOnly => {}
             }
             if let Some(session) = c.session() {
                 if self.session_conn.get(&session) == Some(&conn) {
@@ -335,7 +342,7 @@ impl Node {
         self.watches.remove_connection(conn);
     }
 
-    fn negotiate_timeout(&self, requested: i32) -> i32 {
+    pub(super) fn negotiate_timeout(&self, requested: i32) -> i32 {
         requested.clamp(
             self.config.min_session_timeout_ms,
             self.config.max_session_timeout_ms,
@@ -363,6 +370,9 @@ impl Node {
         if request.last_zxid_seen > self.processed_zxid().0 {
             tracing::info!(conn = conn.0, "refusing client with a newer zxid than ours");
             return self.close(conn);
+        }
+        if self.mode() == Mode::ReadOnly {
+            return self.read_only_handshake(now, conn, request);
         }
         let timeout_ms = self.negotiate_timeout(request.time_out);
         if request.session_id == 0 {
@@ -508,7 +518,7 @@ impl Node {
             session_id: session.0,
             passwd: Bytes::copy_from_slice(&passwd),
             // Answer in the form the client used: the byte only if it sent one.
-            read_only: c.read_only_flag.map(|_| false),
+            read_only: c.read_only_flag.map(|_| self.mode() == Mode::ReadOnly),
         };
         self.send(conn, response.to_bytes());
     }

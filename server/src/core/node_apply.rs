@@ -78,7 +78,7 @@ impl Node {
         match self.mode() {
             Mode::Leading => self.metrics.add(Count::Commits, 1),
             Mode::Following | Mode::Observing => self.metrics.add(Count::LearnerCommitsReceived, 1),
-            Mode::Standalone | Mode::NotServing => {}
+            Mode::Standalone | Mode::NotServing | Mode::ReadOnly => {}
         }
         let age = (now.wall_ms - txn.header.time).max(0) as u64;
         self.metrics

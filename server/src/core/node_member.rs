@@ -30,7 +30,7 @@ impl Node {
         let mut node = Node::new(config, tree, now);
         node.mode = ModeState::NotServing(NotServing {
             hold_until_ms: now.mono_ms + HOLD_HANDSHAKES_MS,
-            held: Vec::new(),
+            ..NotServing::default()
         });
         node.fuzzy_through = fuzzy_through;
         node.show_ensemble_config();
@@ -66,6 +66,7 @@ impl Node {
         self.mode = ModeState::NotServing(NotServing {
             hold_until_ms,
             held,
+            read_only_at_ms: None,
         });
         self.in_flight.clear();
         self.pending = PendingChanges::new(self.config.path_hasher.clone());
@@ -77,7 +78,7 @@ impl Node {
 
     /// Connections whose handshake was held while not serving: answered
     /// now that the member serves.
-    fn take_held(&mut self) -> Vec<(ConnId, ConnectRequest)> {
+    pub(super) fn take_held(&mut self) -> Vec<(ConnId, ConnectRequest)> {
         match &mut self.mode {
             ModeState::NotServing(n) => std::mem::take(&mut n.held),
             _ => Vec::new(),
@@ -152,7 +153,7 @@ impl Node {
         self.answer_held(now, held);
     }
 
-    fn answer_held(&mut self, now: Now, held: Vec<(ConnId, ConnectRequest)>) {
+    pub(super) fn answer_held(&mut self, now: Now, held: Vec<(ConnId, ConnectRequest)>) {
         for (conn, request) in held {
             self.handshake(now, conn, request);
         }

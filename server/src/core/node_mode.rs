@@ -30,6 +30,8 @@ pub(super) enum ModeState {
     Leading(Leading),
     /// An up-to-date follower.
     Following(Following),
+    /// A member without a quorum serving read-only sessions.
+    ReadOnly,
 }
 
 /// A member electing or syncing.
@@ -39,6 +41,9 @@ pub(super) struct NotServing {
     pub hold_until_ms: u64,
     /// Connections whose handshake waits for the member to serve again.
     pub held: Vec<(ConnId, ConnectRequest)>,
+    /// Read-only mode: the member looks for a leader, and serves read-only
+    /// sessions from then if it has found none.
+    pub read_only_at_ms: Option<u64>,
 }
 
 /// The established leader.
@@ -97,6 +102,7 @@ impl ModeState {
         match self {
             ModeState::Standalone => Mode::Standalone,
             ModeState::NotServing(_) => Mode::NotServing,
+            ModeState::ReadOnly => Mode::ReadOnly,
             ModeState::Leading(_) => Mode::Leading,
             ModeState::Following(f) if f.observer => Mode::Observing,
             ModeState::Following(_) => Mode::Following,

@@ -106,6 +106,9 @@ impl Node {
         if !exempt && !self.auth_enforced(conn) {
             return self.answer_then_close(conn, xid, 0, ErrorCode::SessionClosedRequireSaslAuth);
         }
+        if self.read_only_request(conn, session, xid, &request) {
+            return;
+        }
         match request {
             ClientRequest::Auth(packet) => {
                 self.authenticate(conn, xid, &packet.scheme, &packet.auth)

@@ -124,8 +124,10 @@ pub enum Mode {
     Following,
     /// An observer that is up to date: served as by a follower, without a vote.
     Observing,
-    /// Electing or syncing: no client is served (read-only mode is for later).
+    /// Electing or syncing: no client is served.
     NotServing,
+    /// Without a quorum, serving reads to read-only sessions.
+    ReadOnly,
 }
 
 impl Mode {
@@ -142,6 +144,7 @@ impl Mode {
             Mode::Following => "follower",
             Mode::Observing => "observer",
             Mode::NotServing => "looking",
+            Mode::ReadOnly => "read-only",
         }
     }
 }
@@ -161,6 +164,11 @@ pub struct CoreConfig {
     pub extended_types: bool,
     /// Whether hard quotas refuse writes (`zookeeper.enforceQuota`).
     pub enforce_quota: bool,
+    /// An ensemble member that loses its quorum serves reads to clients
+    /// that ask for a read-only session (`readonlymode.enabled`).
+    pub read_only_mode: bool,
+    /// `localSessionsEnabled`: read-only sessions need it, as in ZooKeeper.
+    pub local_sessions: bool,
     /// `digest` id that grants `super` (`DigestAuthenticationProvider.superDigest`).
     pub super_digest: Option<String>,
     /// Snapshot after about this many txns (`snapCount`).
@@ -198,6 +206,8 @@ impl Default for CoreConfig {
             max_session_timeout_ms: 40000,
             extended_types: false,
             enforce_quota: false,
+            read_only_mode: false,
+            local_sessions: false,
             super_digest: None,
             snap_count: 100_000,
             snapshot_slice_nodes: super::local_snapshot::SNAPSHOT_SLICE_NODES,

@@ -14,13 +14,20 @@ impl ServerInfo {
         if !self.config().four_letter_whitelist.allows(word) {
             return format!("{word} is not executed because it is not in the whitelist.\n");
         }
-        if node.mode() == Mode::NotServing && !matches!(word, "ruok" | "conf" | "envi" | "dirs") {
+        let exempt = matches!(word, "ruok" | "conf" | "envi" | "dirs" | "isro");
+        if node.mode() == Mode::NotServing && !exempt {
             // ZooKeeper's answer while it elects or syncs.
             return "This ZooKeeper instance is not currently serving requests\n".into();
         }
         match word {
             "ruok" => "imok".into(),
-            "isro" => "rw".into(),
+            // ZooKeeper's IsroCommand: "null" while it serves nobody.
+            "isro" => match node.mode() {
+                Mode::NotServing => "null",
+                Mode::ReadOnly => "ro",
+                _ => "rw",
+            }
+            .into(),
             "srvr" => self.srvr(node, false),
             "stat" => self.srvr(node, true),
             "conf" => self.conf(),

@@ -128,6 +128,8 @@ pub fn core_config(config: &Config) -> CoreConfig {
         max_session_timeout_ms: config.max_session_timeout_ms,
         extended_types: config.extended_types_enabled,
         enforce_quota: config.enforce_quota,
+        read_only_mode: config.read_only_mode,
+        local_sessions: config.local_sessions_enabled,
         super_digest: config.super_digest.clone(),
         snap_count: config.snap_count,
         snapshot_slice_nodes: CoreConfig::default().snapshot_slice_nodes,

@@ -226,6 +226,7 @@ impl Member {
         self.waiting = Waiting::State;
         self.looked = None;
         self.election.stand_down();
+        ctx.node.looking(ctx.now);
         let tree_at = ctx.node.tree().last_zxid();
         self.out.submit(StorageJob::ReadDurableState {
             window: self.history_window,
@@ -479,6 +480,7 @@ impl Member {
         if !matches!(self.role, Role::Looking) || !matches!(self.waiting, Waiting::Nothing) {
             return Ok(());
         }
+        ctx.node.election_decided(ctx.now);
         tracing::info!(
             state = ?outcome.state,
             leader = %outcome.vote.leader,

@@ -5,7 +5,7 @@
 
 use super::{about_server, quorum, sessions, stats};
 use crate::core::member::MemberView;
-use crate::core::Node;
+use crate::core::{Mode, Node};
 use crate::runtime::server_info::ServerInfo;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -108,7 +108,7 @@ fn run(cx: Context<'_>, command: &str, args: &BTreeMap<String, String>) -> Map<S
         "get_trace_mask" => about_server::trace_mask(info),
         "hash" => sessions::hash(node),
         "initial_configuration" => about_server::initial_configuration(info),
-        "is_read_only" => object([("read_only", false.into())]),
+        "is_read_only" => object([("read_only", (node.mode() == Mode::ReadOnly).into())]),
         "last_snapshot" => about_server::last_snapshot(info),
         "leader" => quorum::leader(info, member),
         "monitor" => stats::monitor(info, node, member),

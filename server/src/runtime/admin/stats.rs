@@ -24,7 +24,10 @@ pub(super) fn server_stats(
     let (data, log) = info.disk_usage();
     let mut json = object([
         ("version", version_string().into()),
-        ("read_only", false.into()),
+        (
+            "read_only",
+            (node.mode() == crate::core::Mode::ReadOnly).into(),
+        ),
         (
             "server_stats",
             json!({
