@@ -166,7 +166,6 @@ impl Config {
                 .ok_or_else(|| err("dataDir", "is required"))?,
         );
         let jaas = sasl::jaas_file(&mut p)?;
-        let peer_type = p.get("peerType").map(str::to_owned);
         let mut config = Config {
             tick_time_ms: tick,
             init_limit: p.num("initLimit")?,
@@ -186,11 +185,7 @@ impl Config {
             autopurge_purge_interval_hours: p.num("autopurge.purgeInterval")?.unwrap_or(0),
             four_letter_whitelist: parse_whitelist(p.get("4lw.commands.whitelist")),
             servers: servers::servers(&mut p)?,
-            config_version: match p.get("version") {
-                None => 0,
-                Some(v) => u64::from_str_radix(v, 16)
-                    .map_err(|_| err("version", format!("{v:?} is not a hex number")))?,
-            },
+            config_version: servers::version(&mut p)?,
             dynamic_config_file: p.get("dynamicConfigFile").map(PathBuf::from),
             reconfig_enabled: p.num("reconfigEnabled")?.unwrap_or(false),
             my_id: p.num("myid")?,
@@ -209,14 +204,7 @@ impl Config {
                 .num("jute.maxbuffer")?
                 .unwrap_or(zkd_protocol::DEFAULT_MAX_BUFFER),
             faults_enabled: p.num("zkd.faults.enable")?.unwrap_or(false),
-            admin: match p.num("admin.enableServer")?.unwrap_or(true) {
-                false => None,
-                true => Some(AdminConfig {
-                    address: p.get("admin.serverAddress").unwrap_or("0.0.0.0").to_owned(),
-                    port: p.num("admin.serverPort")?.unwrap_or(8080),
-                    command_url: p.get("admin.commandURL").unwrap_or("/commands").to_owned(),
-                }),
-            },
+            admin: operator::admin(&mut p)?,
             prometheus: prometheus(&mut p)?,
             tls: tls(&mut p)?,
             quorum_tls: quorum_tls(&mut p)?,
@@ -226,9 +214,9 @@ impl Config {
             enforced_auth: sasl::enforced_schemes(&mut p)?,
             file_text: None,
         };
+        config.check_peer_type(p.get("peerType"))?;
         p.warn_unknown();
         config.take_client_address()?;
-        config.check_peer_type(peer_type.as_deref())?;
         config.validate()?;
         Ok(config)
     }

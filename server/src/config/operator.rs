@@ -31,6 +31,18 @@ pub struct AdminConfig {
     pub command_url: String,
 }
 
+/// The AdminServer `admin.*` asks for; None with `admin.enableServer=false`.
+pub(super) fn admin(p: &mut Props) -> Result<Option<AdminConfig>, ConfigError> {
+    if !p.num("admin.enableServer")?.unwrap_or(true) {
+        return Ok(None);
+    }
+    Ok(Some(AdminConfig {
+        address: p.get("admin.serverAddress").unwrap_or("0.0.0.0").to_owned(),
+        port: p.num("admin.serverPort")?.unwrap_or(8080),
+        command_url: p.get("admin.commandURL").unwrap_or("/commands").to_owned(),
+    }))
+}
+
 /// The Prometheus endpoint `metricsProvider.*` asks for. ZooKeeper fails
 /// to start on a provider class it cannot load; zkd on one it has not.
 pub(super) fn prometheus(p: &mut Props) -> Result<Option<PrometheusConfig>, ConfigError> {

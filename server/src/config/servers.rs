@@ -61,6 +61,16 @@ fn version_of_file(file: &str) -> Option<u64> {
     u64::from_str_radix(suffix, 16).ok()
 }
 
+/// The membership's version: `version=` in hex (the dynamic file's name
+/// gives it there), 0 without one.
+pub(super) fn version(p: &mut Props) -> Result<u64, ConfigError> {
+    match p.get("version") {
+        None => Ok(0),
+        Some(v) => u64::from_str_radix(v, 16)
+            .map_err(|_| err("version", format!("{v:?} is not a hex number"))),
+    }
+}
+
 /// Every `server.N` line of `p`.
 pub(super) fn servers(p: &mut Props) -> Result<BTreeMap<u64, ServerSpec>, ConfigError> {
     let mut out = BTreeMap::new();

@@ -66,7 +66,7 @@ impl Node {
         if self.mode() == Mode::ReadOnly {
             return self.expire_local_sessions(now);
         }
-        if !self.read_only_due().is_some_and(|at| now.mono_ms >= at) {
+        if self.read_only_due().is_none_or(|at| now.mono_ms < at) {
             return;
         }
         tracing::info!("no leader found: serving read-only sessions");

@@ -545,31 +545,7 @@ impl Leader {
         else {
             return;
         };
-        let plan = match self.state.history.plan_sync(peer_last) {
-            // Its tree diverged from a leader's: only a SNAP repairs it.
-            _ if wants_snapshot => SyncPlan::Snap,
-            // It logged proposals we have not committed: they are cut and
-            // sent again, so nothing uncommitted reaches its tree before the
-            // COMMIT does (ZooKeeper TRUNCs to its last committed zxid).
-            SyncPlan::Diff { after: point } | SyncPlan::TruncThenDiff { to: point }
-                if point > self.last_committed && !active(Failpoint::DiffUncommitted) =>
-            {
-                SyncPlan::TruncThenDiff {
-                    to: self.last_committed,
-                }
-            }
-            plan => plan,
-        };
-        let plan = match plan {
-            // Its log cannot be cut below its snapshot: replace everything.
-            // Planted (trunc-below-log-base): the TRUNC goes out anyway.
-            SyncPlan::TruncThenDiff { to }
-                if to < log_base && !active(Failpoint::TruncBelowLogBase) =>
-            {
-                SyncPlan::Snap
-            }
-            plan => plan,
-        };
+        let plan = self.plan_sync(peer_last, log_base, wants_snapshot);
         let after = match plan {
             SyncPlan::Diff { after } => {
                 self.send(sid, ZabMessage::Diff { zxid: after });
@@ -617,6 +593,36 @@ impl Leader {
             h.sent = sync_point;
             h.commit_sent = self.last_committed;
             h.live = true;
+        }
+    }
+
+    /// How to sync a follower whose log ends at `peer_last` and can be cut
+    /// back no further than `log_base`.
+    fn plan_sync(&self, peer_last: Zxid, log_base: Zxid, wants_snapshot: bool) -> SyncPlan {
+        let plan = match self.state.history.plan_sync(peer_last) {
+            // Its tree diverged from a leader's: only a SNAP repairs it.
+            _ if wants_snapshot => SyncPlan::Snap,
+            // It logged proposals we have not committed: they are cut and
+            // sent again, so nothing uncommitted reaches its tree before the
+            // COMMIT does (ZooKeeper TRUNCs to its last committed zxid).
+            SyncPlan::Diff { after: point } | SyncPlan::TruncThenDiff { to: point }
+                if point > self.last_committed && !active(Failpoint::DiffUncommitted) =>
+            {
+                SyncPlan::TruncThenDiff {
+                    to: self.last_committed,
+                }
+            }
+            plan => plan,
+        };
+        match plan {
+            // Its log cannot be cut below its snapshot: replace everything.
+            // Planted (trunc-below-log-base): the TRUNC goes out anyway.
+            SyncPlan::TruncThenDiff { to }
+                if to < log_base && !active(Failpoint::TruncBelowLogBase) =>
+            {
+                SyncPlan::Snap
+            }
+            plan => plan,
         }
     }
 

@@ -343,18 +343,12 @@ impl ZabDecoder {
 /// Every packet that is a whole message by itself.
 fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
     Ok(match body {
-        Body::FollowerInfo(info) => {
-            check_protocol_version(info.protocol_version)?;
-            ZabMessage::FollowerInfo {
-                accepted_epoch: epoch_from_wire(info.accepted_epoch, "accepted epoch")?,
-            }
-        }
-        Body::ObserverInfo(info) => {
-            check_protocol_version(info.protocol_version)?;
-            ZabMessage::ObserverInfo {
-                accepted_epoch: epoch_from_wire(info.accepted_epoch, "accepted epoch")?,
-            }
-        }
+        Body::FollowerInfo(info) => ZabMessage::FollowerInfo {
+            accepted_epoch: learner_epoch(&info)?,
+        },
+        Body::ObserverInfo(info) => ZabMessage::ObserverInfo {
+            accepted_epoch: learner_epoch(&info)?,
+        },
         Body::Inform(i) => ZabMessage::Inform {
             zxid: zxid_from_wire(i.zxid, "INFORM")?,
             txn: i.txn,
@@ -434,6 +428,12 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             return bad(format!("{:?} is not used by zkd", other.packet_type()))
         }
     })
+}
+
+/// The accepted epoch a FOLLOWERINFO or OBSERVERINFO carries.
+fn learner_epoch(info: &wire::FollowerInfo) -> Result<Epoch, ConvertError> {
+    check_protocol_version(info.protocol_version)?;
+    epoch_from_wire(info.accepted_epoch, "accepted epoch")
 }
 
 /// zkd speaks Zab 1.0 only (LEADERINFO and ACKEPOCH); older learners skip them.
