@@ -726,3 +726,6 @@ fn pipelined_writes_cannot_pass_a_hard_quota() {
     let stats = n.tree().node("/zookeeper/quota/q/zookeeper_stats").unwrap();
     assert_eq!(stats.data(), Some(&b"count=3,bytes=3"[..]));
 }
+
+#[path = "read_only_tests.rs"]
+mod read_only_tests;

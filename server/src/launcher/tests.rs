@@ -61,6 +61,25 @@ fn zoo_cfg_is_accepted_by_the_config_parser() {
 }
 
 #[test]
+fn observers_follow_the_voters_with_observer_lines() {
+    let with = |nodes, observers| EnsembleArgs {
+        observers,
+        ..args(nodes, 2181)
+    };
+    let m = members(&with(3, 2)).unwrap();
+    assert_eq!(m.len(), 5);
+    assert_eq!(m[3].server_line(), "server.4=127.0.0.1:2891:3891:observer");
+    assert!(!m[2].observer && m[4].observer);
+    let text = zoo_cfg(&m, &m[4], "/tmp/x/node5/data", 2000);
+    let mut props = crate::config::parse_properties(&text);
+    props.insert("myid".into(), "5".into());
+    let c = crate::config::Config::from_properties(&props).unwrap();
+    assert!(c.servers[&5].observer && c.is_quorum());
+    assert!(members(&with(1, 1)).is_err(), "observers need an ensemble");
+    assert!(members(&with(5, 3)).is_err(), "at most 7 members in all");
+}
+
+#[test]
 fn mode_and_leader_lines() {
     let reply = "Zookeeper version: 3.9.5\nZxid: 0x0\nMode: follower\nNode count: 4\n";
     assert_eq!(parse_mode(reply), Some("follower"));
