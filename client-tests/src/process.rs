@@ -281,18 +281,8 @@ impl ZkdProcess {
         std::fs::write(data.join("myid"), format!("{myid}\n")).expect("write myid");
         let path = dir.path().join("zoo.cfg");
         std::fs::write(&path, config(&data)).expect("write zoo.cfg");
-        let mut p = ZkdProcess {
-            child: None,
-            port,
-            host: host.to_owned(),
-            dir,
-            data,
-            config: path,
-            wrapper: Vec::new(),
-            planted: Vec::new(),
-        };
-        p.spawn()?;
-        Ok(p)
+        let options = ServerOptions::default();
+        ZkdProcess::run(dir, data, path, (host, port), options)
     }
 
     /// As [`ZkdProcess::start_at`]; the error says why it did not start, with its log.
@@ -322,6 +312,18 @@ impl ZkdProcess {
             std::fs::create_dir_all(&data).expect("data dir");
             std::fs::write(data.join("myid"), format!("{id}\n")).expect("write myid");
         }
+        ZkdProcess::run(dir, data, config, (host, port), options)
+    }
+
+    /// Runs `zkd serve` on the files written in `dir`, its client port at
+    /// `address`, under `options`' wrapper and planted failpoints.
+    fn run(
+        dir: tempfile::TempDir,
+        data: PathBuf,
+        config: PathBuf,
+        (host, port): (&str, u16),
+        options: ServerOptions,
+    ) -> Result<ZkdProcess, String> {
         let mut p = ZkdProcess {
             child: None,
             port,

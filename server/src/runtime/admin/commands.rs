@@ -112,14 +112,17 @@ fn run(cx: Context<'_>, command: &str, args: &BTreeMap<String, String>) -> Map<S
         "last_snapshot" => about_server::last_snapshot(info),
         "leader" => quorum::leader(info, member),
         "monitor" => stats::monitor(info, node, member),
-        // A leader's count; zkd lists no per-observer connection stats.
-        "observers" => match member.and_then(|m| m.followers) {
-            Some(counts) => object([
-                ("synced_observers", counts.synced_observers.into()),
-                ("observers", Value::Array(vec![])),
-            ]),
-            None => Map::new(),
-        },
+        // A leader's count (0 elsewhere, as ZooKeeper's keys are always
+        // there); zkd lists no per-observer connection stats.
+        "observers" => object([
+            (
+                "synced_observers",
+                (member.and_then(|m| m.followers))
+                    .map_or(0, |c| c.synced_observers)
+                    .into(),
+            ),
+            ("observers", Value::Array(vec![])),
+        ]),
         "server_stats" => stats::server_stats(info, node, member),
         "set_trace_mask" => about_server::set_trace_mask(info, args),
         "stat_reset" => {
