@@ -255,7 +255,8 @@ impl Node {
     }
 
     /// Expires sessions and sweeps containers whose time has come (only
-    /// where writes start: standalone or leading).
+    /// where writes start: standalone or leading); starts read-only mode,
+    /// and expires its local sessions.
     pub fn handle_timeout(&mut self, now: Now) {
         self.refuse_held(now);
         self.step_read_only(now);

@@ -361,8 +361,8 @@ pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>, u16), Ensem
     if !found.is_empty() && found != wanted {
         let names: Vec<String> = found.iter().map(|i| format!("node{i}")).collect();
         return Err(invalid(format!(
-            "{} holds an ensemble of {} members ({}), not {}: rerun with --nodes and \
-             --observers adding up to {}, or choose another --dir (nothing was changed)",
+            "{} holds an ensemble of {} members ({}), not {}: rerun with --nodes {} (with \
+             --observers, the two adding up to that), or choose another --dir (nothing was changed)",
             dir.display(),
             found.len(),
             names.join(", "),
