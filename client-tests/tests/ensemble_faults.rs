@@ -63,6 +63,24 @@ fn assert_no_panic(ensemble: &Ensemble) {
     }
 }
 
+/// The heavy tests (the peer-port attacks, the slow follower's 400 MiB of
+/// writes) take turns: on 2 cores, one's load starves the other's members of
+/// their heartbeats, and a failure would say nothing about zkd.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The last `n` lines of each member's log, for a failure's message.
+fn log_tails(ensemble: &Ensemble, n: usize) -> String {
+    let mut out = String::new();
+    for (i, m) in ensemble.members.iter().enumerate() {
+        let log = m.log();
+        let lines: Vec<&str> = log.lines().collect();
+        out.push_str(&format!("---- member {} (last {n} lines) ----\n", i + 1));
+        out.push_str(&lines[lines.len().saturating_sub(n)..].join("\n"));
+        out.push('\n');
+    }
+    out
+}
+
 /// Retries `f` (each attempt bounded by 3 s) until it succeeds or `limit` passes.
 async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut f: F) -> T
 where

@@ -116,6 +116,7 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
 /// member serves and none panics, and the server closes every such connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_and_strangers_on_the_peer_ports_end_only_their_own_connections() {
+    let _turn = HEAVY.lock().await;
     let ensemble = Ensemble::start(3);
     let leader = ensemble.leader().expect("a leader");
     let followers: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
@@ -253,7 +254,19 @@ async fn garbage_and_strangers_on_the_peer_ports_end_only_their_own_connections(
     );
     // Every acknowledged write is on every member.
     for i in 0..3 {
-        let reader = connect(&ensemble.connect_string(&[i]), SESSION).await;
+        let address = ensemble.connect_string(&[i]);
+        let reader = zk::Client::connector()
+            .with_session_timeout(SESSION)
+            .with_fail_eagerly()
+            .connect(&address);
+        let reader = match within(reader).await {
+            Ok(reader) => reader,
+            Err(e) => panic!(
+                "member {} refused a client after the attacks: {e}\n{}",
+                i + 1,
+                log_tails(&ensemble, 40)
+            ),
+        };
         within(reader.sync("/w")).await.unwrap();
         let n = within(reader.list_children("/w")).await.unwrap().len();
         assert_eq!(n, ok as usize, "member {}", i + 1);

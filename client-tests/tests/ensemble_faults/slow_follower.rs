@@ -23,9 +23,6 @@ const LOAD_LIMIT: Duration = Duration::from_secs(60);
 /// (hundreds of MiB here).
 const MAX_GROWTH_MIB: u64 = 150;
 
-/// The two runs take turns: each needs the machine's cores for its load.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The resident memory of process `pid`, in MiB.
 fn rss_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -97,7 +94,9 @@ async fn slow_follower_under_load(root: &Path, planted: &[&str]) -> Outcome {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for w in writers {
-        w.await.unwrap();
+        if let Err(e) = w.await.unwrap() {
+            panic!("{e}\n{}", log_tails(&ensemble, 40));
+        }
     }
     std::fs::write(&latency, "0").unwrap();
     let load_mib = (written.load(Ordering::Relaxed) * VALUE_BYTES as u64) >> 20;
@@ -120,7 +119,7 @@ async fn slow_follower_under_load(root: &Path, planted: &[&str]) -> Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_on_a_slow_disk_falls_behind_without_growing() {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = HEAVY.lock().await;
     let root = tempfile::tempdir().unwrap();
     let out = slow_follower_under_load(root.path(), &[]).await;
     assert!(
@@ -176,7 +175,7 @@ async fn a_follower_on_a_slow_disk_falls_behind_without_growing() {
 /// slow follower grow past the bound, so the test above can fail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_its_budget_planted_away_the_slow_follower_grows() {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = HEAVY.lock().await;
     let root = tempfile::tempdir().unwrap();
     let out = slow_follower_under_load(root.path(), &["unbounded-intake"]).await;
     assert!(
@@ -189,7 +188,10 @@ async fn with_its_budget_planted_away_the_slow_follower_grows() {
 
 /// Starts `WRITERS` writers setting 256 KiB values under `/slow` through
 /// `connect_to` until `LOAD_MIB` are written (counted in `written`).
-async fn write(connect_to: &str, written: &Arc<AtomicU64>) -> Vec<tokio::task::JoinHandle<()>> {
+async fn write(
+    connect_to: &str,
+    written: &Arc<AtomicU64>,
+) -> Vec<tokio::task::JoinHandle<Result<(), String>>> {
     let setup = connect(connect_to, SESSION).await;
     let _ = within(setup.create("/slow", b"", &persistent())).await;
     let target = (LOAD_MIB << 20).div_ceil(VALUE_BYTES as u64);
@@ -203,11 +205,12 @@ async fn write(connect_to: &str, written: &Arc<AtomicU64>) -> Vec<tokio::task::J
         writers.push(tokio::spawn(async move {
             while Instant::now() < deadline && written.load(Ordering::Relaxed) < target {
                 let value = vec![(w % 251) as u8; VALUE_BYTES];
-                match within(client.set_data(&path, &value, None)).await {
-                    Ok(_) => written.fetch_add(1, Ordering::Relaxed),
-                    Err(e) => panic!("set_data {path}: {e}"),
-                };
+                if let Err(e) = within(client.set_data(&path, &value, None)).await {
+                    return Err(format!("set_data {path}: {e}"));
+                }
+                written.fetch_add(1, Ordering::Relaxed);
             }
+            Ok(())
         }));
     }
     writers
