@@ -15,6 +15,7 @@ pub mod acl;
 pub mod connection;
 pub mod digest_log;
 pub mod election;
+mod ensemble_config;
 pub mod java_order;
 mod local_snapshot;
 pub(crate) mod member;
@@ -38,10 +39,11 @@ pub mod types;
 pub mod watch;
 pub mod zab;
 
+pub use ensemble_config::EnsembleConfig;
 pub use node::{Node, MAX_OUTSTANDING};
 pub(crate) use node_apply::apply_to_tree;
 pub use read_permit::{budget_units, ReadPermit};
-pub use types::{take_queued, Command, ConnId, CoreConfig, EnsembleConfig, Event, Mode, Now};
+pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]
 mod divergence_tests;

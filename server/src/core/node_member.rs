@@ -9,6 +9,7 @@ use super::node_mode::{Following, Leading, ModeState, NotServing, HOLD_HANDSHAKE
 use super::pipeline::pending::PendingChanges;
 use super::session::{SessionId, SessionTable};
 use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
+use super::EnsembleConfig;
 use crate::failpoints::{active, Failpoint};
 use bytes::{Buf, Bytes, BytesMut};
 use std::sync::Arc;
@@ -35,6 +36,23 @@ impl Node {
         node.fuzzy_through = fuzzy_through;
         node.show_ensemble_config();
         node
+    }
+
+    /// The ensemble configuration in effect, and whether the member stamps
+    /// and hands on its versions (`reconfigEnabled`).
+    pub fn ensemble_config(&self) -> (Option<&EnsembleConfig>, bool) {
+        (
+            self.config.ensemble_config.as_ref(),
+            self.config.reconfig_enabled,
+        )
+    }
+
+    /// A later version of the ensemble configuration takes effect here:
+    /// `/zookeeper/config` shows it from now on.
+    pub fn activate_ensemble_config(&mut self, config: EnsembleConfig) {
+        tracing::info!(version = %format!("{:x}", config.version), "ensemble configuration activated");
+        self.config.ensemble_config = Some(config);
+        self.show_ensemble_config();
     }
 
     fn show_ensemble_config(&mut self) {

@@ -1,6 +1,7 @@
 //! What goes into the core (events) and what comes out (commands).
 
 pub use super::zab::{ForwardedRequest, SessionTouch};
+use super::EnsembleConfig;
 use bytes::Bytes;
 use zkd_protocol::records::ConnectRequest;
 use zkd_protocol::Zxid;
@@ -188,6 +189,9 @@ pub struct CoreConfig {
     pub max_frame_bytes: usize,
     /// An ensemble's membership as `/zookeeper/config` shows it.
     pub ensemble_config: Option<EnsembleConfig>,
+    /// `reconfigEnabled`: the first leader gives an unversioned
+    /// configuration its epoch's zxid as version, as ZooKeeper's does.
+    pub reconfig_enabled: bool,
     /// Client SASL (a JAAS `Server` section); None: SASL requests fail.
     pub sasl: Option<super::sasl::SaslSettings>,
     /// Whether the server has ZooKeeper's SASL provider (`sasl:` ACLs).
@@ -216,6 +220,7 @@ impl Default for CoreConfig {
             path_hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,
             ensemble_config: None,
+            reconfig_enabled: false,
             sasl: None,
             sasl_acls: false,
             enforced_auth: None,
@@ -235,13 +240,4 @@ pub fn take_queued<T>(
     } else {
         into.append(queue);
     }
-}
-
-/// An ensemble's membership as `/zookeeper/config` holds it: the text
-/// ZooKeeper's `QuorumVerifier` prints, and its version, which is also the
-/// node's mzxid.
-#[derive(Clone, Debug)]
-pub struct EnsembleConfig {
-    pub text: Bytes,
-    pub version: i64,
 }

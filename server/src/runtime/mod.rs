@@ -141,6 +141,7 @@ pub fn core_config(config: &Config) -> CoreConfig {
             text: Bytes::from(config.quorum_config_text()),
             version: config.config_version as i64,
         }),
+        reconfig_enabled: config.reconfig_enabled,
         sasl: config
             .sasl
             .as_ref()

@@ -20,6 +20,10 @@
 //!   - `node_hash` continues from that state with the persisted stat: czxid,
 //!     mzxid, pzxid, ctime, mtime, ephemeralOwner, then version, cversion and
 //!     aversion, and finishes with murmur3's 64-bit finaliser.
+//! * `/zookeeper/config` has no term: each member sets it from its own
+//!   configuration, at its own moment (a new version activates on the leader
+//!   when it is established, on a follower at UPTODATE). ZooKeeper leaves all
+//!   of `/zookeeper/` out of its digest.
 //! * A session's term is `session_hash(id, timeout)`.
 //! * `digest = Σ node terms + Σ session terms` (wrapping). A sum, not a xor,
 //!   so two identical terms do not cancel; order-independent, so it can be kept
@@ -38,6 +42,12 @@
 //! to collide.
 
 use zkd_protocol::records::{Acl, StatPersisted};
+
+/// Whether the node at `path` has a term in the digest: all but
+/// `/zookeeper/config`.
+pub(super) fn counts(path: &[u8]) -> bool {
+    path != b"/zookeeper/config"
+}
 
 /// Multiplier keys (digits of π, as odd 64-bit words; any fixed values do).
 const K: [u64; 5] = [

@@ -135,9 +135,13 @@ impl DataNode {
         self.content_hash = digest::content_hash(path, data, &self.acl);
     }
 
-    /// This node's term in the tree digest (cheap: the content hash is cached).
+    /// This node's term in the tree digest (cheap: the content hash is
+    /// cached); none for `/zookeeper/config` (see [`digest::counts`]).
     pub(super) fn digest_term(&self) -> u64 {
-        digest::node_hash(self.content_hash, &self.stat)
+        match digest::counts(self.path_bytes()) {
+            true => digest::node_hash(self.content_hash, &self.stat),
+            false => 0,
+        }
     }
 
     /// The stat a client sees (`DataNode.copyStat`).

@@ -35,6 +35,7 @@ use std::collections::VecDeque;
 use zkd_protocol::Zxid;
 use zkd_storage::Txn;
 
+mod announced_config;
 mod decoded;
 mod flow;
 mod inspect;
@@ -147,6 +148,9 @@ pub(crate) struct Member {
     out: Outbox,
     /// When its election, role and unavailability began (for the metrics).
     clocks: RoleClocks,
+    /// Follower: the ensemble configuration its leader's NEWLEADER carried,
+    /// activated at UPTODATE (see `announced_config`).
+    announced: Option<crate::core::EnsembleConfig>,
 }
 
 impl Member {
@@ -183,6 +187,7 @@ impl Member {
             history_window: HISTORY_WINDOW,
             out: Outbox::new(limits),
             clocks: RoleClocks::default(),
+            announced: None,
         }
     }
 
@@ -364,6 +369,9 @@ impl Member {
         from: ServerId,
         message: ZabMessage,
     ) -> Result<(), Fatal> {
+        if let ZabMessage::NewLeader { config, .. } = &message {
+            self.note_announced(from, config);
+        }
         match (&mut self.role, message) {
             (Role::Looking, _) => self.out.close_zab(from),
             // Client traffic a follower relays goes to the node; the

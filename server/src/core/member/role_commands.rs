@@ -105,6 +105,10 @@ impl Member {
                     digest: Some(ctx.node.tree().digest()),
                 }
             }
+            ZabMessage::NewLeader { epoch, .. } => ZabMessage::NewLeader {
+                epoch,
+                config: Member::announced_config(ctx.node, epoch),
+            },
             other => other,
         };
         if matches!(message, ZabMessage::Diff { .. } | ZabMessage::Trunc { .. }) {
@@ -116,6 +120,7 @@ impl Member {
     fn serving(&mut self, ctx: &mut Ctx<'_>) {
         self.clocks
             .serving(ctx, matches!(self.role, Role::Leading(_)));
+        self.activate_announced(ctx);
         // Every member reports the new epoch to lookers from now on
         // (ZooKeeper's updateElectionVote), so late joiners see agreement.
         match &self.role {
@@ -143,6 +148,7 @@ impl Member {
     pub(super) fn end_role(&mut self, ctx: &mut Ctx<'_>, reason: &str) -> Result<(), Fatal> {
         tracing::info!(role = %self.describe(), reason, "role ended; back to election");
         self.role = Role::Looking;
+        self.announced = None;
         self.clocks.role_ended(ctx.now.mono_ms);
         self.decoded.clear();
         // Until the drain ends and a round starts, lookers hear LOOKING.

@@ -169,7 +169,7 @@ impl Follower {
                 self.proposal(zxid, txn);
                 self.commit(zxid, None);
             }
-            (ZabMessage::NewLeader { epoch }, Phase::Syncing(e)) if epoch == e => {
+            (ZabMessage::NewLeader { epoch, .. }, Phase::Syncing(e)) if epoch == e => {
                 self.new_leader(e)
             }
             (ZabMessage::UpToDate, Phase::AwaitingUpToDate(e)) => {

@@ -586,7 +586,13 @@ impl Leader {
                 digest: None,
             },
         );
-        self.send(sid, ZabMessage::NewLeader { epoch: self.epoch });
+        self.send(
+            sid,
+            ZabMessage::NewLeader {
+                epoch: self.epoch,
+                config: Bytes::new(),
+            },
+        );
         if let Some(h) = self.learners.get_mut(&sid) {
             h.phase = HandlerPhase::Syncing;
             h.sync_point = sync_point;

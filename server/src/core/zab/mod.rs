@@ -83,8 +83,10 @@ pub enum ZabMessage {
     Commit { zxid: Zxid, digest: Option<u64> },
     /// INFORM: a committed txn, to an observer (which sees no proposals).
     Inform { zxid: Zxid, txn: Bytes },
-    /// NEWLEADER: the end of the sync for `epoch`.
-    NewLeader { epoch: Epoch },
+    /// NEWLEADER: the end of the sync for `epoch`, with the ensemble
+    /// configuration the leader establishes (its text, `version=` last;
+    /// empty without reconfig). The leader's member adds it on the way out.
+    NewLeader { epoch: Epoch, config: Bytes },
     /// UPTODATE: the leader is established; start serving.
     UpToDate,
     /// ACK: every proposal up to `zxid` (or NEWLEADER, at `epoch << 32`) is durable.

@@ -168,7 +168,14 @@ fn an_observer_logs_and_applies_informs_and_acks_only_newleader() {
     );
     f.handle_message(0, ServerId(1), ZabMessage::LeaderInfo { epoch: 1 });
     f.handle_message(0, ServerId(1), ZabMessage::Diff { zxid: Zxid::ZERO });
-    f.handle_message(0, ServerId(1), ZabMessage::NewLeader { epoch: 1 });
+    f.handle_message(
+        0,
+        ServerId(1),
+        ZabMessage::NewLeader {
+            epoch: 1,
+            config: Bytes::new(),
+        },
+    );
     f.handle_reached(12);
     f.handle_message(0, ServerId(1), ZabMessage::UpToDate);
     drain_follower(&mut f);

@@ -107,7 +107,13 @@ fn the_leader_persists_each_epoch_before_anyone_hears_of_it() {
                     digest: None
                 }
             ),
-            send(2, ZabMessage::NewLeader { epoch: 4 }),
+            send(
+                2,
+                ZabMessage::NewLeader {
+                    epoch: 4,
+                    config: Bytes::new(),
+                }
+            ),
         ]
     );
     assert!(!l.is_established());
@@ -165,7 +171,10 @@ fn a_follower_acks_newleader_only_after_its_log_and_then_its_epoch_are_durable()
             zxid: z(2),
             digest: None,
         },
-        ZabMessage::NewLeader { epoch: 2 },
+        ZabMessage::NewLeader {
+            epoch: 2,
+            config: Bytes::new(),
+        },
     ] {
         f.handle_message(2, ServerId(3), m);
     }

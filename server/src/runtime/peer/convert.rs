@@ -149,9 +149,9 @@ pub fn encode_zab(me: ServerId, message: ZabMessage) -> Vec<QuorumPacket> {
             digest,
         }
         .into(),
-        ZabMessage::NewLeader { epoch } => wire::NewLeader {
+        ZabMessage::NewLeader { epoch, config } => wire::NewLeader {
             zxid: Zxid::new(epoch, 0).0,
-            config: Bytes::new(),
+            config,
         }
         .into(),
         ZabMessage::UpToDate => wire::UpToDate {}.into(),
@@ -392,6 +392,7 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             }
             ZabMessage::NewLeader {
                 epoch: zxid.epoch(),
+                config: n.config,
             }
         }
         Body::UpToDate(_) => ZabMessage::UpToDate,

@@ -43,8 +43,14 @@ fn every_message() -> Vec<ZabMessage> {
             zxid: z,
             txn: Bytes::from_static(b"committed txn"),
         },
-        ZabMessage::NewLeader { epoch: 2 },
-        ZabMessage::NewLeader { epoch: MAX_EPOCH },
+        ZabMessage::NewLeader {
+            epoch: 2,
+            config: Bytes::new(),
+        },
+        ZabMessage::NewLeader {
+            epoch: MAX_EPOCH,
+            config: Bytes::new(),
+        },
         ZabMessage::UpToDate,
         ZabMessage::Ack { zxid: z },
         ZabMessage::Ping {
@@ -135,7 +141,13 @@ fn wire_fields_match_zookeeper() {
     };
     assert_eq!(follower_info_sid(info), Some(ME));
     assert_eq!(info.body.as_ref().unwrap().zookeeper_zxid(), Some(4 << 32));
-    let [leader] = &encode_zab(ME, ZabMessage::NewLeader { epoch: 2 })[..] else {
+    let [leader] = &encode_zab(
+        ME,
+        ZabMessage::NewLeader {
+            epoch: 2,
+            config: Bytes::new(),
+        },
+    )[..] else {
         panic!("one packet");
     };
     assert_eq!(

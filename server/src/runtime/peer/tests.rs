@@ -330,8 +330,13 @@ async fn a_three_mib_snapshot_streams_in_pieces() {
                 .send_snap_chunk(ServerId(1), offset, Bytes::copy_from_slice(part), last);
         }
         assert!(l.net.queued_bytes(ServerId(1)).is_some());
-        l.net
-            .send_zab(ServerId(1), ZabMessage::NewLeader { epoch: 3 });
+        l.net.send_zab(
+            ServerId(1),
+            ZabMessage::NewLeader {
+                epoch: 3,
+                config: Bytes::new(),
+            },
+        );
         let mut received = Vec::new();
         loop {
             let PeerEvent::SnapChunk { from, piece, .. } = next_event(f).await else {
@@ -346,7 +351,13 @@ async fn a_three_mib_snapshot_streams_in_pieces() {
             }
         }
         assert!(received == image, "the image arrives intact");
-        assert_eq!(next_zab(f).await.1, ZabMessage::NewLeader { epoch: 3 });
+        assert_eq!(
+            next_zab(f).await.1,
+            ZabMessage::NewLeader {
+                epoch: 3,
+                config: Bytes::new(),
+            }
+        );
     })
     .await
     .expect("test timed out");

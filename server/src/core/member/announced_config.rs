@@ -1,0 +1,59 @@
+//! The ensemble configuration a NEWLEADER carries (ZooKeeper's
+//! lastSeenQuorumVerifier). With `reconfigEnabled`, a leader whose
+//! configuration has no version yet gives it its epoch's zxid
+//! (ZOOKEEPER-1783: an established configuration outranks the partial one a
+//! joining member starts with). The leader activates it once its epoch is
+//! established; a follower keeps what NEWLEADER brought and activates it at
+//! UPTODATE, as ZooKeeper's `processReconfig` does.
+
+use super::{Ctx, Member, Role};
+use crate::core::election::ServerId;
+use crate::core::zab::Epoch;
+use crate::core::{EnsembleConfig, Node};
+use bytes::Bytes;
+use zkd_protocol::Zxid;
+
+impl Member {
+    /// What the leader's NEWLEADER for `epoch` carries: its configuration,
+    /// an unversioned one under the epoch's zxid; nothing without reconfig.
+    pub(super) fn announced_config(node: &Node, epoch: Epoch) -> Bytes {
+        match node.ensemble_config() {
+            (Some(config), true) => Self::established(config, epoch).text,
+            _ => Bytes::new(),
+        }
+    }
+
+    fn established(config: &EnsembleConfig, epoch: Epoch) -> EnsembleConfig {
+        match config.version {
+            0 => config.with_version(Zxid::new(epoch, 0).0 as i64),
+            _ => config.clone(),
+        }
+    }
+
+    /// Follower: the configuration in `from`'s NEWLEADER, kept until UPTODATE.
+    pub(super) fn note_announced(&mut self, from: ServerId, config: &Bytes) {
+        if let Role::Following(f) = &self.role {
+            if f.leader() == from && !config.is_empty() {
+                self.announced = EnsembleConfig::parse(config.clone());
+            }
+        }
+    }
+
+    /// The role serves: the configuration its epoch established takes
+    /// effect, if later than the one in effect.
+    pub(super) fn activate_announced(&mut self, ctx: &mut Ctx<'_>) {
+        let announced = match &self.role {
+            Role::Leading(l) => match ctx.node.ensemble_config() {
+                (Some(config), true) => Some(Self::established(config, l.epoch())),
+                _ => None,
+            },
+            _ => self.announced.take(),
+        };
+        let current = ctx.node.ensemble_config().0.map(|c| c.version);
+        if let (Some(config), Some(current)) = (announced, current) {
+            if config.version > current {
+                ctx.node.activate_ensemble_config(config);
+            }
+        }
+    }
+}
