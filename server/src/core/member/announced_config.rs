@@ -25,7 +25,7 @@ impl Member {
 
     fn established(config: &EnsembleConfig, epoch: Epoch) -> EnsembleConfig {
         match config.version {
-            0 => config.with_version(Zxid::new(epoch, 0).0 as i64),
+            0 => config.with_version(Zxid::new(epoch, 0).0),
             _ => config.clone(),
         }
     }

@@ -578,21 +578,7 @@ impl Leader {
                 self.send(sid, ZabMessage::Proposal { zxid, txn });
             }
         }
-        // Cumulative: also commits what the follower logged earlier but never applied.
-        self.send(
-            sid,
-            ZabMessage::Commit {
-                zxid: self.last_committed,
-                digest: None,
-            },
-        );
-        self.send(
-            sid,
-            ZabMessage::NewLeader {
-                epoch: self.epoch,
-                config: Bytes::new(),
-            },
-        );
+        self.end_sync(sid);
         if let Some(h) = self.learners.get_mut(&sid) {
             h.phase = HandlerPhase::Syncing;
             h.sync_point = sync_point;
@@ -600,6 +586,16 @@ impl Leader {
             h.commit_sent = self.last_committed;
             h.live = true;
         }
+    }
+
+    /// The end of `sid`'s sync: a cumulative COMMIT (also of what it logged
+    /// earlier and never applied), then NEWLEADER (its member adds the
+    /// ensemble configuration).
+    fn end_sync(&mut self, sid: ServerId) {
+        let (zxid, digest) = (self.last_committed, None);
+        self.send(sid, ZabMessage::Commit { zxid, digest });
+        let (epoch, config) = (self.epoch, Bytes::new());
+        self.send(sid, ZabMessage::NewLeader { epoch, config });
     }
 
     /// How to sync a follower whose log ends at `peer_last` and can be cut

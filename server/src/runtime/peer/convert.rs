@@ -385,16 +385,7 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             zxid: zxid_from_wire(c.zxid, "COMMIT")?,
             digest: c.digest,
         },
-        Body::NewLeader(n) => {
-            let zxid = zxid_from_wire(n.zxid, "NEWLEADER")?;
-            if zxid.counter() != 0 {
-                return bad(format!("NEWLEADER zxid {zxid} is not an epoch start"));
-            }
-            ZabMessage::NewLeader {
-                epoch: zxid.epoch(),
-                config: n.config,
-            }
-        }
+        Body::NewLeader(n) => new_leader(n)?,
         Body::UpToDate(_) => ZabMessage::UpToDate,
         Body::Ack(a) => ZabMessage::Ack {
             zxid: zxid_from_wire(a.zxid, "ACK")?,
@@ -432,6 +423,16 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
 }
 
 /// The accepted epoch a FOLLOWERINFO or OBSERVERINFO carries.
+/// NEWLEADER: its zxid must start an epoch.
+fn new_leader(n: wire::NewLeader) -> Result<ZabMessage, ConvertError> {
+    let zxid = zxid_from_wire(n.zxid, "NEWLEADER")?;
+    if zxid.counter() != 0 {
+        return bad(format!("NEWLEADER zxid {zxid} is not an epoch start"));
+    }
+    let (epoch, config) = (zxid.epoch(), n.config);
+    Ok(ZabMessage::NewLeader { epoch, config })
+}
+
 fn learner_epoch(info: &wire::FollowerInfo) -> Result<Epoch, ConvertError> {
     check_protocol_version(info.protocol_version)?;
     epoch_from_wire(info.accepted_epoch, "accepted epoch")
