@@ -3,9 +3,12 @@
 //! participants, client ports in the server lines, no `version=`). The
 //! first leader gives the configuration its epoch's zxid as version
 //! (ZOOKEEPER-1783) and every member shows it, with that mzxid; a leader
-//! elected later keeps it. (Without reconfig it stays 0: tests/observers.rs.)
+//! elected later keeps it. Each member backs zoo.cfg up, records the
+//! configuration in `zoo.cfg.dynamic.100000000` and points zoo.cfg at it,
+//! so that after every member restarts the version is still the first
+//! one. (Without reconfig it stays 0: tests/observers.rs.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 use zkd_client_tests::oracle::{launch, require_tool, QUORUM_PEER_MAIN, TEST_HEAP, ZOOKEEPER_JAR};
@@ -92,23 +95,96 @@ impl Ports {
     }
 }
 
+/// A member of one run, zkd's or ZooKeeper's: dropping it kills it.
+trait Member: Send {
+    fn kill(&mut self);
+    /// Starts it again from its files.
+    fn restart(&mut self);
+    /// Its zoo.cfg.
+    fn config(&self) -> PathBuf;
+}
+
 /// A ZooKeeper JVM, killed when dropped.
 struct Jvm {
-    child: Child,
-    _dir: tempfile::TempDir,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Jvm {
+    fn launch(dir: tempfile::TempDir) -> Jvm {
+        let log = dir.path().join("zookeeper.log");
+        let config = dir.path().join("zoo.cfg");
+        let child = Some(launch(QUORUM_PEER_MAIN, &config, &[], TEST_HEAP, &log));
+        Jvm { child, dir }
+    }
+}
+
+impl Member for Jvm {
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.kill();
+        let (log, config) = (self.dir.path().join("zookeeper.log"), self.config());
+        self.child = Some(launch(QUORUM_PEER_MAIN, &config, &[], TEST_HEAP, &log));
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("zoo.cfg")
+    }
 }
 
 impl Drop for Jvm {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
-/// A member of one run, zkd's or ZooKeeper's: dropping it kills it.
-type Member = Box<dyn Send>;
+impl Member for ZkdProcess {
+    fn kill(&mut self) {
+        self.kill9();
+    }
 
-fn start_zookeeper(ports: &Ports) -> Vec<Option<Member>> {
+    fn restart(&mut self) {
+        ZkdProcess::restart(self);
+    }
+
+    fn config(&self) -> PathBuf {
+        self.config_path().to_path_buf()
+    }
+}
+
+/// The config files beside member `id`'s zoo.cfg: each name, and its lines
+/// sorted (ZooKeeper writes zoo.cfg's in its hash order), paths and ports
+/// named.
+fn config_files(ports: &Ports, id: usize, member: &dyn Member) -> Vec<String> {
+    let config = member.config();
+    let dir = config.parent().expect("a directory");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("the member's directory")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("zoo.cfg"))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
+        let text = text.replace(&dir.display().to_string(), "DIR");
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        out.push(format!(
+            "member {id} {name}: {}",
+            ports.named(&lines.join(" | "))
+        ));
+    }
+    out
+}
+
+fn start_zookeeper(ports: &Ports) -> Vec<Box<dyn Member>> {
     require_tool(ZOOKEEPER_JAR);
     (1..=MEMBERS)
         .map(|id| {
@@ -118,40 +194,53 @@ fn start_zookeeper(ports: &Ports) -> Vec<Option<Member>> {
             std::fs::write(data.join("myid"), format!("{id}\n")).expect("myid");
             let config = dir.path().join("zoo.cfg");
             std::fs::write(&config, ports.zoo_cfg(&data)).expect("zoo.cfg");
-            let log = dir.path().join("zookeeper.log");
-            let child = launch(QUORUM_PEER_MAIN, &config, &[], TEST_HEAP, &log);
-            Some(Box::new(Jvm { child, _dir: dir }) as Member)
+            Box::new(Jvm::launch(dir)) as Box<dyn Member>
         })
         .collect()
 }
 
-fn start_zkd(ports: &Ports) -> Vec<Option<Member>> {
+fn start_zkd(ports: &Ports) -> Vec<Box<dyn Member>> {
     (1..=MEMBERS)
         .map(|id| {
             let config = |data: &Path| ports.zoo_cfg(data);
             let port = ports.0[id - 1][0];
             let p = ZkdProcess::try_start_from(config, "127.0.0.1", port, id as u64)
                 .unwrap_or_else(|e| panic!("member {id}: {e}"));
-            Some(Box::new(p) as Member)
+            Box::new(p) as Box<dyn Member>
         })
         .collect()
 }
 
-/// Every member's config once all serve; the same after the leader dies.
-async fn scenario(ports: &Ports, members: &mut [Option<Member>]) -> Vec<String> {
+/// Every member's config once all serve; the same after the leader dies;
+/// the config files; the config once every member restarted.
+async fn scenario(ports: &Ports, members: &mut [Box<dyn Member>]) -> Vec<String> {
     let all: Vec<usize> = (1..=MEMBERS).collect();
     let leader = ports.wait_serving(&all);
     let mut seen = Vec::new();
     for id in 1..=MEMBERS {
         seen.push(ports.config(id).await);
     }
-    members[leader - 1] = None;
+    members[leader - 1].kill();
     let survivors: Vec<usize> = all.iter().copied().filter(|id| *id != leader).collect();
     ports.wait_serving(&survivors);
     seen.push("the first leader killed, a new one elected".into());
     for id in survivors {
         let line = ports.config(id).await;
         seen.push(line.replace(&format!("member {id}"), "a survivor"));
+    }
+    for (i, member) in members.iter().enumerate() {
+        seen.extend(config_files(ports, i + 1, member.as_ref()));
+    }
+    for member in members.iter_mut() {
+        member.kill();
+    }
+    for member in members.iter_mut() {
+        member.restart();
+    }
+    ports.wait_serving(&all);
+    seen.push("every member restarted".into());
+    for id in 1..=MEMBERS {
+        seen.push(ports.config(id).await);
     }
     seen
 }
@@ -167,6 +256,11 @@ async fn the_first_leader_versions_the_configuration_as_zookeepers_does() {
     let mut members = start_zkd(&ports);
     let ours = scenario(&ports, &mut members).await;
     assert_eq!(ours, theirs, "zkd (left) and ZooKeeper 3.8 (right) differ");
+    assert!(
+        ours.iter()
+            .any(|l| l.contains("zoo.cfg.dynamic.100000000: server.1=")),
+        "{ours:#?}"
+    );
     assert!(
         ours[0].ends_with("version=100000000\n  mzxid 0x100000000 version -1"),
         "{ours:#?}"

@@ -6,11 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod dynamic_file;
 pub mod jaas;
 mod operator;
 mod sasl;
 mod servers;
 mod tls;
+pub use dynamic_file::ConfigFiles;
 use operator::prometheus;
 pub use operator::{AdminConfig, PrometheusConfig, PROMETHEUS_PROVIDER};
 pub use sasl::{QuorumSaslConfig, SaslConfig, JAAS_KEY, SASL_PROVIDER};
@@ -129,6 +131,8 @@ pub struct Config {
     /// The zoo.cfg text as read at start (the AdminServer's
     /// `initial_configuration`); None when built from properties.
     pub file_text: Option<String>,
+    /// The file it was read from; None when built from properties.
+    pub file_path: Option<PathBuf>,
 }
 
 impl Config {
@@ -150,6 +154,7 @@ impl Config {
         let config = Config::from_properties(&props)?;
         Ok(Config {
             file_text: Some(text),
+            file_path: Some(path.to_path_buf()),
             ..config
         })
     }
@@ -213,6 +218,7 @@ impl Config {
             sasl_provider: auth_providers(&mut p).iter().any(|c| c == SASL_PROVIDER),
             enforced_auth: sasl::enforced_schemes(&mut p)?,
             file_text: None,
+            file_path: None,
         };
         config.check_peer_type(p.get("peerType"))?;
         p.warn_unknown();

@@ -51,8 +51,10 @@ impl Node {
     /// `/zookeeper/config` shows it from now on.
     pub fn activate_ensemble_config(&mut self, config: EnsembleConfig) {
         tracing::info!(version = %format!("{:x}", config.version), "ensemble configuration activated");
-        self.config.ensemble_config = Some(config);
+        self.config.ensemble_config = Some(config.clone());
         self.show_ensemble_config();
+        self.commands
+            .push_back(Command::RecordEnsembleConfig(config));
     }
 
     fn show_ensemble_config(&mut self) {

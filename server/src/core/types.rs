@@ -86,6 +86,9 @@ pub enum Command {
     /// purge old snapshots and logs. A stream that stops before its last
     /// piece is abandoned by the storage.
     SnapshotPiece(SnapshotPiece),
+    /// Record a configuration that took effect in the config files
+    /// (`zoo.cfg.dynamic.<version>`, zoo.cfg pointing at it), with reconfig.
+    RecordEnsembleConfig(EnsembleConfig),
 }
 
 /// One piece of a local snapshot's image, in order.

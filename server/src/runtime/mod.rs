@@ -173,6 +173,19 @@ impl crate::core::sasl::NonceSource for OsNonces {
     }
 }
 
+/// With reconfig, the files configurations are recorded in; zoo.cfg is
+/// backed up first while it still holds the server lines, as ZooKeeper does.
+fn config_files(config: &Config) -> Option<crate::config::ConfigFiles> {
+    let path = config.file_path.as_deref()?;
+    let files = crate::config::ConfigFiles::of(config, path)?;
+    if config.dynamic_config_file.is_none() {
+        if let Err(e) = files.back_up() {
+            tracing::warn!("backing up {}: {e}", path.display());
+        }
+    }
+    Some(files)
+}
+
 /// Serves clients on `listeners` (the client port, and the secure one if
 /// configured) from `storage` until `shutdown` completes or storage fails.
 pub async fn serve<S: Store>(
@@ -205,6 +218,7 @@ pub async fn serve<S: Store>(
         (None, None)
     };
     let (endpoints, operator_rx) = operator::start(&config).await.map_err(ServeError::Io)?;
+    let config_files = config_files(&config);
     let disk = Box::new(storage.clone());
     let info = ServerInfo::new(config, disk, clock, storage_thread.metrics.clone());
     let mut node_loop = NodeLoop {
@@ -217,6 +231,7 @@ pub async fn serve<S: Store>(
         info,
         member,
         routed: VecDeque::new(),
+        config_files,
         faults,
         operator: operator_rx,
     };

@@ -36,6 +36,9 @@ pub(super) struct NodeLoop {
     /// The node's commands being carried out: a list kept from one wake-up
     /// to the next (see [`take_queued`](crate::core::take_queued)).
     pub(super) routed: VecDeque<Command>,
+    /// With reconfig: the files a configuration that takes effect is
+    /// recorded in.
+    pub(super) config_files: Option<crate::config::ConfigFiles>,
     /// A test's fault switches (`zkd.faults.enable` only).
     pub(super) faults: Option<faults::Faults>,
     /// The AdminServer's commands, when it runs (taken by `run`).
@@ -314,12 +317,26 @@ impl NodeLoop {
                     permit: None,
                 })?,
                 Command::SnapshotPiece(piece) => self.submit(StorageJob::SnapshotPiece(piece))?,
+                Command::RecordEnsembleConfig(config) => self.record_ensemble_config(&config),
                 // A standalone node asks nothing of an ensemble.
                 Command::Forward(_) | Command::Revalidate { .. } | Command::Revalidated { .. } => {}
             }
         }
         self.routed = commands;
         Ok(())
+    }
+
+    /// Writes a configuration that took effect to the config files, as
+    /// ZooKeeper does; a failure is logged (the member runs on, as
+    /// ZooKeeper's does, and a restart finds the older files).
+    fn record_ensemble_config(&self, config: &EnsembleConfig) {
+        let Some(files) = &self.config_files else {
+            return;
+        };
+        match files.record(config.server_lines(), config.version) {
+            Ok(path) => tracing::info!(path = %path.display(), "ensemble configuration recorded"),
+            Err(e) => tracing::error!("recording the ensemble configuration: {e}"),
+        }
     }
 
     fn write(&mut self, conn: ConnId, frame: Bytes, answers_request: bool) {

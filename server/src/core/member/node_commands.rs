@@ -25,9 +25,10 @@ impl Member {
             }
             while let Some(command) = commands.pop_front() {
                 match command {
-                    Command::Reply { .. } | Command::Send { .. } | Command::Close { .. } => {
-                        for_clients.push_back(command)
-                    }
+                    Command::Reply { .. }
+                    | Command::Send { .. }
+                    | Command::Close { .. }
+                    | Command::RecordEnsembleConfig(_) => for_clients.push_back(command),
                     Command::Persist { txn } => self.propose(ctx, txn)?,
                     Command::Forward(request) => self.send_to_leader(ZabMessage::Request(request)),
                     Command::Revalidate {
