@@ -173,6 +173,21 @@ impl crate::core::sasl::NonceSource for OsNonces {
     }
 }
 
+/// An ensemble member's membership and the peer events it hears; none
+/// standalone.
+async fn start_membership(
+    config: &Config,
+    faults: Option<&faults::Faults>,
+) -> Result<(Option<Membership>, Option<mpsc::Receiver<peer::PeerEvent>>), ServeError> {
+    if !config.is_quorum() {
+        return Ok((None, None));
+    }
+    let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
+    let cuts = faults.map(faults::Faults::peer_cuts);
+    let member = start_member(config, peer_tx, cuts).await?;
+    Ok((Some(member), Some(peer_rx)))
+}
+
 /// With reconfig, the files configurations are recorded in; zoo.cfg is
 /// backed up first while it still holds the server lines, as ZooKeeper does.
 fn config_files(config: &Config) -> Option<crate::config::ConfigFiles> {
@@ -209,14 +224,7 @@ pub async fn serve<S: Store>(
     let disk_faults = faults.as_ref().map(faults::Faults::disk);
     let storage_thread = StorageThread::start(&storage, &config, disk_faults)?;
     let (acceptor, inbound_rx, words_rx) = start_acceptor(listeners, &config);
-    let (member, peer_rx) = if config.is_quorum() {
-        let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
-        let cuts = faults.as_ref().map(faults::Faults::peer_cuts);
-        let member = start_member(&config, peer_tx, cuts).await?;
-        (Some(member), Some(peer_rx))
-    } else {
-        (None, None)
-    };
+    let (member, peer_rx) = start_membership(&config, faults.as_ref()).await?;
     let (endpoints, operator_rx) = operator::start(&config).await.map_err(ServeError::Io)?;
     let config_files = config_files(&config);
     let disk = Box::new(storage.clone());
