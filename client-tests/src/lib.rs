@@ -15,6 +15,7 @@ pub mod oracle;
 pub mod oracle_ensemble;
 pub mod process;
 pub mod raw;
+pub mod side_by_side;
 
 pub use process::{ServerOptions, ZkdProcess};
 

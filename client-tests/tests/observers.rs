@@ -13,10 +13,9 @@
 //!   observers stop serving (had they votes, they would make one).
 
 use std::path::Path;
-use std::process::Child;
 use std::time::{Duration, Instant};
-use zkd_client_tests::oracle::{launch, require_tool, QUORUM_PEER_MAIN, TEST_HEAP, ZOOKEEPER_JAR};
-use zkd_client_tests::process::{four_letter_word, free_port, srvr_mode, ZkdProcess};
+use zkd_client_tests::process::four_letter_word;
+use zkd_client_tests::side_by_side::{start_zkd, start_zookeeper, Member, MemberPorts};
 use zkd_client_tests::{connect, persistent, within};
 use zookeeper_client as zk;
 
@@ -27,139 +26,30 @@ const OBSERVERS: [usize; 2] = [4, 5];
 /// How long an election and sync may take (ZooKeeper's take seconds).
 const SETTLE: Duration = Duration::from_secs(40);
 
-/// Every member's ports.
-struct Ports {
-    client: Vec<u16>,
-    quorum: Vec<u16>,
-    election: Vec<u16>,
-}
-
-impl Ports {
-    fn fresh() -> Ports {
-        let ports = || (0..MEMBERS).map(|_| free_port()).collect();
-        Ports {
-            client: ports(),
-            quorum: ports(),
-            election: ports(),
-        }
+/// The zoo.cfg every member has, but for its dataDir: the 3.5+ forms of
+/// the server line (`;host:port`, `;port`, `:participant`, `:observer`).
+fn zoo_cfg(ports: &MemberPorts, data: &Path) -> String {
+    let mut text = format!(
+        "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\n\
+         4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+        data.display()
+    );
+    for (i, [c, q, e]) in ports.0.iter().enumerate() {
+        let id = i + 1;
+        text.push_str(&match id {
+            1 => format!("server.{id}=127.0.0.1:{q}:{e};127.0.0.1:{c}\n"),
+            2 => format!("server.{id}=127.0.0.1:{q}:{e}:participant;{c}\n"),
+            3 => format!("server.{id}=127.0.0.1:{q}:{e}:participant;127.0.0.1:{c}\n"),
+            _ => format!("server.{id}=127.0.0.1:{q}:{e}:observer;127.0.0.1:{c}\n"),
+        });
     }
-
-    /// The zoo.cfg every member has, but for its dataDir: the 3.5+ forms of
-    /// the server line (`;host:port`, `;port`, `:participant`, `:observer`).
-    fn zoo_cfg(&self, data: &Path) -> String {
-        let mut text = format!(
-            "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\n\
-             4lw.commands.whitelist=*\nadmin.enableServer=false\n",
-            data.display()
-        );
-        for i in 0..MEMBERS {
-            let (id, q, e, c) = (i + 1, self.quorum[i], self.election[i], self.client[i]);
-            text.push_str(&match id {
-                1 => format!("server.{id}=127.0.0.1:{q}:{e};127.0.0.1:{c}\n"),
-                2 => format!("server.{id}=127.0.0.1:{q}:{e}:participant;{c}\n"),
-                3 => format!("server.{id}=127.0.0.1:{q}:{e}:participant;127.0.0.1:{c}\n"),
-                _ => format!("server.{id}=127.0.0.1:{q}:{e}:observer;127.0.0.1:{c}\n"),
-            });
-        }
-        text
-    }
-
-    /// `text` with each port replaced by its role and member (`C1`, `Q4`),
-    /// so the two runs' transcripts compare.
-    fn named(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for i in 0..MEMBERS {
-            for (kind, port) in [
-                ("C", self.client[i]),
-                ("Q", self.quorum[i]),
-                ("E", self.election[i]),
-            ] {
-                out = out.replace(&port.to_string(), &format!("{kind}{}", i + 1));
-            }
-        }
-        out
-    }
-
-    fn addr(&self, id: usize) -> String {
-        format!("127.0.0.1:{}", self.client[id - 1])
-    }
-}
-
-/// A ZooKeeper JVM, killed when dropped.
-struct Jvm {
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Jvm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A member of one run, zkd's or ZooKeeper's: dropping it kills it.
-type Member = Box<dyn Send>;
-
-fn start_zookeeper(ports: &Ports) -> Vec<Option<Member>> {
-    require_tool(ZOOKEEPER_JAR);
-    (1..=MEMBERS)
-        .map(|id| {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let data = dir.path().join("data");
-            std::fs::create_dir_all(&data).expect("data dir");
-            std::fs::write(data.join("myid"), format!("{id}\n")).expect("myid");
-            let config = dir.path().join("zoo.cfg");
-            std::fs::write(&config, ports.zoo_cfg(&data)).expect("zoo.cfg");
-            let log = dir.path().join("zookeeper.log");
-            let child = launch(QUORUM_PEER_MAIN, &config, &[], TEST_HEAP, &log);
-            Some(Box::new(Jvm { child, _dir: dir }) as Member)
-        })
-        .collect()
-}
-
-fn start_zkd(ports: &Ports) -> Vec<Option<Member>> {
-    (1..=MEMBERS)
-        .map(|id| {
-            let config = |data: &Path| ports.zoo_cfg(data);
-            let port = ports.client[id - 1];
-            let p = ZkdProcess::try_start_from(config, "127.0.0.1", port, id as u64)
-                .unwrap_or_else(|e| panic!("member {id}: {e}"));
-            Some(Box::new(p) as Member)
-        })
-        .collect()
-}
-
-fn mode(ports: &Ports, id: usize) -> Option<String> {
-    let reply = four_letter_word(ports.client[id - 1], "srvr").ok()?;
-    srvr_mode(&reply)
-}
-
-/// Waits until every member in `ids` serves, one of them as the leader;
-/// returns the leader.
-fn wait_serving(ports: &Ports, ids: &[usize]) -> usize {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        let modes: Vec<Option<String>> = ids.iter().map(|id| mode(ports, *id)).collect();
-        let leader = ids
-            .iter()
-            .zip(&modes)
-            .find(|(_, m)| m.as_deref() == Some("leader"));
-        if let (Some((id, _)), true) = (leader, modes.iter().all(Option::is_some)) {
-            return *id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "members {ids:?} not serving: {modes:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    text
 }
 
 /// The leader's `mntr` lines that count its learners, sorted (ZooKeeper's
 /// order of them is its metrics registry's).
-fn learner_counts(ports: &Ports, leader: usize) -> Vec<String> {
-    let mntr = four_letter_word(ports.client[leader - 1], "mntr").expect("mntr");
+fn learner_counts(ports: &MemberPorts, leader: usize) -> Vec<String> {
+    let mntr = four_letter_word(ports.0[leader - 1][0], "mntr").expect("mntr");
     let keys = [
         "zk_learners",
         "zk_synced_followers",
@@ -214,20 +104,20 @@ async fn write(addr: &str, data: &[u8]) {
 }
 
 /// The scenario of the module doc; what it saw, line by line.
-async fn scenario(ports: &Ports, members: &mut [Option<Member>]) -> Vec<String> {
+async fn scenario(ports: &MemberPorts, members: &mut [Box<dyn Member>]) -> Vec<String> {
     let mut seen = Vec::new();
     let all: Vec<usize> = (1..=MEMBERS).collect();
-    let leader = wait_serving(ports, &all);
+    let leader = ports.wait_serving(&all, SETTLE);
     seen.push(format!("leader is a participant: {}", leader <= 3));
     for id in OBSERVERS {
-        seen.push(format!("member {id}: {:?}", mode(ports, id)));
+        seen.push(format!("member {id}: {:?}", ports.mode(id)));
     }
     seen.extend(learner_counts(ports, leader));
 
-    write(&ports.addr(4), b"one").await;
-    let read = read_until(&ports.addr(5), "/o", b"one").await;
+    write(&ports.clients(&[4]), b"one").await;
+    let read = read_until(&ports.clients(&[5]), "/o", b"one").await;
     seen.push(format!("through 5: {:?}", String::from_utf8_lossy(&read)));
-    let client = connect(&ports.addr(4), SESSION).await;
+    let client = connect(&ports.clients(&[4]), SESSION).await;
     let (config, stat) = within(client.get_data("/zookeeper/config"))
         .await
         .expect("config");
@@ -238,22 +128,22 @@ async fn scenario(ports: &Ports, members: &mut [Option<Member>]) -> Vec<String> 
     ));
     drop(client);
 
-    members[leader - 1] = None;
+    members[leader - 1].kill();
     let voters: Vec<usize> = (1..=3).filter(|id| *id != leader).collect();
     let survivors: Vec<usize> = voters.iter().copied().chain(OBSERVERS).collect();
-    let next = wait_serving(ports, &survivors);
+    let next = ports.wait_serving(&survivors, SETTLE);
     seen.push(format!(
         "a new leader among the voters: {}",
         voters.contains(&next)
     ));
-    write(&ports.addr(5), b"two").await;
-    let read = read_until(&ports.addr(4), "/o", b"two").await;
+    write(&ports.clients(&[5]), b"two").await;
+    let read = read_until(&ports.clients(&[4]), "/o", b"two").await;
     seen.push(format!(
         "after the leader's death, through 4: {:?}",
         String::from_utf8_lossy(&read)
     ));
 
-    members[next - 1] = None;
+    members[next - 1].kill();
     let quiet_from = Instant::now() + Duration::from_secs(8);
     let quiet_until = quiet_from + Duration::from_secs(4);
     while Instant::now() < quiet_until {
@@ -261,7 +151,7 @@ async fn scenario(ports: &Ports, members: &mut [Option<Member>]) -> Vec<String> 
             .iter()
             .copied()
             .filter(|id| *id != next)
-            .filter(|id| mode(ports, *id).is_some())
+            .filter(|id| ports.mode(*id).is_some())
             .collect();
         if Instant::now() >= quiet_from {
             assert!(
@@ -277,13 +167,13 @@ async fn scenario(ports: &Ports, members: &mut [Option<Member>]) -> Vec<String> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observers_serve_without_a_vote_as_zookeepers_do() {
-    let ports = Ports::fresh();
-    let mut members = start_zookeeper(&ports);
+    let ports = MemberPorts::fresh(MEMBERS);
+    let mut members = start_zookeeper(MEMBERS, |data| zoo_cfg(&ports, data));
     let theirs = scenario(&ports, &mut members).await;
     drop(members);
 
-    let ports = Ports::fresh();
-    let mut members = start_zkd(&ports);
+    let ports = MemberPorts::fresh(MEMBERS);
+    let mut members = start_zkd(&ports, |data| zoo_cfg(&ports, data));
     let ours = scenario(&ports, &mut members).await;
     assert_eq!(ours, theirs, "zkd (left) and ZooKeeper 3.8 (right) differ");
     // What both saw, so that a change on both sides is noticed too.

@@ -10,9 +10,8 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use zkd_client_tests::process::{
-    connect_string, four_letter_word, free_port, srvr_mode, ZkdProcess,
-};
+use zkd_client_tests::process::ZkdProcess;
+use zkd_client_tests::side_by_side::MemberPorts;
 use zkd_client_tests::{connect, persistent, within};
 use zookeeper_client as zk;
 
@@ -21,70 +20,28 @@ const MEMBERS: usize = 4;
 /// How long an election and sync may take.
 const SETTLE: Duration = Duration::from_secs(30);
 
-/// Every member's ports: client, quorum, election.
-struct Ports(Vec<[u16; 3]>);
-
-impl Ports {
-    fn fresh() -> Ports {
-        Ports(
-            (0..MEMBERS)
-                .map(|_| [free_port(), free_port(), free_port()])
-                .collect(),
-        )
+/// zoo.cfg for a member with dataDir `data` in an ensemble of `ids`.
+fn zoo_cfg(ports: &MemberPorts, data: &Path, ids: &[usize]) -> String {
+    let mut text = format!(
+        "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\n\
+         4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+        data.display()
+    );
+    for id in ids {
+        text.push_str(&ports.server_line(*id));
     }
-
-    /// zoo.cfg for a member with dataDir `data` in an ensemble of `ids`.
-    fn zoo_cfg(&self, data: &Path, ids: &[usize]) -> String {
-        let mut text = format!(
-            "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\n\
-             4lw.commands.whitelist=*\nadmin.enableServer=false\n",
-            data.display()
-        );
-        for id in ids {
-            let [c, q, e] = self.0[id - 1];
-            text.push_str(&format!("server.{id}=127.0.0.1:{q}:{e};{c}\n"));
-        }
-        text
-    }
-
-    fn mode(&self, id: usize) -> Option<String> {
-        srvr_mode(&four_letter_word(self.0[id - 1][0], "srvr").ok()?)
-    }
-
-    fn clients(&self, ids: &[usize]) -> String {
-        connect_string(
-            ids.iter()
-                .map(|id| format!("127.0.0.1:{}", self.0[id - 1][0])),
-        )
-    }
-
-    /// Waits until every member in `ids` serves, one of them leading.
-    fn wait_serving(&self, ids: &[usize]) {
-        let deadline = Instant::now() + SETTLE;
-        loop {
-            let modes: Vec<Option<String>> = ids.iter().map(|id| self.mode(*id)).collect();
-            let leads = modes.iter().any(|m| m.as_deref() == Some("leader"));
-            if leads && modes.iter().all(Option::is_some) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "members {ids:?} not serving: {modes:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    text
 }
 
 /// Starts member `id` with the servers `ids`.
-fn start(ports: &Ports, id: usize, ids: &[usize]) -> ZkdProcess {
-    let config = |data: &Path| ports.zoo_cfg(data, ids);
+fn start(ports: &MemberPorts, id: usize, ids: &[usize]) -> ZkdProcess {
+    let config = |data: &Path| zoo_cfg(ports, data, ids);
     ZkdProcess::try_start_from(config, "127.0.0.1", ports.0[id - 1][0], id as u64)
         .unwrap_or_else(|e| panic!("member {id}: {e}"))
 }
 
 /// Restarts `member` with the servers `ids` in its zoo.cfg.
-fn restart_with(ports: &Ports, member: &mut ZkdProcess, ids: &[usize]) {
+fn restart_with(ports: &MemberPorts, member: &mut ZkdProcess, ids: &[usize]) {
     member.kill9();
     let text = std::fs::read_to_string(member.config_path()).expect("zoo.cfg");
     let data = text
@@ -92,12 +49,12 @@ fn restart_with(ports: &Ports, member: &mut ZkdProcess, ids: &[usize]) {
         .find_map(|l| l.strip_prefix("dataDir="))
         .expect("dataDir")
         .to_owned();
-    std::fs::write(member.config_path(), ports.zoo_cfg(Path::new(&data), ids)).expect("zoo.cfg");
+    std::fs::write(member.config_path(), zoo_cfg(ports, Path::new(&data), ids)).expect("zoo.cfg");
     member.restart();
 }
 
 /// Creates `/r/<name>` through the members `ids`, retrying while they elect.
-async fn write(ports: &Ports, ids: &[usize], name: &str) {
+async fn write(ports: &MemberPorts, ids: &[usize], name: &str) {
     let deadline = Instant::now() + SETTLE;
     let path = format!("/r/{name}");
     loop {
@@ -128,7 +85,7 @@ async fn write(ports: &Ports, ids: &[usize], name: &str) {
 
 /// What member `id` serves: the children of `/r`, and the servers in
 /// `/zookeeper/config`.
-async fn served(ports: &Ports, id: usize) -> (Vec<String>, Vec<String>) {
+async fn served(ports: &MemberPorts, id: usize) -> (Vec<String>, Vec<String>) {
     let client = connect(&ports.clients(&[id]), SESSION).await;
     within(client.sync("/r")).await.expect("sync");
     let mut children = within(client.list_children("/r")).await.expect("children");
@@ -146,10 +103,10 @@ async fn served(ports: &Ports, id: usize) -> (Vec<String>, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn membership_changes_by_rolling_restarts_with_new_static_configs() {
-    let ports = Ports::fresh();
+    let ports = MemberPorts::fresh(MEMBERS);
     let (old, new) = ([1, 2, 3], [1, 2, 3, 4]);
     let mut members: Vec<ZkdProcess> = old.iter().map(|id| start(&ports, *id, &old)).collect();
-    ports.wait_serving(&old);
+    ports.wait_serving(&old, SETTLE);
     write(&ports, &old, "start").await;
 
     members.push(start(&ports, 4, &new));
@@ -158,7 +115,7 @@ async fn membership_changes_by_rolling_restarts_with_new_static_configs() {
         restart_with(&ports, &mut members[id - 1], &new);
         write(&ports, &old, &format!("member {id} restarted with 1-4")).await;
     }
-    ports.wait_serving(&new);
+    ports.wait_serving(&new, SETTLE);
     write(&ports, &new, "four members").await;
     // ZOOKEEPER-3830's moment: the new member leads (the highest sid, as
     // up to date as the rest, once the leader restarts) and commits.
@@ -167,7 +124,7 @@ async fn membership_changes_by_rolling_restarts_with_new_static_configs() {
         .find(|id| ports.mode(*id).as_deref() == Some("leader"));
     if let Some(leader) = leader.filter(|id| *id != 4) {
         restart_with(&ports, &mut members[leader - 1], &new);
-        ports.wait_serving(&new);
+        ports.wait_serving(&new, SETTLE);
     }
     assert_eq!(
         ports.mode(4).as_deref(),
@@ -202,7 +159,7 @@ async fn membership_changes_by_rolling_restarts_with_new_static_configs() {
         restart_with(&ports, &mut members[id - 1], &old);
         write(&ports, &old, &format!("member {id} restarted with 1-3")).await;
     }
-    ports.wait_serving(&old);
+    ports.wait_serving(&old, SETTLE);
     let servers: Vec<String> = old.map(|id| format!("server.{id}")).to_vec();
     for id in old {
         let (children, shown) = served(&ports, id).await;

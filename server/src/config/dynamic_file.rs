@@ -76,8 +76,9 @@ impl ConfigFiles {
             if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
                 continue;
             }
-            let (key, value) = line.split_once('=').unwrap_or((line, ""));
-            let key = key.trim();
+            // As `parse_properties` splits a line.
+            let split = line.find(['=', ':']).unwrap_or(line.len());
+            let (key, value) = (line[..split].trim(), line.get(split + 1..).unwrap_or(""));
             let client = matches!(key, "clientPort" | "clientPortAddress");
             if MOVED.iter().any(|m| key.starts_with(m)) || (client && self.erase_client_port) {
                 continue;

@@ -47,7 +47,11 @@ impl Member {
                 (Some(config), true) => Some(Self::established(config, l.epoch())),
                 _ => None,
             },
-            _ => self.announced.take(),
+            // Without reconfig a follower keeps its own, as ZooKeeper's does.
+            _ => self
+                .announced
+                .take()
+                .filter(|_| ctx.node.ensemble_config().1),
         };
         let current = ctx.node.ensemble_config().0.map(|c| c.version);
         if let (Some(config), Some(current)) = (announced, current) {
