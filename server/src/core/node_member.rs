@@ -38,13 +38,15 @@ impl Node {
         node
     }
 
-    /// The ensemble configuration in effect, and whether the member stamps
-    /// and hands on its versions (`reconfigEnabled`).
-    pub fn ensemble_config(&self) -> (Option<&EnsembleConfig>, bool) {
-        (
-            self.config.ensemble_config.as_ref(),
-            self.config.reconfig_enabled,
-        )
+    /// The ensemble configuration in effect.
+    pub fn ensemble_config(&self) -> Option<&EnsembleConfig> {
+        self.config.ensemble_config.as_ref()
+    }
+
+    /// `reconfigEnabled`: the member versions its configuration and hands
+    /// it on.
+    pub fn reconfig_enabled(&self) -> bool {
+        self.config.reconfig_enabled
     }
 
     /// A later version of the ensemble configuration takes effect here:

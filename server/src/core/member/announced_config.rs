@@ -17,17 +17,16 @@ impl Member {
     /// What the leader's NEWLEADER for `epoch` carries: its configuration,
     /// an unversioned one under the epoch's zxid; nothing without reconfig.
     pub(super) fn announced_config(node: &Node, epoch: Epoch) -> Bytes {
-        match node.ensemble_config() {
-            (Some(config), true) => Self::established(config, epoch).text,
-            _ => Bytes::new(),
-        }
+        Self::established(node, epoch).map_or_else(Bytes::new, |c| c.text)
     }
 
-    fn established(config: &EnsembleConfig, epoch: Epoch) -> EnsembleConfig {
-        match config.version {
+    /// The configuration the leader of `epoch` establishes, with reconfig.
+    fn established(node: &Node, epoch: Epoch) -> Option<EnsembleConfig> {
+        let config = node.ensemble_config().filter(|_| node.reconfig_enabled())?;
+        Some(match config.version {
             0 => config.with_version(Zxid::new(epoch, 0).0),
             _ => config.clone(),
-        }
+        })
     }
 
     /// Follower: the configuration in `from`'s NEWLEADER, kept until UPTODATE.
@@ -43,17 +42,14 @@ impl Member {
     /// effect, if later than the one in effect.
     pub(super) fn activate_announced(&mut self, ctx: &mut Ctx<'_>) {
         let announced = match &self.role {
-            Role::Leading(l) => match ctx.node.ensemble_config() {
-                (Some(config), true) => Some(Self::established(config, l.epoch())),
-                _ => None,
-            },
+            Role::Leading(l) => Self::established(ctx.node, l.epoch()),
             // Without reconfig a follower keeps its own, as ZooKeeper's does.
             _ => self
                 .announced
                 .take()
-                .filter(|_| ctx.node.ensemble_config().1),
+                .filter(|_| ctx.node.reconfig_enabled()),
         };
-        let current = ctx.node.ensemble_config().0.map(|c| c.version);
+        let current = ctx.node.ensemble_config().map(|c| c.version);
         if let (Some(config), Some(current)) = (announced, current) {
             if config.version > current {
                 ctx.node.activate_ensemble_config(config);
