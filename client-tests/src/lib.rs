@@ -16,6 +16,7 @@ pub mod oracle_ensemble;
 pub mod process;
 pub mod raw;
 pub mod side_by_side;
+pub mod zkcli;
 
 pub use process::{ServerOptions, ZkdProcess};
 

@@ -92,8 +92,8 @@ const MAX_FN_LINES: usize = 70;
 /// entry), never grow, and no other may pass `MAX_FN_LINES`.
 const LONG_FNS: [(&str, &str, usize); 8] = [
     ("server/src/launcher/supervise.rs", "supervise", 117),
-    ("server/src/runtime/peer/convert.rs", "encode_zab", 87),
-    ("server/src/runtime/peer/convert.rs", "decode_single", 80),
+    ("server/src/runtime/peer/convert.rs", "encode_zab", 85),
+    ("server/src/runtime/peer/convert.rs", "decode_single", 76),
     ("server/src/runtime/storage_worker/mod.rs", "execute", 80),
     ("server/src/core/pipeline/read.rs", "execute", 83),
     ("server/src/runtime/peer/quorum_link.rs", "accept", 75),

@@ -31,6 +31,9 @@ pub enum TxnBody {
     Delete(OpCode, DeleteTxn),
     /// setData.
     SetData(SetDataTxn),
+    /// reconfig: the new ensemble configuration written to
+    /// `/zookeeper/config`, as ZooKeeper logs it (a setData record).
+    Reconfig(SetDataTxn),
     /// setACL.
     SetAcl(SetAclTxn),
     /// check, only inside a multi.
@@ -53,6 +56,7 @@ impl TxnBody {
             TxnBody::CreateContainer(_) => OpCode::CreateContainer as i32,
             TxnBody::CreateTtl(_) => OpCode::CreateTtl as i32,
             TxnBody::SetData(_) => OpCode::SetData as i32,
+            TxnBody::Reconfig(_) => OpCode::Reconfig as i32,
             TxnBody::SetAcl(_) => OpCode::SetAcl as i32,
             TxnBody::Check(_) => OpCode::Check as i32,
             TxnBody::Multi(_) => OpCode::Multi as i32,
@@ -69,7 +73,7 @@ impl TxnBody {
             TxnBody::CreateContainer(t) => t.encode(buf),
             TxnBody::CreateTtl(t) => t.encode(buf),
             TxnBody::Delete(_, t) => t.encode(buf),
-            TxnBody::SetData(t) => t.encode(buf),
+            TxnBody::SetData(t) | TxnBody::Reconfig(t) => t.encode(buf),
             TxnBody::SetAcl(t) => t.encode(buf),
             TxnBody::Check(t) => t.encode(buf),
             TxnBody::CreateSession(t) => t.encode(buf),
@@ -101,6 +105,7 @@ impl TxnBody {
             OpCode::CreateTtl => TxnBody::CreateTtl(Record::decode(buf)?),
             OpCode::Delete | OpCode::DeleteContainer => TxnBody::Delete(op, Record::decode(buf)?),
             OpCode::SetData => TxnBody::SetData(Record::decode(buf)?),
+            OpCode::Reconfig => TxnBody::Reconfig(Record::decode(buf)?),
             OpCode::SetAcl => TxnBody::SetAcl(Record::decode(buf)?),
             OpCode::Check => TxnBody::Check(Record::decode(buf)?),
             OpCode::CreateSession => TxnBody::CreateSession(Record::decode(buf)?),

@@ -340,9 +340,9 @@ mod tests {
             codec.decode(&mut frame(&[])),
             Err(PeerFrameError::Invalid(_))
         ));
-        // Only an unknown field (tag 9): prost skips it, leaving no body.
+        // Only an unknown field (tag 22): prost skips it, leaving no body.
         assert!(matches!(
-            codec.decode(&mut frame(&[0x48, 0x01])),
+            codec.decode(&mut frame(&[0xb0, 0x01, 0x01])),
             Err(PeerFrameError::Invalid(_))
         ));
         // A notification with an unknown state.

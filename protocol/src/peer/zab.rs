@@ -7,8 +7,8 @@
 //! docs say where each value sits in ZooKeeper's packet, so a jute codec can translate
 //! both ways; [`quorum_packet::Body::zookeeper_zxid`] gives the `zxid` field exactly.
 //!
-//! Not modelled: COMMITANDACTIVATE (9) and INFORMANDACTIVATE (19), which only dynamic
-//! reconfig uses. Their codes are in [`PacketType`].
+//! COMMITANDACTIVATE (9) and INFORMANDACTIVATE (19) commit a reconfig txn and name the
+//! leader of the configuration it activates.
 
 use super::{InvalidMessage, PeerMessage};
 use bytes::Bytes;
@@ -44,7 +44,7 @@ pub enum PacketType {
     Sync = 7,
     /// 8: leader → observer, a committed txn.
     Inform = 8,
-    /// 9: reconfig commit naming the designated leader (not used by zkd).
+    /// 9: leader → follower, a reconfig txn committed, naming the designated leader.
     CommitAndActivate = 9,
     /// 10: leader → learner, end of synchronization for the new epoch.
     NewLeader = 10,
@@ -64,7 +64,7 @@ pub enum PacketType {
     LeaderInfo = 17,
     /// 18: learner → leader, epoch acknowledged, with the learner's history position.
     AckEpoch = 18,
-    /// 19: reconfig INFORM for observers (not used by zkd).
+    /// 19: leader → observer, a committed reconfig txn, naming the designated leader.
     InformAndActivate = 19,
 }
 
@@ -218,6 +218,38 @@ pub struct Inform {
     pub txn: Bytes,
 }
 
+/// COMMITANDACTIVATE (9), leader → follower: the reconfig txn `zxid` has a quorum of
+/// ACKs of the old and of the new configuration; apply it, activate its configuration and
+/// follow `designated_leader` in it. ZooKeeper: zxid, data = `long designatedLeader`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CommitAndActivate {
+    /// The committed reconfig zxid (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+    /// The sid that leads the new configuration (packet data).
+    #[prost(uint64, tag = "2")]
+    pub designated_leader: u64,
+    /// As [`Commit::digest`]. Not in ZooKeeper's packet.
+    #[prost(uint64, optional, tag = "3")]
+    pub digest: Option<u64>,
+}
+
+/// INFORMANDACTIVATE (19), leader → observer: a committed reconfig txn, as [`Inform`], and
+/// the leader of the configuration it activates. ZooKeeper: zxid, data = `long
+/// designatedLeader` then the txn.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InformAndActivate {
+    /// The txn's zxid (packet zxid).
+    #[prost(int64, tag = "1")]
+    pub zxid: i64,
+    /// The sid that leads the new configuration.
+    #[prost(uint64, tag = "2")]
+    pub designated_leader: u64,
+    /// The serialized txn, as in [`Proposal::txn`].
+    #[prost(bytes = "bytes", tag = "3")]
+    pub txn: Bytes,
+}
+
 /// NEWLEADER (10), leader → learner: synchronization for the new epoch is complete. The
 /// learner logs and fsyncs what it buffered, persists currentEpoch, and ACKs
 /// `epoch << 32` (§9.4).
@@ -353,7 +385,7 @@ pub struct QuorumPacket {
     /// codes where one message has the code to itself.
     #[prost(
         oneof = "quorum_packet::Body",
-        tags = "1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 21"
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21"
     )]
     pub body: Option<quorum_packet::Body>,
 }
@@ -389,6 +421,9 @@ pub mod quorum_packet {
         /// INFORM (8).
         #[prost(message, tag = "8")]
         Inform(Inform),
+        /// COMMITANDACTIVATE (9).
+        #[prost(message, tag = "9")]
+        CommitAndActivate(CommitAndActivate),
         /// NEWLEADER (10).
         #[prost(message, tag = "10")]
         NewLeader(NewLeader),
@@ -416,6 +451,9 @@ pub mod quorum_packet {
         /// ACKEPOCH (18).
         #[prost(message, tag = "18")]
         AckEpoch(AckEpoch),
+        /// INFORMANDACTIVATE (19).
+        #[prost(message, tag = "19")]
+        InformAndActivate(InformAndActivate),
         /// REVALIDATE (6), leader → learner.
         #[prost(message, tag = "20")]
         RevalidateReply(RevalidateReply),
@@ -439,6 +477,8 @@ pub mod quorum_packet {
                 Body::Revalidate(_) | Body::RevalidateReply(_) => PacketType::Revalidate,
                 Body::Sync(_) => PacketType::Sync,
                 Body::Inform(_) => PacketType::Inform,
+                Body::CommitAndActivate(_) => PacketType::CommitAndActivate,
+                Body::InformAndActivate(_) => PacketType::InformAndActivate,
                 Body::NewLeader(_) => PacketType::NewLeader,
                 Body::FollowerInfo(_) => PacketType::FollowerInfo,
                 Body::UpToDate(_) => PacketType::UpToDate,
@@ -471,6 +511,8 @@ pub mod quorum_packet {
                 | Body::Commit(Commit { zxid, .. })
                 | Body::Ping(Ping { zxid, .. })
                 | Body::Inform(Inform { zxid, .. })
+                | Body::CommitAndActivate(CommitAndActivate { zxid, .. })
+                | Body::InformAndActivate(InformAndActivate { zxid, .. })
                 | Body::NewLeader(NewLeader { zxid, .. })
                 | Body::Diff(Diff { zxid })
                 | Body::Trunc(Trunc { zxid })
@@ -541,6 +583,8 @@ into_packet! {
     RevalidateReply => RevalidateReply,
     Sync => Sync,
     Inform => Inform,
+    CommitAndActivate => CommitAndActivate,
+    InformAndActivate => InformAndActivate,
     NewLeader => NewLeader,
     FollowerInfo => FollowerInfo,
     UpToDate => UpToDate,

@@ -104,6 +104,26 @@ pub(crate) fn every_packet() -> Vec<(QuorumPacket, i32, Option<i64>)> {
             Some(z),
         ),
         (
+            CommitAndActivate {
+                zxid: z,
+                designated_leader: 3,
+                digest: None,
+            }
+            .into(),
+            9,
+            Some(z),
+        ),
+        (
+            InformAndActivate {
+                zxid: z,
+                designated_leader: 3,
+                txn: Bytes::from_static(b"t"),
+            }
+            .into(),
+            19,
+            Some(z),
+        ),
+        (
             NewLeader {
                 zxid: Zxid::new(2, 0).0,
                 config: Bytes::from_static(b"server.1=127.0.0.1:2888:3888:participant"),
@@ -218,8 +238,8 @@ fn packet_type_codes_match_zookeeper() {
 #[test]
 fn every_packet_round_trips_with_its_zookeeper_type_and_zxid() {
     let packets = every_packet();
-    // Every variant is covered (19 variants; AckEpoch appears twice).
-    assert_eq!(packets.len(), 20);
+    // Every variant is covered (21 variants; AckEpoch appears twice).
+    assert_eq!(packets.len(), 22);
     for (packet, code, zxid) in packets {
         assert_eq!(packet.type_code(), code, "{packet:?}");
         let body = packet.body.as_ref().unwrap();

@@ -7,17 +7,8 @@ use super::{err, parse_properties, Config, ConfigError, Props};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One `server.N` line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerSpec {
-    pub host: String,
-    pub quorum_port: u16,
-    pub election_port: u16,
-    /// `participant` or `observer`.
-    pub observer: bool,
-    /// The optional `;[host:]port` client address.
-    pub client_address: Option<String>,
-}
+pub use crate::core::ServerSpec;
+use crate::core::{server_spec, WILDCARD};
 
 /// The key naming the dynamic configuration file.
 const DYNAMIC_KEY: &str = "dynamicConfigFile";
@@ -89,55 +80,13 @@ pub(super) fn servers(p: &mut Props) -> Result<BTreeMap<u64, ServerSpec>, Config
 }
 
 fn parse_server(key: &str, value: &str) -> Result<ServerSpec, ConfigError> {
-    let (addr, client) = match value.split_once(';') {
-        Some((a, c)) => (a, Some(c.trim().to_owned())),
-        None => (value, None),
-    };
-    let parts: Vec<&str> = addr.trim().split(':').collect();
-    if parts.len() < 3 || parts.len() > 4 {
-        return Err(err(
-            key,
-            "expected host:quorumPort:electionPort[:participant|observer]",
-        ));
-    }
-    let quorum_port = port(key, parts[1])?;
-    let election_port = port(key, parts[2])?;
-    if quorum_port == election_port {
-        return Err(err(key, "quorum and election ports must differ"));
-    }
-    let observer = match parts.get(3).copied() {
-        None | Some("participant") => false,
-        Some("observer") => true,
-        Some(other) => return Err(err(key, format!("unknown role {other:?}"))),
-    };
-    if let Some(client) = &client {
-        client_host_port(key, client)?;
-    }
-    Ok(ServerSpec {
-        host: parts[0].to_owned(),
-        quorum_port,
-        election_port,
-        observer,
-        client_address: client,
-    })
+    ServerSpec::parse(value).map_err(|m| err(key, m))
 }
 
-fn port(key: &str, s: &str) -> Result<u16, ConfigError> {
-    s.trim()
-        .parse::<u16>()
-        .map_err(|_| err(key, format!("{s:?} is not a port")))
-}
-
-/// A server line's client address: `host:port`, or `port` alone for every
-/// address (`0.0.0.0`).
+/// A server line's client address, with the line's key in an error.
 fn client_host_port(key: &str, address: &str) -> Result<(String, u16), ConfigError> {
-    match address.rsplit_once(':') {
-        Some((host, p)) => Ok((host.to_owned(), port(key, p)?)),
-        None => Ok((WILDCARD.to_owned(), port(key, address)?)),
-    }
+    server_spec::client_host_port(address).map_err(|m| err(key, m))
 }
-
-const WILDCARD: &str = "0.0.0.0";
 
 impl Config {
     /// This member's client port from its own `server.N` line, as
@@ -214,27 +163,7 @@ impl Config {
     /// `/zookeeper/config`: `server.N=host:quorum:election:participant`
     /// (`;client` when the line gave one) per member, then `version=` in hex.
     pub fn quorum_config_text(&self) -> String {
-        let mut out = String::new();
-        for (id, s) in &self.servers {
-            let role = if s.observer {
-                "observer"
-            } else {
-                "participant"
-            };
-            out.push_str(&format!(
-                "server.{id}={}:{}:{}:{role}",
-                s.host, s.quorum_port, s.election_port
-            ));
-            match s.client_address.as_deref() {
-                // `;port` alone means every address, which ZooKeeper prints.
-                Some(port) if !port.contains(':') => out.push_str(&format!(";{WILDCARD}:{port}")),
-                Some(address) => out.push_str(&format!(";{address}")),
-                None => {}
-            }
-            out.push('\n');
-        }
-        out.push_str(&format!("version={:x}", self.config_version));
-        out
+        server_spec::config_text(&self.servers, self.config_version as i64)
     }
 }
 

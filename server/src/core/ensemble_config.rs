@@ -2,7 +2,9 @@
 //! ZooKeeper's `QuorumVerifier` prints (`server.N=...` lines, then
 //! `version=<hex>`), and its version, which is also the node's mzxid.
 
+use super::server_spec::{config_text, ServerSpec};
 use bytes::Bytes;
+use std::collections::BTreeMap;
 
 /// An ensemble configuration and its version.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +28,24 @@ impl EnsembleConfig {
     pub fn server_lines(&self) -> impl Iterator<Item = &str> {
         let text = std::str::from_utf8(&self.text).unwrap_or_default();
         text.lines().filter(|l| !l.starts_with("version="))
+    }
+
+    /// The configuration of `servers` at `version`.
+    pub fn of(servers: &BTreeMap<u64, ServerSpec>, version: i64) -> EnsembleConfig {
+        let text = Bytes::from(config_text(servers, version));
+        EnsembleConfig { text, version }
+    }
+
+    /// The members its lines list, by id. Members wrote the text, so a line
+    /// that does not read is a bug elsewhere; it is left out.
+    pub fn servers(&self) -> BTreeMap<u64, ServerSpec> {
+        let lines = self.server_lines().filter_map(|l| l.split_once('='));
+        lines
+            .filter_map(|(key, value)| {
+                let id = key.strip_prefix("server.")?.parse().ok()?;
+                Some((id, ServerSpec::parse(value).ok()?))
+            })
+            .collect()
     }
 
     /// The same servers under another version.
@@ -53,8 +73,15 @@ mod tests {
             &stamped.text[..],
             b"server.1=a:1:2:participant;0.0.0.0:3\nserver.2=b:1:2:observer\nversion=100000000"
         );
-        assert_eq!(EnsembleConfig::parse(stamped.text.clone()), Some(stamped));
+        assert_eq!(
+            EnsembleConfig::parse(stamped.text.clone()),
+            Some(stamped.clone())
+        );
         assert_eq!(EnsembleConfig::parse(Bytes::from("server.1=a:1:2")), None);
+        let servers = stamped.servers();
+        assert_eq!(servers.len(), 2);
+        assert!(servers[&2].observer);
+        assert_eq!(EnsembleConfig::of(&servers, 0x1_0000_0000), stamped);
         assert_eq!(EnsembleConfig::parse(Bytes::new()), None);
     }
 }

@@ -25,6 +25,7 @@ mod node_apply;
 mod node_member;
 mod node_mode;
 mod node_read_only;
+mod node_reconfig;
 mod node_request;
 mod node_sasl;
 pub mod peer_event;
@@ -32,6 +33,7 @@ pub mod pipeline;
 mod read_permit;
 pub mod reply;
 pub mod sasl;
+pub mod server_spec;
 pub mod session;
 pub mod stats;
 pub mod storage_job;
@@ -43,6 +45,7 @@ pub use ensemble_config::EnsembleConfig;
 pub use node::{Node, MAX_OUTSTANDING};
 pub(crate) use node_apply::apply_to_tree;
 pub use read_permit::{budget_units, ReadPermit};
+pub use server_spec::{ServerSpec, WILDCARD};
 pub use types::{take_queued, Command, ConnId, CoreConfig, Event, Mode, Now};
 
 #[cfg(test)]

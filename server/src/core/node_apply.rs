@@ -62,6 +62,7 @@ impl Node {
             return;
         }
         self.pending.applied(txn.zxid());
+        self.activate_reconfig(&txn);
         self.fire(txn.zxid(), &triggers);
         self.track_session(now, &txn);
         match origin {

@@ -9,7 +9,6 @@ use super::node_mode::{Following, Leading, ModeState, NotServing, HOLD_HANDSHAKE
 use super::pipeline::pending::PendingChanges;
 use super::session::{SessionId, SessionTable};
 use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
-use super::EnsembleConfig;
 use crate::failpoints::{active, Failpoint};
 use bytes::{Buf, Bytes, BytesMut};
 use std::sync::Arc;
@@ -36,34 +35,6 @@ impl Node {
         node.fuzzy_through = fuzzy_through;
         node.show_ensemble_config();
         node
-    }
-
-    /// The ensemble configuration in effect.
-    pub fn ensemble_config(&self) -> Option<&EnsembleConfig> {
-        self.config.ensemble_config.as_ref()
-    }
-
-    /// `reconfigEnabled`: the member versions its configuration and hands
-    /// it on.
-    pub fn reconfig_enabled(&self) -> bool {
-        self.config.reconfig_enabled
-    }
-
-    /// A later version of the ensemble configuration takes effect here:
-    /// `/zookeeper/config` shows it from now on.
-    pub fn activate_ensemble_config(&mut self, config: EnsembleConfig) {
-        tracing::info!(version = %format!("{:x}", config.version), "ensemble configuration activated");
-        self.config.ensemble_config = Some(config.clone());
-        self.show_ensemble_config();
-        self.commands
-            .push_back(Command::RecordEnsembleConfig(config));
-    }
-
-    fn show_ensemble_config(&mut self) {
-        if let Some(config) = &self.config.ensemble_config {
-            self.tree
-                .set_ensemble_config(config.text.clone(), config.version);
-        }
     }
 
     /// The role ended (or has not begun): every client connection is

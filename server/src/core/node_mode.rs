@@ -4,6 +4,7 @@
 //! lives in its variant, so it is gone when the mode ends.
 
 use super::acl::AuthIds;
+use super::election::ServerId;
 use super::session::SessionId;
 use super::types::{ConnId, Mode};
 use std::collections::BTreeMap;
@@ -63,6 +64,9 @@ pub(super) struct Leading {
     /// A follower's own gate holds it to `MAX_OUTSTANDING`; the member
     /// closes the link of one that sends far more (issue 35, finding 7).
     pub forwarded: BTreeMap<u64, usize>,
+    /// The leader and the followers synced with it, as its role last said:
+    /// a reconfig needs a synced quorum of the next configuration.
+    pub synced: Vec<ServerId>,
 }
 
 impl Leading {

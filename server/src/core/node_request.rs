@@ -219,6 +219,10 @@ impl Node {
             // An ensemble's sync is a quorum round of its own: a txn that
             // changes nothing, answered once committed (ZOOKEEPER-1675).
             ClientRequest::Sync(_) => Ok(sync_txn()),
+            ClientRequest::Reconfig(r) => {
+                let ensemble = self.reconfig_context();
+                self.prepare(now, auth, session.0, |prep| prep.reconfig(r, &ensemble))
+            }
             _ => self.prepare(now, auth, session.0, |prep| prep_request(prep, request)),
         };
         body.unwrap_or_else(|code| TxnBody::Error(ErrorTxn { err: code.code() }))
@@ -406,8 +410,6 @@ fn prep_request(prep: &mut Prep<'_>, request: &ClientRequest) -> Result<TxnBody,
         R::SetData(r) => prep.set_data(&r.path, &r.data, r.version),
         R::SetAcl(r) => prep.set_acl(&r.path, &r.acl, r.version),
         R::Multi(m) => Ok(prep.multi(&m.ops)),
-        // reconfigEnabled is false: ZooKeeper checks that first.
-        R::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
         _ => Err(ErrorCode::Unimplemented),
     }
 }

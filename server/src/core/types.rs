@@ -195,6 +195,8 @@ pub struct CoreConfig {
     /// `reconfigEnabled`: the first leader gives an unversioned
     /// configuration its epoch's zxid as version, as ZooKeeper's does.
     pub reconfig_enabled: bool,
+    /// `standaloneEnabled`: a reconfig must then leave two voters.
+    pub standalone_enabled: bool,
     /// Client SASL (a JAAS `Server` section); None: SASL requests fail.
     pub sasl: Option<super::sasl::SaslSettings>,
     /// Whether the server has ZooKeeper's SASL provider (`sasl:` ACLs).
@@ -224,6 +226,7 @@ impl Default for CoreConfig {
             max_frame_bytes: zkd_protocol::DEFAULT_MAX_BUFFER,
             ensemble_config: None,
             reconfig_enabled: false,
+            standalone_enabled: true,
             sasl: None,
             sasl_acls: false,
             enforced_auth: None,

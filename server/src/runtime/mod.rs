@@ -142,6 +142,7 @@ pub fn core_config(config: &Config) -> CoreConfig {
             version: config.config_version as i64,
         }),
         reconfig_enabled: config.reconfig_enabled,
+        standalone_enabled: config.standalone_enabled,
         sasl: config
             .sasl
             .as_ref()
@@ -411,14 +412,7 @@ async fn start_member(
         init_limit: u64::from(config.init_limit.unwrap_or(10)),
         sync_limit: u64::from(config.sync_limit.unwrap_or(5)),
     };
-    let (observers, voters) = (config.servers.iter())
-        .map(|(id, s)| (ServerId(*id), s.observer))
-        .partition(|(_, observer)| *observer);
-    let ids = |v: Vec<(ServerId, bool)>| v.into_iter().map(|(id, _)| id).collect();
-    let members = Members {
-        voters: ids(voters),
-        observers: ids(observers),
-    };
+    let members = Members::of(&config.servers);
     let settings = peer::PeerSettings {
         connect_timeout: std::time::Duration::from_millis(timing.init_ms().max(1000)),
         stall_timeout: std::time::Duration::from_millis(timing.sync_ms().max(1000)),

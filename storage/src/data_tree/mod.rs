@@ -426,7 +426,7 @@ impl DataTree {
                 out,
             ),
             TxnBody::Delete(_, t) => self.delete(Cow::Borrowed(&t.path), h.zxid, out),
-            TxnBody::SetData(t) => self.set_data(&t.path, &t.data, t.version, txn, out),
+            TxnBody::SetData(t) | TxnBody::Reconfig(t) => self.set_data(t, txn, out),
             TxnBody::SetAcl(t) => self.set_acl(&t.path, &t.acl, t.version),
             TxnBody::Check(_) => TxnOutcome::Checked,
             TxnBody::Error(e) => TxnOutcome::Error(e.err),
@@ -608,12 +608,11 @@ impl DataTree {
 
     fn set_data<'t>(
         &mut self,
-        p: &'t str,
-        data: &Option<Bytes>,
-        version: i32,
+        t: &'t zkd_protocol::records::SetDataTxn,
         txn: &Txn,
         out: &mut Vec<WatchTrigger<'t>>,
     ) -> TxnOutcome {
+        let (p, data, version) = (t.path.as_str(), &t.data, t.version);
         let Some(node) = self.nodes.get_mut(p) else {
             return TxnOutcome::Error(zkd_protocol::ErrorCode::NoNode.code());
         };

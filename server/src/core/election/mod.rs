@@ -487,6 +487,11 @@ impl Election {
         self.decide(state, self.vote, self.logical_clock);
     }
 
+    /// The voters of the configuration now in effect (a reconfig committed).
+    pub fn set_voters(&mut self, voters: BTreeSet<ServerId>) {
+        self.config.voters = voters;
+    }
+
     /// Majority of the voters (`QuorumMaj`).
     fn is_quorum(&self, members: impl Iterator<Item = ServerId>) -> bool {
         let members: BTreeSet<ServerId> = members.filter(|m| self.is_voter(*m)).collect();

@@ -21,11 +21,13 @@ impl Member {
     }
 
     /// The configuration the leader of `epoch` establishes, with reconfig.
+    /// A reconfig its history applied to its tree outranks the one in effect.
     fn established(node: &Node, epoch: Epoch) -> Option<EnsembleConfig> {
         let config = node.ensemble_config().filter(|_| node.reconfig_enabled())?;
-        Some(match config.version {
-            0 => config.with_version(Zxid::new(epoch, 0).0),
-            _ => config.clone(),
+        Some(match (node.logged_ensemble_config(), config.version) {
+            (Some(logged), _) => logged,
+            (None, 0) => config.with_version(Zxid::new(epoch, 0).0),
+            (None, _) => config.clone(),
         })
     }
 

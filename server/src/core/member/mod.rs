@@ -36,6 +36,7 @@ use zkd_protocol::Zxid;
 use zkd_storage::Txn;
 
 mod announced_config;
+mod config_change;
 mod decoded;
 mod flow;
 mod inspect;
@@ -151,6 +152,9 @@ pub(crate) struct Member {
     /// Follower: the ensemble configuration its leader's NEWLEADER carried,
     /// activated at UPTODATE (see `announced_config`).
     announced: Option<crate::core::EnsembleConfig>,
+    /// The version of the configuration `members` was read from; None: the
+    /// members it started with.
+    members_version: Option<i64>,
 }
 
 impl Member {
@@ -188,6 +192,7 @@ impl Member {
             out: Outbox::new(limits),
             clocks: RoleClocks::default(),
             announced: None,
+            members_version: None,
         }
     }
 
@@ -546,7 +551,8 @@ impl Member {
                 state,
                 tree_zxid,
                 now_ms,
-            );
+            )
+            .with_next_config(Self::logged_next_config(ctx));
             Role::Leading(leader.with_flow(self.out.flow_marks()))
         };
         self.out.set_learner_intake(match self.role {

@@ -55,6 +55,7 @@ impl Member {
                         "a committed txn disagreed with the leader's tree",
                     );
                 }
+                self.follow_config(ctx)?;
             }
             ZabCommand::SendSnapshot { to } => {
                 ctx.node.metrics_mut().add(Count::SnapSyncs, 1);
@@ -77,7 +78,11 @@ impl Member {
                 self.snaps_out.cancel(peer);
                 self.out.close_zab(peer);
             }
-            ZabCommand::Serving => self.serving(ctx),
+            ZabCommand::Serving => {
+                self.serving(ctx);
+                self.follow_config(ctx)?;
+            }
+            ZabCommand::Synced(synced) => ctx.node.set_synced(synced),
             ZabCommand::Abandon { reason } => return self.end_role(ctx, &reason),
         }
         Ok(())
@@ -105,6 +110,13 @@ impl Member {
                     digest: Some(ctx.node.tree().digest()),
                 }
             }
+            ZabMessage::CommitAndActivate {
+                zxid, designated, ..
+            } if ctx.node.tree().last_zxid() == zxid => ZabMessage::CommitAndActivate {
+                zxid,
+                designated,
+                digest: Some(ctx.node.tree().digest()),
+            },
             ZabMessage::NewLeader { epoch, .. } => ZabMessage::NewLeader {
                 epoch,
                 config: Member::announced_config(ctx.node, epoch),
@@ -128,6 +140,7 @@ impl Member {
                 let epoch = l.epoch();
                 self.election.update_peer_epoch(epoch);
                 ctx.node.start_leading(ctx.now, epoch);
+                ctx.node.set_synced(l.synced());
                 tracing::info!(epoch, zxid = %ctx.node.tree().last_zxid(), "leading: serving clients");
             }
             Role::Following(f) => {

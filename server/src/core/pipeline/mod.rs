@@ -10,4 +10,5 @@ pub mod outcome;
 pub mod pending;
 pub mod prep;
 pub mod read;
+pub mod reconfig;
 pub mod txn_changes;

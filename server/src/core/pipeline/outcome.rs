@@ -24,9 +24,18 @@ pub fn write_reply(
             path.encode(out);
             stat.encode(out);
         }),
-        TxnOutcome::DataSet { stat } => {
-            reply::with_record(xid, zxid, &SetDataResponse { stat: stat.clone() })
-        }
+        // A reconfig answers with the configuration it made and its stat.
+        TxnOutcome::DataSet { stat } => match body {
+            TxnBody::Reconfig(t) => reply::with_record(
+                xid,
+                zxid,
+                &GetDataResponse {
+                    data: t.data.clone(),
+                    stat: stat.clone(),
+                },
+            ),
+            _ => reply::with_record(xid, zxid, &SetDataResponse { stat: stat.clone() }),
+        },
         TxnOutcome::AclSet { stat } => {
             reply::with_record(xid, zxid, &SetAclResponse { stat: stat.clone() })
         }

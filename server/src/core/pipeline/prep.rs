@@ -49,11 +49,11 @@ impl<'a> Prep<'a> {
         }
     }
 
-    fn require(&self, p: &str) -> Result<NodeMeta, ErrorCode> {
+    pub(super) fn require(&self, p: &str) -> Result<NodeMeta, ErrorCode> {
         self.view(p).ok_or(ErrorCode::NoNode)
     }
 
-    fn check_perm(&self, meta: &NodeMeta, perm: i32) -> Result<(), ErrorCode> {
+    pub(super) fn check_perm(&self, meta: &NodeMeta, perm: i32) -> Result<(), ErrorCode> {
         if self.auth.allows(&meta.acl, perm) {
             Ok(())
         } else {

@@ -169,6 +169,20 @@ impl Follower {
                 self.proposal(zxid, txn);
                 self.commit(zxid, None);
             }
+            // A reconfig's commit: its configuration takes effect as the
+            // txn applies, and the member elects again if its leader or
+            // its own role changed (so the designated leader needs no check).
+            (ZabMessage::CommitAndActivate { zxid, digest, .. }, phase)
+                if !self.observer && self.receiving(phase) =>
+            {
+                self.commit(zxid, digest)
+            }
+            (ZabMessage::InformAndActivate { zxid, txn, .. }, phase)
+                if self.observer && self.receiving(phase) =>
+            {
+                self.proposal(zxid, txn);
+                self.commit(zxid, None);
+            }
             (ZabMessage::NewLeader { epoch, .. }, Phase::Syncing(e)) if epoch == e => {
                 self.new_leader(e)
             }

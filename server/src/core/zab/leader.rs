@@ -5,7 +5,8 @@
 use super::learner_handler::{HandlerPhase, LearnerHandler};
 use super::SyncPlan;
 use super::{
-    epoch_zxid, DurableState, Epoch, FlowMarks, Members, StorageOp, Timing, ZabCommand, ZabMessage,
+    epoch_zxid, DurableState, Epoch, FlowMarks, Members, NextConfig, StorageOp, Timing, ZabCommand,
+    ZabMessage,
 };
 use crate::core::election::ServerId;
 use crate::failpoints::{active, Failpoint};
@@ -14,6 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::{Zxid, MAX_EPOCH};
 
 mod flow;
+mod reconfig;
 
 /// Where the leader is in establishing its epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +44,12 @@ const TOKEN_CURRENT_EPOCH: u64 = 2;
 pub struct Leader {
     me: ServerId,
     members: Members,
+    /// A reconfig proposed (or found in the history) and not committed:
+    /// from it on, quorums need its members too (see `reconfig`).
+    next: Option<NextConfig>,
+    /// It committed a reconfig that leaves it out, designating this
+    /// member: it proposes and commits nothing more, and steps down.
+    handed_to: Option<ServerId>,
     timing: Timing,
     state: DurableState,
     phase: Phase,
@@ -91,6 +99,8 @@ impl Leader {
         let mut leader = Leader {
             me,
             members,
+            next: None,
+            handed_to: None,
             timing,
             phase: Phase::Discovery,
             epoch: 0,
@@ -127,7 +137,7 @@ impl Leader {
         if self.phase == Phase::Done {
             return;
         }
-        if !self.members.contains(from) || from == self.me {
+        if !self.is_member(from) || from == self.me {
             return self
                 .commands
                 .push_back(ZabCommand::Disconnect { peer: from });
@@ -218,6 +228,9 @@ impl Leader {
             return;
         }
         self.next_tick_ms = now_ms + self.timing.ping_ms();
+        if let Some(designated) = self.handed_to {
+            return self.abandon(format!("a reconfig left it out; {designated} leads next"));
+        }
         let silent: Vec<ServerId> = self
             .learners
             .values()
@@ -230,7 +243,7 @@ impl Leader {
         }
         if self.phase == Phase::Broadcast {
             let synced = self.synced();
-            if !self.members.is_quorum(&synced) {
+            if !self.is_quorum_for(self.last_proposed, &synced) {
                 if active(Failpoint::DeposedLeaderServes) {
                     // Planted: the lost quorum is noticed and ignored; the
                     // leader keeps its clients (and answers their syncs
@@ -272,14 +285,14 @@ impl Leader {
 
     /// The link to a follower broke.
     pub fn peer_disconnected(&mut self, sid: ServerId) {
-        self.learners.remove(&sid);
+        self.forget_learner(sid);
     }
 
     /// The zxid the next proposal gets, while established. None while not
     /// serving, or when the counter would roll over (the leader then steps
     /// down so the next epoch starts at 0: ZOOKEEPER-1277).
     pub fn next_zxid(&mut self) -> Option<Zxid> {
-        if self.phase != Phase::Broadcast {
+        if self.phase != Phase::Broadcast || self.handed_to.is_some() {
             return None;
         }
         let next = self.last_proposed.next();
@@ -402,6 +415,7 @@ impl Leader {
         }
         // A reconnecting follower starts over.
         let handler = LearnerHandler::new(from, accepted_epoch, now_ms, observer);
+        self.forget_learner(from);
         self.learners.insert(from, handler);
         match self.phase {
             Phase::Discovery => self.maybe_choose_epoch(),
@@ -654,6 +668,7 @@ impl Leader {
             if self.phase == Phase::Broadcast {
                 self.send(from, ZabMessage::UpToDate);
             }
+            self.synced_changed();
             self.maybe_establish();
         } else if zxid.counter() != 0 && h.phase == HandlerPhase::Synced && !h.observer {
             if zxid > self.last_proposed {
@@ -668,10 +683,12 @@ impl Leader {
 
     /// A quorum acknowledged NEWLEADER: the epoch is established.
     fn maybe_establish(&mut self) {
-        if self.phase != Phase::Synchronizing || !self.members.is_quorum(&self.synced()) {
+        let synced = self.synced();
+        if self.phase != Phase::Synchronizing || !self.is_quorum_for(self.last_committed, &synced) {
             return;
         }
         self.phase = Phase::Broadcast;
+        self.history_reconfig_committed();
         self.last_proposed = epoch_zxid(self.epoch).max(self.last_proposed);
         tracing::info!(
             epoch = self.epoch,
@@ -693,7 +710,7 @@ impl Leader {
 
     /// Commits, in order, every outstanding proposal a quorum has made durable.
     fn try_commit(&mut self) {
-        if self.phase != Phase::Broadcast {
+        if self.phase != Phase::Broadcast || self.handed_to.is_some() {
             return;
         }
         let before = self.last_committed;
@@ -707,12 +724,19 @@ impl Leader {
             // Planted (commit-without-quorum): the leader's own fsync taken
             // for a quorum, as a standalone server's is.
             let alone = active(Failpoint::CommitWithoutQuorum) && own.is_some();
-            if !self.members.is_quorum(durable) && !alone {
+            if !self.is_quorum_for(zxid, durable) && !alone {
                 break;
             }
             let Some((zxid, txn)) = self.outstanding.pop_first() else {
                 break;
             };
+            if self.next.as_ref().is_some_and(|n| n.zxid == zxid) {
+                self.commit_reconfig(zxid, txn);
+                if self.handed_to.is_some() {
+                    break;
+                }
+                continue;
+            }
             self.last_committed = zxid;
             self.inform_observers(zxid, &txn);
             let digest = None;
@@ -731,8 +755,21 @@ impl Leader {
         }
     }
 
+    /// Forgets `sid`'s handler, saying so if it was synced.
+    fn forget_learner(&mut self, sid: ServerId) {
+        let removed = self.learners.remove(&sid);
+        if removed.is_some_and(|h| h.phase == HandlerPhase::Synced) {
+            self.synced_changed();
+        }
+    }
+
+    fn synced_changed(&mut self) {
+        let synced = self.synced();
+        self.commands.push_back(ZabCommand::Synced(synced));
+    }
+
     fn drop_learner(&mut self, sid: ServerId) {
-        self.learners.remove(&sid);
+        self.forget_learner(sid);
         self.commands
             .push_back(ZabCommand::Disconnect { peer: sid });
     }

@@ -32,7 +32,7 @@ pub use learner_handler::LearnerHandler;
 
 use super::election::ServerId;
 use bytes::Bytes;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use zkd_protocol::Zxid;
 pub use zkd_storage::store::SnapshotSource;
 
@@ -83,6 +83,19 @@ pub enum ZabMessage {
     Commit { zxid: Zxid, digest: Option<u64> },
     /// INFORM: a committed txn, to an observer (which sees no proposals).
     Inform { zxid: Zxid, txn: Bytes },
+    /// COMMITANDACTIVATE: as COMMIT, up to a reconfig txn, whose
+    /// configuration takes effect with `designated` leading it.
+    CommitAndActivate {
+        zxid: Zxid,
+        designated: ServerId,
+        digest: Option<u64>,
+    },
+    /// INFORMANDACTIVATE: as INFORM, of a reconfig txn, to an observer.
+    InformAndActivate {
+        zxid: Zxid,
+        designated: ServerId,
+        txn: Bytes,
+    },
     /// NEWLEADER: the end of the sync for `epoch`, with the ensemble
     /// configuration the leader establishes (its text, `version=` last;
     /// empty without reconfig). The leader's member adds it on the way out.
@@ -192,6 +205,9 @@ pub enum ZabCommand {
     },
     /// Close the link to a peer.
     Disconnect { peer: ServerId },
+    /// Leader: the followers synced with it, and itself, since they
+    /// changed (a reconfig needs a synced quorum of its configuration).
+    Synced(Vec<ServerId>),
     /// The role can serve clients: a leader is established, a follower up to date.
     Serving,
     /// The role is over: back to election.
@@ -274,6 +290,18 @@ impl Members {
         }
     }
 
+    /// The members of a configuration's server lines, by role.
+    pub fn of(servers: &BTreeMap<u64, crate::core::ServerSpec>) -> Members {
+        let (observers, voters) = (servers.iter())
+            .map(|(id, s)| (ServerId(*id), s.observer))
+            .partition::<Vec<_>, _>(|(_, observer)| *observer);
+        let ids = |v: Vec<(ServerId, bool)>| v.into_iter().map(|(id, _)| id).collect();
+        Members {
+            voters: ids(voters),
+            observers: ids(observers),
+        }
+    }
+
     /// Whether `members` holds more than half of the voters. Each voter
     /// counts once however often it is listed, and no set is built: this
     /// runs at every ACK.
@@ -308,6 +336,14 @@ impl Members {
     pub fn all(&self) -> impl Iterator<Item = ServerId> + '_ {
         self.voters.iter().chain(&self.observers).copied()
     }
+}
+
+/// A reconfig logged and not known to be committed (ZooKeeper's last seen
+/// configuration): its zxid and the members of its configuration.
+#[derive(Clone, Debug)]
+pub struct NextConfig {
+    pub zxid: Zxid,
+    pub members: Members,
 }
 
 /// Where a member is in Zab, as ZooKeeper's `QuorumPeer.ZabState` names

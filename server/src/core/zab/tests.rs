@@ -26,8 +26,12 @@ fn state(accepted: Epoch, current: Epoch, zxids: &[Zxid]) -> DurableState {
     }
 }
 
+/// The leader's commands but its reports of who is synced, which the
+/// node keeps (see `synced_followers_are_reported`).
 fn drain_leader(l: &mut Leader) -> Vec<ZabCommand> {
-    l.drain_commands().collect()
+    (l.drain_commands())
+        .filter(|c| !matches!(c, ZabCommand::Synced(_)))
+        .collect()
 }
 
 fn drain_follower(f: &mut Follower) -> Vec<ZabCommand> {
@@ -874,3 +878,7 @@ fn ack_epoch_of(current_epoch: u32, last_zxid: Zxid, log_base: Zxid) -> ZabMessa
 
 #[path = "observer_tests.rs"]
 mod observer_tests;
+
+#[cfg(test)]
+#[path = "reconfig_tests.rs"]
+mod reconfig_tests;

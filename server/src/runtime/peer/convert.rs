@@ -123,7 +123,6 @@ pub fn encode_zab(me: ServerId, message: ZabMessage) -> Vec<QuorumPacket> {
         ZabMessage::ObserverInfo { accepted_epoch } => QuorumPacket {
             body: Some(Body::ObserverInfo(learner_info(me, accepted_epoch))),
         },
-        ZabMessage::Inform { zxid, txn } => wire::Inform { zxid: zxid.0, txn }.into(),
         ZabMessage::LeaderInfo { epoch } => wire::LeaderInfo {
             new_epoch: u64::from(epoch),
             protocol_version: wire::ZAB_PROTOCOL_VERSION,
@@ -144,11 +143,10 @@ pub fn encode_zab(me: ServerId, message: ZabMessage) -> Vec<QuorumPacket> {
         ZabMessage::Diff { zxid } => wire::Diff { zxid: zxid.0 }.into(),
         ZabMessage::Trunc { zxid } => wire::Trunc { zxid: zxid.0 }.into(),
         ZabMessage::Proposal { zxid, txn } => wire::Proposal { zxid: zxid.0, txn }.into(),
-        ZabMessage::Commit { zxid, digest } => wire::Commit {
-            zxid: zxid.0,
-            digest,
-        }
-        .into(),
+        m @ (ZabMessage::Commit { .. }
+        | ZabMessage::Inform { .. }
+        | ZabMessage::CommitAndActivate { .. }
+        | ZabMessage::InformAndActivate { .. }) => committed_packet(m),
         ZabMessage::NewLeader { epoch, config } => wire::NewLeader {
             zxid: Zxid::new(epoch, 0).0,
             config,
@@ -349,10 +347,6 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
         Body::ObserverInfo(info) => ZabMessage::ObserverInfo {
             accepted_epoch: learner_epoch(&info)?,
         },
-        Body::Inform(i) => ZabMessage::Inform {
-            zxid: zxid_from_wire(i.zxid, "INFORM")?,
-            txn: i.txn,
-        },
         Body::LeaderInfo(info) => {
             check_protocol_version(info.protocol_version)?;
             ZabMessage::LeaderInfo {
@@ -381,11 +375,11 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
             zxid: zxid_from_wire(p.zxid, "PROPOSAL")?,
             txn: p.txn,
         },
-        Body::Commit(c) => ZabMessage::Commit {
-            zxid: zxid_from_wire(c.zxid, "COMMIT")?,
-            digest: c.digest,
-        },
         Body::NewLeader(n) => new_leader(n)?,
+        b @ (Body::Commit(_)
+        | Body::Inform(_)
+        | Body::CommitAndActivate(_)
+        | Body::InformAndActivate(_)) => committed(b)?,
         Body::UpToDate(_) => ZabMessage::UpToDate,
         Body::Ack(a) => ZabMessage::Ack {
             zxid: zxid_from_wire(a.zxid, "ACK")?,
@@ -424,6 +418,64 @@ fn decode_single(body: Body) -> Result<ZabMessage, ConvertError> {
 
 /// The accepted epoch a FOLLOWERINFO or OBSERVERINFO carries.
 /// NEWLEADER: its zxid must start an epoch.
+/// A commit's packet: COMMIT, INFORM, or their reconfig forms.
+fn committed_packet(message: ZabMessage) -> QuorumPacket {
+    match message {
+        ZabMessage::Commit { zxid, digest } => wire::Commit {
+            zxid: zxid.0,
+            digest,
+        }
+        .into(),
+        ZabMessage::Inform { zxid, txn } => wire::Inform { zxid: zxid.0, txn }.into(),
+        ZabMessage::CommitAndActivate {
+            zxid,
+            designated,
+            digest,
+        } => wire::CommitAndActivate {
+            zxid: zxid.0,
+            designated_leader: designated.0,
+            digest,
+        }
+        .into(),
+        ZabMessage::InformAndActivate {
+            zxid,
+            designated,
+            txn,
+        } => wire::InformAndActivate {
+            zxid: zxid.0,
+            designated_leader: designated.0,
+            txn,
+        }
+        .into(),
+        other => unreachable!("{other:?} commits nothing"),
+    }
+}
+
+/// COMMIT, INFORM, or their reconfig forms, which name the next leader.
+fn committed(body: Body) -> Result<ZabMessage, ConvertError> {
+    Ok(match body {
+        Body::Commit(c) => ZabMessage::Commit {
+            zxid: zxid_from_wire(c.zxid, "COMMIT")?,
+            digest: c.digest,
+        },
+        Body::Inform(i) => ZabMessage::Inform {
+            zxid: zxid_from_wire(i.zxid, "INFORM")?,
+            txn: i.txn,
+        },
+        Body::CommitAndActivate(c) => ZabMessage::CommitAndActivate {
+            zxid: zxid_from_wire(c.zxid, "COMMITANDACTIVATE")?,
+            designated: ServerId(c.designated_leader),
+            digest: c.digest,
+        },
+        Body::InformAndActivate(i) => ZabMessage::InformAndActivate {
+            zxid: zxid_from_wire(i.zxid, "INFORMANDACTIVATE")?,
+            designated: ServerId(i.designated_leader),
+            txn: i.txn,
+        },
+        other => return bad(format!("{:?} commits nothing", other.packet_type())),
+    })
+}
+
 fn new_leader(n: wire::NewLeader) -> Result<ZabMessage, ConvertError> {
     let zxid = zxid_from_wire(n.zxid, "NEWLEADER")?;
     if zxid.counter() != 0 {

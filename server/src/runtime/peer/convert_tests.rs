@@ -43,6 +43,16 @@ fn every_message() -> Vec<ZabMessage> {
             zxid: z,
             txn: Bytes::from_static(b"committed txn"),
         },
+        ZabMessage::CommitAndActivate {
+            zxid: z,
+            designated: ServerId(2),
+            digest: Some(9),
+        },
+        ZabMessage::InformAndActivate {
+            zxid: z,
+            designated: ServerId(2),
+            txn: Bytes::from_static(b"committed reconfig"),
+        },
         ZabMessage::NewLeader {
             epoch: 2,
             config: Bytes::new(),

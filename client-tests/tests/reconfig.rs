@@ -1,0 +1,216 @@
+//! Dynamic reconfiguration through zkCli's `reconfig`, side by side with
+//! Apache ZooKeeper 3.8: the same zoo.cfg on both (three participants,
+//! `reconfigEnabled=true`, a super user). On each, what zkCli prints and
+//! what every member's `/zookeeper/config` shows must be the same:
+//! a reconfig without the super user, and one from a stale version, are
+//! refused; a follower is removed, then added back, and serves what was
+//! written meanwhile; then the leader is removed while a client writes,
+//! the others elect again, and every acknowledged write is there.
+//!
+//! Members are named by role (L the first leader, A and B its followers by
+//! id), since which member leads first may differ between the two runs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use zkd_client_tests::side_by_side::{start_zkd, start_zookeeper, Member, MemberPorts};
+use zkd_client_tests::zkcli::{zkcli, ZKCLI};
+use zkd_client_tests::{connect, within};
+use zookeeper_client as zk;
+
+const SESSION: Duration = Duration::from_secs(6);
+const MEMBERS: usize = 3;
+/// How long an election and sync may take (ZooKeeper's take seconds).
+const SETTLE: Duration = Duration::from_secs(40);
+/// `super:test`, as ZooKeeper's DigestAuthenticationProvider hashes it.
+const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+const AUTH: &str = "addauth digest super:test\n";
+
+/// The zoo.cfg every member has, but for its dataDir. ZooKeeper makes the
+/// keys it does not know system properties, the super digest among them.
+fn zoo_cfg(ports: &MemberPorts, data: &Path) -> String {
+    let mut text = format!(
+        "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nreconfigEnabled=true\n\
+         DigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n\
+         4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+        data.display()
+    );
+    for id in 1..=MEMBERS {
+        text.push_str(&ports.server_line(id));
+    }
+    text
+}
+
+/// Members by role: the first leader `L`, its followers `A` and `B`.
+struct Roles<'p> {
+    ports: &'p MemberPorts,
+    ids: BTreeMap<&'static str, usize>,
+}
+
+impl Roles<'_> {
+    fn id(&self, role: &str) -> usize {
+        self.ids[role]
+    }
+
+    fn addr(&self, role: &str) -> String {
+        self.ports.clients(&[self.id(role)])
+    }
+
+    /// `text` with ids and ports named by role, its lines sorted.
+    fn label(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (role, &id) in &self.ids {
+            for (kind, port) in ["C", "Q", "E"].iter().zip(self.ports.0[id - 1]) {
+                out = out.replace(&port.to_string(), &format!("{kind}{role}"));
+            }
+            out = out.replace(&format!("server.{id}="), &format!("server.{role}="));
+        }
+        let mut lines: Vec<&str> = out.lines().collect();
+        lines.sort_unstable();
+        lines.join(" | ")
+    }
+
+    /// zkCli's output for `script` run against `role`, labelled.
+    async fn zkcli(&self, role: &str, script: &str) -> String {
+        let (addr, script) = (self.addr(role), script.to_owned());
+        let lines = tokio::task::spawn_blocking(move || zkcli(&addr, &script))
+            .await
+            .expect("zkCli");
+        self.label(&lines.join("\n"))
+    }
+
+    /// `/zookeeper/config` as `role` shows it, labelled, with its version
+    /// left out when it depends on how many writes came before.
+    async fn config(&self, role: &str, keep_version: bool) -> String {
+        let client = connect(&self.addr(role), SESSION).await;
+        let (data, _) = within(client.get_data("/zookeeper/config"))
+            .await
+            .expect("get /zookeeper/config");
+        let text = String::from_utf8_lossy(&data);
+        let text = match keep_version {
+            true => text.into_owned(),
+            false => text
+                .lines()
+                .filter(|l| !l.starts_with("version="))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        format!("{role} shows {}", self.label(&text))
+    }
+
+    fn wait_serving(&self, roles: &[&str]) {
+        let ids: Vec<usize> = roles.iter().map(|r| self.id(r)).collect();
+        self.ports.wait_serving(&ids, SETTLE);
+    }
+}
+
+/// Creates `/w-N` with increasing N until told to stop, through the
+/// members at `connect`; the N whose create was acknowledged.
+async fn write_until(connect_string: String, stop: Arc<AtomicBool>) -> Vec<u32> {
+    let client = connect(&connect_string, SESSION).await;
+    let mut acked = Vec::new();
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let path = format!("/w-{n}");
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        match tokio::time::timeout(Duration::from_secs(5), client.create(&path, b"", &options))
+            .await
+        {
+            Ok(Ok(_)) => acked.push(n),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+        n += 1;
+    }
+    acked
+}
+
+async fn scenario(ports: &MemberPorts) -> Vec<String> {
+    let all: Vec<usize> = (1..=MEMBERS).collect();
+    let leader = ports.wait_serving(&all, SETTLE);
+    let mut followers = all.iter().copied().filter(|id| *id != leader);
+    let (a, b) = (followers.next().unwrap(), followers.next().unwrap());
+    let ids = BTreeMap::from([("L", leader), ("A", a), ("B", b)]);
+    let roles = Roles { ports, ids };
+    let mut seen = Vec::new();
+
+    seen.push(roles.zkcli("A", &format!("reconfig -remove {b}\n")).await);
+    let stale = format!("{AUTH}reconfig -remove {b} -v 1\n");
+    seen.push(roles.zkcli("A", &stale).await);
+    let remove = format!("{AUTH}reconfig -remove {b}\n");
+    seen.push(roles.zkcli("A", &remove).await);
+    roles.wait_serving(&["L", "A"]);
+    for role in ["L", "A"] {
+        seen.push(roles.config(role, true).await);
+    }
+
+    let writer = connect(&roles.addr("L"), SESSION).await;
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    within(writer.create("/while-removed", b"x", &options))
+        .await
+        .expect("a write without B");
+    let [_, q, e] = ports.0[b - 1];
+    let c = ports.0[b - 1][0];
+    let add = format!("{AUTH}reconfig -add server.{b}=127.0.0.1:{q}:{e};{c}\n");
+    seen.push(roles.zkcli("A", &add).await);
+    roles.wait_serving(&["L", "A", "B"]);
+    let rejoined = connect(&roles.addr("B"), SESSION).await;
+    within(rejoined.sync("/while-removed")).await.expect("sync");
+    let (data, _) = within(rejoined.get_data("/while-removed"))
+        .await
+        .expect("B serves what was written while it was out");
+    seen.push(format!("B reads {:?}", String::from_utf8_lossy(&data)));
+    for role in ["L", "A", "B"] {
+        seen.push(roles.config(role, true).await);
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = tokio::spawn(write_until(ports.clients(&[a, b]), stop.clone()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let remove_leader = format!("{AUTH}reconfig -remove {leader}\n");
+    let (addr, script) = (roles.addr("A"), remove_leader);
+    tokio::task::spawn_blocking(move || zkcli(&addr, &script))
+        .await
+        .expect("zkCli");
+    roles.wait_serving(&["A", "B"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let acked = writes.await.expect("writer");
+    assert!(!acked.is_empty(), "no write was acknowledged");
+    for role in ["A", "B"] {
+        seen.push(roles.config(role, false).await);
+        let client = connect(&roles.addr(role), SESSION).await;
+        within(client.sync("/")).await.expect("sync");
+        for n in &acked {
+            let path = format!("/w-{n}");
+            let found = within(client.check_stat(&path)).await.expect("exists");
+            assert!(found.is_some(), "{role} lost acknowledged {path}");
+        }
+    }
+    seen.push("every acknowledged write is on A and B".into());
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkcli_reconfig_removes_and_adds_members_as_on_zookeeper() {
+    zkd_client_tests::oracle::require_tool(ZKCLI);
+    let ports = MemberPorts::fresh(MEMBERS);
+    let members = start_zookeeper(MEMBERS, |data| zoo_cfg(&ports, data));
+    let theirs = scenario(&ports).await;
+    drop(members);
+
+    let ports = MemberPorts::fresh(MEMBERS);
+    let members: Vec<Box<dyn Member>> = start_zkd(&ports, |data| zoo_cfg(&ports, data));
+    let ours = scenario(&ports).await;
+    drop(members);
+    assert_eq!(ours, theirs, "zkd (left) and ZooKeeper 3.8 (right) differ");
+    // ZooKeeper's answers, which zkd's equal: NOAUTH, BADVERSION, and two
+    // committed configurations.
+    assert_eq!(ours[0], "Insufficient permission : ", "{ours:#?}");
+    assert_eq!(ours[1], "version No is not valid : ", "{ours:#?}");
+    let committed = ours
+        .iter()
+        .filter(|l| l.starts_with("Committed new configuration: | server.A="));
+    assert_eq!(committed.count(), 2, "{ours:#?}");
+}

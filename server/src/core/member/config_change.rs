@@ -1,0 +1,64 @@
+//! How a member follows a change of the ensemble's configuration: a
+//! reconfig the leader proposes, one a new leader's history holds, and
+//! the members its roles and elections count once one is in effect.
+
+use super::{Ctx, Fatal, Member, Role};
+use crate::core::pipeline::reconfig::reconfig_config;
+use crate::core::zab::{Leader, Members, NextConfig};
+use zkd_protocol::Zxid;
+use zkd_storage::{Txn, TxnBody};
+
+impl Member {
+    /// The configuration in effect changed (a reconfig committed, or the
+    /// one a NEWLEADER announced took effect): its members count from now
+    /// on, in elections too. A follower whose own role it changed, or
+    /// whose leader no longer votes, elects again, as ZooKeeper's
+    /// `processReconfig` has it.
+    pub(super) fn follow_config(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Fatal> {
+        let Some(config) = ctx.node.ensemble_config() else {
+            return Ok(());
+        };
+        if self.members_version == Some(config.version) {
+            return Ok(());
+        }
+        self.members_version = Some(config.version);
+        self.members = Members::of(&config.servers());
+        self.election.set_voters(self.members.voters.clone());
+        let Role::Following(f) = &self.role else {
+            return Ok(());
+        };
+        let me = self.id;
+        let moved = !self.members.contains(me)
+            || self.members.is_observer(me) != f.is_observer()
+            || !self.members.is_voter(f.leader());
+        match moved {
+            true => self.end_role(
+                ctx,
+                "the new configuration changed this member's role or leader",
+            ),
+            false => Ok(()),
+        }
+    }
+
+    /// A new leader's tree took its whole history, and with it a reconfig
+    /// that is not in effect yet: its epoch commits it (NEWLEADER needs a
+    /// quorum of that configuration's members too).
+    pub(super) fn logged_next_config(ctx: &Ctx<'_>) -> Option<NextConfig> {
+        let config = ctx.node.logged_ensemble_config()?;
+        let members = Members::of(&config.servers());
+        let zxid = Zxid(config.version);
+        Some(NextConfig { zxid, members })
+    }
+}
+
+/// Proposes the node's `txn` at `zxid`: a reconfig with the members of
+/// the configuration it makes.
+pub(super) fn propose(leader: &mut Leader, zxid: Zxid, txn: &Txn) {
+    match &txn.body {
+        TxnBody::Reconfig(t) => {
+            let members = Members::of(&reconfig_config(&t.data, zxid.0).servers());
+            leader.propose_reconfig(zxid, txn.to_bytes(), members);
+        }
+        _ => leader.propose(zxid, txn.to_bytes()),
+    }
+}
