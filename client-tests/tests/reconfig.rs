@@ -15,8 +15,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use zkd_client_tests::oracle::require_tool;
 use zkd_client_tests::side_by_side::{start_zkd, start_zookeeper, Member, MemberPorts};
 use zkd_client_tests::zkcli::{zkcli, ZKCLI};
+use zkd_client_tests::ZkdProcess;
 use zkd_client_tests::{connect, within};
 use zookeeper_client as zk;
 
@@ -28,19 +30,25 @@ const SETTLE: Duration = Duration::from_secs(40);
 const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
 const AUTH: &str = "addauth digest super:test\n";
 
-/// The zoo.cfg every member has, but for its dataDir. ZooKeeper makes the
-/// keys it does not know system properties, the super digest among them.
-fn zoo_cfg(ports: &MemberPorts, data: &Path) -> String {
+/// The zoo.cfg of a member with the servers `ids`, but for its dataDir.
+/// ZooKeeper makes the keys it does not know system properties, the super
+/// digest among them.
+fn zoo_cfg(ports: &MemberPorts, data: &Path, ids: &[usize]) -> String {
     let mut text = format!(
         "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nreconfigEnabled=true\n\
          DigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n\
          4lw.commands.whitelist=*\nadmin.enableServer=false\n",
         data.display()
     );
-    for id in 1..=MEMBERS {
-        text.push_str(&ports.server_line(id));
+    for id in ids {
+        text.push_str(&ports.server_line(*id));
     }
     text
+}
+
+/// Every member's zoo.cfg in the side-by-side runs.
+fn three(ports: &MemberPorts, data: &Path) -> String {
+    zoo_cfg(ports, data, &[1, 2, 3])
 }
 
 /// Members by role: the first leader `L`, its followers `A` and `B`.
@@ -194,14 +202,14 @@ async fn scenario(ports: &MemberPorts) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkcli_reconfig_removes_and_adds_members_as_on_zookeeper() {
-    zkd_client_tests::oracle::require_tool(ZKCLI);
+    require_tool(ZKCLI);
     let ports = MemberPorts::fresh(MEMBERS);
-    let members = start_zookeeper(MEMBERS, |data| zoo_cfg(&ports, data));
+    let members = start_zookeeper(MEMBERS, |data| three(&ports, data));
     let theirs = scenario(&ports).await;
     drop(members);
 
     let ports = MemberPorts::fresh(MEMBERS);
-    let members: Vec<Box<dyn Member>> = start_zkd(&ports, |data| zoo_cfg(&ports, data));
+    let members: Vec<Box<dyn Member>> = start_zkd(&ports, |data| three(&ports, data));
     let ours = scenario(&ports).await;
     drop(members);
     assert_eq!(ours, theirs, "zkd (left) and ZooKeeper 3.8 (right) differ");
@@ -213,4 +221,64 @@ async fn zkcli_reconfig_removes_and_adds_members_as_on_zookeeper() {
         .iter()
         .filter(|l| l.starts_with("Committed new configuration: | server.A="));
     assert_eq!(committed.count(), 2, "{ours:#?}");
+}
+
+/// A server none of the members started with joins: it starts with the
+/// servers 1-4 (as ZooKeeper's guide has a joiner start), `reconfig -add`
+/// names it, the members learn its addresses, and it syncs, serves what
+/// was written before, and votes: with one of the first three down, writes
+/// still need it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_server_joins_by_reconfig_and_votes() {
+    require_tool(ZKCLI);
+    let ports = MemberPorts::fresh(4);
+    let start = |id: usize, ids: &'static [usize]| {
+        let config = |data: &Path| zoo_cfg(&ports, data, ids);
+        ZkdProcess::try_start_from(config, "127.0.0.1", ports.0[id - 1][0], id as u64)
+            .unwrap_or_else(|e| panic!("member {id}: {e}"))
+    };
+    let mut members: Vec<ZkdProcess> = (1..=3).map(|id| start(id, &[1, 2, 3])).collect();
+    let leader = ports.wait_serving(&[1, 2, 3], SETTLE);
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let client = connect(&ports.clients(&[leader]), SESSION).await;
+    within(client.create("/before", b"b", &options))
+        .await
+        .expect("a write before the join");
+    members.push(start(4, &[1, 2, 3, 4]));
+    let [c, q, e] = ports.0[3];
+    let add = format!("{AUTH}reconfig -add server.4=127.0.0.1:{q}:{e};{c}\n");
+    let addr = ports.clients(&[leader]);
+    let said = tokio::task::spawn_blocking(move || zkcli(&addr, &add))
+        .await
+        .expect("zkCli");
+    assert!(
+        said.iter().any(|l| l.starts_with("server.4=127.0.0.1")),
+        "{said:#?}"
+    );
+    ports.wait_serving(&[1, 2, 3, 4], SETTLE);
+    let joined = connect(&ports.clients(&[4]), SESSION).await;
+    within(joined.sync("/before")).await.expect("sync");
+    let (data, _) = within(joined.get_data("/before"))
+        .await
+        .expect("the joiner reads");
+    assert_eq!(data, b"b");
+    let (config, _) = within(joined.get_data("/zookeeper/config"))
+        .await
+        .expect("config");
+    let servers = String::from_utf8_lossy(&config);
+    assert_eq!(
+        servers.lines().filter(|l| l.starts_with("server.")).count(),
+        4,
+        "{servers}"
+    );
+    // Four voters: with a follower of the first three down, a write needs 4's ack.
+    let down = (1..=3).find(|id| *id != leader).unwrap();
+    members[down - 1].kill9();
+    within(client.create("/after", b"a", &options))
+        .await
+        .expect("a write with the joiner's vote");
+    let (data, _) = within(joined.get_data("/after"))
+        .await
+        .expect("the joiner has it");
+    assert_eq!(data, b"a");
 }

@@ -221,6 +221,7 @@ impl PeerNetwork {
             .map(|&id| ServerId(id))
             .filter(|&id| id != me);
         let state = State {
+            servers: servers.clone(),
             closed: false,
             next_generation: 0,
             tasks: JoinSet::new(),
@@ -229,7 +230,6 @@ impl PeerNetwork {
         };
         let shared = Arc::new(Shared {
             me,
-            servers: servers.clone(),
             settings,
             events,
             state: Mutex::new(state),
@@ -336,6 +336,21 @@ impl PeerNetwork {
         self.shared.intake.send_replace(intake);
     }
 
+    /// A configuration took effect: the members it lists that this one did
+    /// not know become peers (at the addresses it gives), so a server a
+    /// reconfig added can link. Members it dropped stay known, and are
+    /// refused by the roles that no longer count them.
+    pub fn add_servers(&mut self, servers: BTreeMap<u64, ServerSpec>) {
+        let mut state = self.shared.lock();
+        for (id, spec) in servers {
+            if id != self.shared.me.0 && !state.servers.contains_key(&id) {
+                tracing::info!(peer = id, "a new member's addresses are known");
+                state.servers.insert(id, spec);
+                state.election.entry(ServerId(id)).or_default();
+            }
+        }
+    }
+
     /// Closes the quorum link with `peer`, if any, without a `ZabClosed` event.
     pub fn close_zab(&mut self, peer: ServerId) {
         if let Some(link) = self.shared.lock().quorum.remove(&peer) {
@@ -365,7 +380,6 @@ impl Drop for PeerNetwork {
 /// What every task of one network shares.
 struct Shared {
     me: ServerId,
-    servers: BTreeMap<u64, ServerSpec>,
     settings: PeerSettings,
     events: mpsc::Sender<PeerEvent>,
     state: Mutex<State>,
@@ -379,6 +393,9 @@ struct Shared {
 
 /// The links, under one short-held lock (never across an await).
 struct State {
+    /// Every member's addresses, this one's included: those it started
+    /// with, and those a reconfig added since.
+    servers: BTreeMap<u64, ServerSpec>,
     /// The network was dropped: spawn nothing more.
     closed: bool,
     next_generation: u64,
@@ -454,12 +471,11 @@ impl Shared {
 
     /// Whether `sid` is another member of the ensemble.
     fn is_peer(&self, sid: ServerId) -> bool {
-        sid != self.me && self.servers.contains_key(&sid.0)
+        sid != self.me && self.lock().servers.contains_key(&sid.0)
     }
 
-    fn spec(&self, sid: ServerId) -> io::Result<&ServerSpec> {
-        self.servers
-            .get(&sid.0)
+    fn spec(&self, sid: ServerId) -> io::Result<ServerSpec> {
+        (self.lock().servers.get(&sid.0).cloned())
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no server.{sid}")))
     }
 
