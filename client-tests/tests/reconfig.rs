@@ -30,14 +30,27 @@ const SETTLE: Duration = Duration::from_secs(40);
 const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
 const AUTH: &str = "addauth digest super:test\n";
 
+/// Who may reconfig: the super user.
+fn super_user() -> String {
+    format!("DigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n")
+}
+
+/// Who may reconfig: anyone, no ACL being checked.
+const SKIP_ACL: &str = "skipACL=yes\n";
+
 /// The zoo.cfg of a member with the servers `ids`, but for its dataDir.
 /// ZooKeeper makes the keys it does not know system properties, the super
-/// digest among them.
+/// digest and skipACL among them.
 fn zoo_cfg(ports: &MemberPorts, data: &Path, ids: &[usize]) -> String {
+    zoo_cfg_allowing(ports, data, ids, &super_user())
+}
+
+/// The zoo.cfg of a member with the servers `ids`, with `access` saying
+/// who may reconfig.
+fn zoo_cfg_allowing(ports: &MemberPorts, data: &Path, ids: &[usize], access: &str) -> String {
     let mut text = format!(
         "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nreconfigEnabled=true\n\
-         DigestAuthenticationProvider.superDigest={SUPER_DIGEST}\n\
-         4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+         {access}4lw.commands.whitelist=*\nadmin.enableServer=false\n",
         data.display()
     );
     for id in ids {
@@ -65,7 +78,22 @@ struct Roles<'p> {
     ids: BTreeMap<&'static str, usize>,
 }
 
-impl Roles<'_> {
+impl<'p> Roles<'p> {
+    /// Waits until the members serve, and names them by role.
+    fn find(ports: &'p MemberPorts) -> Roles<'p> {
+        let all: Vec<usize> = (1..=MEMBERS).collect();
+        let leader = ports.wait_serving(&all, SETTLE);
+        let mut followers = all.iter().copied().filter(|id| *id != leader);
+        let (a, b) = (followers.next().unwrap(), followers.next().unwrap());
+        let ids = BTreeMap::from([("L", leader), ("A", a), ("B", b)]);
+        Roles { ports, ids }
+    }
+
+    /// `role`'s server line, as a reconfig's joining list names it.
+    fn server_line(&self, role: &str) -> String {
+        self.ports.server_line(self.id(role)).trim_end().to_owned()
+    }
+
     fn id(&self, role: &str) -> usize {
         self.ids[role]
     }
@@ -140,12 +168,8 @@ async fn write_until(connect_string: String, stop: Arc<AtomicBool>) -> Vec<u32> 
 }
 
 async fn scenario(ports: &MemberPorts) -> Vec<String> {
-    let all: Vec<usize> = (1..=MEMBERS).collect();
-    let leader = ports.wait_serving(&all, SETTLE);
-    let mut followers = all.iter().copied().filter(|id| *id != leader);
-    let (a, b) = (followers.next().unwrap(), followers.next().unwrap());
-    let ids = BTreeMap::from([("L", leader), ("A", a), ("B", b)]);
-    let roles = Roles { ports, ids };
+    let roles = Roles::find(ports);
+    let (leader, a, b) = (roles.id("L"), roles.id("A"), roles.id("B"));
     let mut seen = Vec::new();
 
     seen.push(roles.zkcli("A", &format!("reconfig -remove {b}\n")).await);
@@ -163,8 +187,7 @@ async fn scenario(ports: &MemberPorts) -> Vec<String> {
     within(writer.create("/while-removed", b"x", &options))
         .await
         .expect("a write without B");
-    let [c, q, e] = ports.0[b - 1];
-    let add = format!("{AUTH}reconfig -add server.{b}=127.0.0.1:{q}:{e};{c}\n");
+    let add = format!("{AUTH}reconfig -add {}\n", roles.server_line("B"));
     seen.push(roles.zkcli("A", &add).await);
     roles.wait_serving(&["L", "A", "B"]);
     let rejoined = connect(&roles.addr("B"), SESSION).await;
@@ -281,4 +304,71 @@ async fn a_new_server_joins_by_reconfig_and_votes() {
         .await
         .expect("the joiner has it");
     assert_eq!(data, b"a");
+}
+
+/// `kazoo/reconfig.py` against `addr`: what it printed, each line.
+async fn run_kazoo(addr: String, leaving: usize, joining: String) -> Vec<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kazoo/reconfig.py");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("timeout")
+            .args(["120", "python3"])
+            .arg(script)
+            .args([addr, leaving.to_string(), joining])
+            .output()
+            .expect("python3")
+    })
+    .await
+    .expect("kazoo");
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("kazoo reconfig: ok"),
+        "{lines:#?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+/// kazoo removes B and adds it back, with no super user but skipACL.
+async fn kazoo_scenario(ports: &MemberPorts) -> Vec<String> {
+    let roles = Roles::find(ports);
+    let out = run_kazoo(roles.addr("A"), roles.id("B"), roles.server_line("B")).await;
+    // Server lines come in id order, and ids differ between the runs: the
+    // lines, each named by its step, are compared sorted.
+    let mut seen: Vec<String> = out.iter().map(|l| roles.label(l)).collect();
+    seen.sort_unstable();
+    roles.wait_serving(&["L", "A", "B"]);
+    for role in ["L", "A", "B"] {
+        seen.push(roles.config(role, true).await);
+    }
+    seen
+}
+
+/// kazoo's `reconfig()` on both, with `skipACL=yes` standing in for the
+/// super user: the same answers (a stale version and a change that changes
+/// nothing refused), and the same `/zookeeper/config` on every member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_reconfig_with_skip_acl_as_on_zookeeper() {
+    require_tool(ZKCLI);
+    let cfg =
+        |ports: &MemberPorts, data: &Path| zoo_cfg_allowing(ports, data, &[1, 2, 3], SKIP_ACL);
+    let ports = MemberPorts::fresh(MEMBERS);
+    let members = start_zookeeper(MEMBERS, |data| cfg(&ports, data));
+    let theirs = kazoo_scenario(&ports).await;
+    drop(members);
+
+    let ports = MemberPorts::fresh(MEMBERS);
+    let members: Vec<Box<dyn Member>> = start_zkd(&ports, |data| cfg(&ports, data));
+    let ours = kazoo_scenario(&ports).await;
+    drop(members);
+    assert_eq!(ours, theirs, "zkd (left) and ZooKeeper 3.8 (right) differ");
+    assert!(
+        ours.contains(&"stale: BadVersionError".to_owned()),
+        "{ours:#?}"
+    );
+    let added = ours.iter().filter(|l| l.starts_with("add: server."));
+    assert_eq!(added.count(), 3, "{ours:#?}");
 }

@@ -103,6 +103,9 @@ pub struct Config {
     /// `localSessionsEnabled`, which read-only sessions need.
     pub local_sessions_enabled: bool,
     pub super_digest: Option<String>,
+    /// `skipACL=yes` (`zookeeper.skipACL`): no ACL is checked, as in
+    /// ZooKeeper; anyone may then reconfig.
+    pub skip_acl: bool,
     pub container_check_interval_ms: u64,
     pub jute_max_buffer: usize,
     /// `zkd.faults.enable`: the member takes fault commands on a control
@@ -202,6 +205,7 @@ impl Config {
             super_digest: p
                 .get("DigestAuthenticationProvider.superDigest")
                 .map(str::to_owned),
+            skip_acl: p.get("skipACL") == Some("yes"),
             container_check_interval_ms: p
                 .num("znode.container.checkIntervalMs")?
                 .unwrap_or(60_000),
@@ -417,9 +421,10 @@ mod tests {
     #[test]
     fn system_property_keys_are_accepted_with_or_without_prefix() {
         let c = Config::from_properties(&props(
-            "dataDir=/d\nclientPort=1\nzookeeper.extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc\njute.maxbuffer=4096\n4lw.commands.whitelist=*",
+            "dataDir=/d\nclientPort=1\nzookeeper.extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc\njute.maxbuffer=4096\n4lw.commands.whitelist=*\nzookeeper.skipACL=yes",
         ))
         .unwrap();
+        assert!(c.skip_acl);
         assert!(c.extended_types_enabled);
         assert_eq!(c.super_digest.as_deref(), Some("super:abc"));
         assert_eq!(c.jute_max_buffer, 4096);

@@ -1,7 +1,7 @@
 //! A client connection as the core sees it: its session, identities, and the
 //! queue that keeps replies in request order.
 
-use crate::core::acl::AuthIds;
+use crate::core::acl::{AclRules, AuthIds};
 use crate::core::session::SessionId;
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -89,12 +89,12 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A fresh connection from `remote_ip`, on a server with or without
-    /// ZooKeeper's SASL provider (`sasl_acls`).
-    pub fn new(remote_ip: String, remote_port: u16, sasl_acls: bool) -> Conn {
+    /// A fresh connection from `remote_ip`, on a server that checks ACLs
+    /// by `rules`.
+    pub fn new(remote_ip: String, remote_port: u16, rules: AclRules) -> Conn {
         Conn {
             remote_port,
-            auth: AuthIds::for_remote(&remote_ip).with_sasl_scheme(sasl_acls),
+            auth: AuthIds::for_remote(&remote_ip).with_rules(rules),
             remote_ip,
             state: ConnState::AwaitingHandshake,
             read_only_flag: None,

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 
 /// An ensemble configuration and its version.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct EnsembleConfig {
     /// The server lines and the `version=` line, as ZooKeeper prints them.
     pub text: Bytes,

@@ -191,9 +191,9 @@ impl Node {
                 remote_port,
             } => {
                 self.metrics.add(Count::ConnectionRequests, 1);
-                let sasl_acls = self.config.sasl_acls;
+                let rules = self.config.acl_rules;
                 self.conns
-                    .insert(conn, Conn::new(remote_ip, remote_port, sasl_acls));
+                    .insert(conn, Conn::new(remote_ip, remote_port, rules));
             }
             Event::Certified { conn, subject } => {
                 if let Some(c) = self.conns.get_mut(&conn) {

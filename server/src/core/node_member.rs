@@ -302,13 +302,13 @@ impl Node {
     /// Leader: the identities a forwarded request carries (in the order
     /// they were added), built once for a run of requests carrying the same.
     fn forwarded_auth(&mut self, added: &[(String, String)]) -> Arc<AuthIds> {
-        let sasl_acls = self.config.sasl_acls;
+        let rules = self.config.acl_rules;
         let build = || {
             let ids = added.iter().map(|(scheme, id)| Id {
                 scheme: scheme.clone(),
                 id: id.clone(),
             });
-            Arc::new(AuthIds::from_added(ids).with_sasl_scheme(sasl_acls))
+            Arc::new(AuthIds::from_added(ids).with_rules(rules))
         };
         let Some(l) = self.mode.leading() else {
             return build();

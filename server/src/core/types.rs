@@ -199,8 +199,9 @@ pub struct CoreConfig {
     pub standalone_enabled: bool,
     /// Client SASL (a JAAS `Server` section); None: SASL requests fail.
     pub sasl: Option<super::sasl::SaslSettings>,
-    /// Whether the server has ZooKeeper's SASL provider (`sasl:` ACLs).
-    pub sasl_acls: bool,
+    /// How ACLs are checked: `sasl:` ids (ZooKeeper's SASL provider), and
+    /// `skipACL`.
+    pub acl_rules: super::acl::AclRules,
     /// Auth schemes a session must hold one of before it is served; None:
     /// not enforced.
     pub enforced_auth: Option<Vec<String>>,
@@ -228,7 +229,7 @@ impl Default for CoreConfig {
             reconfig_enabled: false,
             standalone_enabled: true,
             sasl: None,
-            sasl_acls: false,
+            acl_rules: super::acl::AclRules::default(),
             enforced_auth: None,
         }
     }

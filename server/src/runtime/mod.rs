@@ -31,6 +31,7 @@ pub mod storage_worker;
 pub mod tls;
 
 use crate::config::Config;
+use crate::core::acl::AclRules;
 use crate::core::election::ServerId;
 use crate::core::metrics::Timing;
 use crate::core::{Command, ConnId, CoreConfig, EnsembleConfig, Event, Node, Now};
@@ -151,7 +152,10 @@ pub fn core_config(config: &Config) -> CoreConfig {
                 super_user: s.super_user.clone(),
                 nonces: Arc::new(OsNonces),
             }),
-        sasl_acls: config.sasl_provider,
+        acl_rules: AclRules {
+            sasl_scheme: config.sasl_provider,
+            skip: config.skip_acl,
+        },
         enforced_auth: config.enforced_auth.clone(),
     }
 }
@@ -277,6 +281,9 @@ fn recover_node<S: Store>(
     clock: &Clock,
 ) -> Result<Node, zkd_storage::StorageError> {
     let started = std::time::Instant::now();
+    if config.skip_acl {
+        tracing::warn!("skipACL=yes: no ACL is checked, and anyone may reconfig");
+    }
     let (tree, load) = recovery::recover_timed(storage)?;
     let fuzzy_through = recovery::fuzzy_through(storage, &tree)?;
     let now = clock.now();

@@ -79,7 +79,7 @@ impl WholeSim {
             .filter(|(_, disk)| disk.holds_durably(zxid))
             .map(|(id, _)| *id)
             .collect();
-        if !self.voters.is_quorum(&holders) {
+        if !self.counted_by(id).is_quorum(&holders) {
             return Err(Violation(format!(
                 "visibility: member {id} serves a tree at {zxid}, durable only on {holders:?}"
             )));
@@ -174,7 +174,7 @@ impl WholeSim {
             .filter(|n| backs(n, &vote, round))
             .map(|n| n.sender)
             .collect();
-        if !self.voters.is_quorum(&backers) {
+        if !self.counted_by(id).is_quorum(&backers) {
             return Err(Violation(format!(
                 "election: member {id} decided on leader {} in round {round} with only {backers:?} for it",
                 vote.leader

@@ -21,13 +21,15 @@
 //! acknowledged create. A member whose role ended answers LOOKING. After
 //! snapshots (`disk`): what a restart would recover equals the tree members
 //! had there. At the end the ensemble has converged and holds every
-//! acknowledged write and every node any client read.
+//! acknowledged write and every node any client read. Membership runs
+//! (`membership`) change the voters by reconfig under the same faults.
 
 mod checks;
 mod clients;
 mod clock;
 mod disk;
 mod links;
+mod membership;
 mod network;
 mod reader;
 pub mod rng;
@@ -45,12 +47,13 @@ mod scripted_sync;
 mod tests;
 mod trap;
 
+use crate::core::acl::AclRules;
 use crate::core::election::{Notification, ServerId};
 use crate::core::member::Member;
 use crate::core::peer_event::PeerEvent;
 use crate::core::storage_job::{StorageJob, StorageReport};
 use crate::core::zab::{Members, Timing};
-use crate::core::{CoreConfig, Event, Mode, Node, Now};
+use crate::core::{Command, CoreConfig, EnsembleConfig, Event, Mode, Node, Now};
 use crate::runtime::member_driver::{MemberDriver, MemberIo, StorageJobs};
 use crate::runtime::storage_worker::InlineWorker;
 use crate::runtime::{recovery, ServeError};
@@ -178,6 +181,9 @@ struct WholeSim {
     timing: Timing,
     procs: BTreeMap<ServerId, Option<Process>>,
     disks: BTreeMap<ServerId, MemStorage>,
+    /// Each member's recorded configuration (`membership` runs): it
+    /// survives restarts, as its dynamic config file does.
+    configs: BTreeMap<ServerId, EnsembleConfig>,
     incarnations: u64,
     /// (delivery time, sequence) -> (from, to, what)
     in_flight: BTreeMap<(u64, u64), (ServerId, ServerId, Wire)>,
@@ -281,8 +287,9 @@ pub fn run(schedule: Schedule) -> Result<WholeCounts, String> {
             ..sim.counts
         }),
         Err(Violation(v)) => Err(format!(
-            "seed {}: {v} (at {} ms)\nreplay: ZKD_SIM_SEED={} cargo test -p zkd-server sim::tests::replay -- --ignored",
-            schedule.seed, sim.now, schedule.seed
+            "seed {}: {v} (at {} ms)\nreplay: ZKD_SIM_SEED={}{} cargo test -p zkd-server sim::tests::replay -- --ignored",
+            schedule.seed, sim.now, schedule.seed,
+            if schedule.membership { " ZKD_SIM_MEMBERSHIP=1" } else { "" }
         )),
     }
 }
@@ -295,8 +302,14 @@ impl WholeSim {
             voters: (1..=schedule.members).map(ServerId).collect(),
             observers: (schedule.members + 1..=all).map(ServerId).collect(),
         };
+        let first = membership::first_config(schedule.members, schedule.observers);
+        let configs = match schedule.membership {
+            true => ids.iter().map(|id| (*id, first.clone())).collect(),
+            false => BTreeMap::new(),
+        };
         let mut sim = WholeSim {
             schedule,
+            configs,
             now: 0,
             rng: Rng::new(schedule.seed),
             voters,
@@ -333,7 +346,10 @@ impl WholeSim {
             clocks: BTreeMap::new(),
             heals_at: None,
             next_fault_ms: 1_000,
-            clients: Clients::new(CLIENTS),
+            clients: Clients::new(
+                CLIENTS,
+                (schedule.membership).then_some((schedule.members, schedule.observers)),
+            ),
             leaders: BTreeMap::new(),
             digests: BTreeMap::new(),
             local_snapshots: 0,
@@ -376,6 +392,13 @@ impl WholeSim {
             snap_count: self.schedule.snap_count,
             snapshot_slice_nodes: SNAPSHOT_SLICE_NODES,
             seed: id.0 + self.incarnations,
+            ensemble_config: self.configs.get(&id).cloned(),
+            reconfig_enabled: self.schedule.membership,
+            // The clients' reconfigs need no super user.
+            acl_rules: AclRules {
+                sasl_scheme: false,
+                skip: self.schedule.membership,
+            },
             ..CoreConfig::default()
         };
         let fuzzy_through = recovery::fuzzy_through(&disk, &tree)
@@ -384,7 +407,7 @@ impl WholeSim {
         let (reports_tx, reports) = unbounded_channel();
         self.incarnations += 1;
         let process = Process {
-            driver: sim_member(id, self.voters.clone(), self.timing),
+            driver: sim_member(id, self.members_at_boot(id), self.timing),
             node,
             links: SimLinks::new(self.incarnations << 32),
             readers: Readers::new(),
@@ -397,7 +420,9 @@ impl WholeSim {
         };
         self.procs.insert(id, Some(process));
         self.trace_line(format_args!("member {id}: boots"));
-        self.with_member(id, |m, node, now, io| m.look(node, now, io))
+        self.with_member(id, |m, node, now, io| m.look(node, now, io))?;
+        self.resend_to_booted(id);
+        Ok(())
     }
 
     fn run(&mut self) -> Result<(), Violation> {
@@ -414,7 +439,10 @@ impl WholeSim {
                     self.step()?;
                 }
                 Err(e) => return Err(e),
-                Ok(tree) => return self.clients.check_final(tree),
+                Ok(tree) => {
+                    self.clients.check_final(tree)?;
+                    return self.check_final_config();
+                }
             }
         }
     }
@@ -497,6 +525,10 @@ impl WholeSim {
         self.check_decision(id)?;
         let mut events = Vec::new();
         for command in for_clients {
+            if let Command::RecordEnsembleConfig(config) = command {
+                self.record_config(id, config);
+                continue;
+            }
             events.extend(
                 self.clients
                     .on_command(id, command, self.now, &mut self.rng)?,

@@ -30,8 +30,8 @@ impl WholeSim {
     pub(super) fn send(&mut self, from: ServerId, to: ServerId, wire: Wire) {
         match &wire {
             Wire::Notification(n) => {
-                self.last_notification.insert((from, to), *n);
-                self.announced.insert(*n);
+                self.last_notification.insert((from, to), n.clone());
+                self.announced.insert(n.clone());
             }
             Wire::Closed { conn } => {
                 self.kill_conn(*conn);
@@ -443,6 +443,22 @@ impl WholeSim {
         }
     }
 
+    /// Member `id` came up: its election links to the others connect, and
+    /// each other end carries its last notification to it again, as the
+    /// runtime's links do on a new connection (what was sent while `id`
+    /// was down was refused).
+    pub(super) fn resend_to_booted(&mut self, id: ServerId) {
+        let peers: Vec<ServerId> = self.up().into_iter().filter(|p| *p != id).collect();
+        for from in peers {
+            if self.is_cut(from, id) {
+                continue;
+            }
+            if let Some(n) = self.last_notification.get(&(from, id)).cloned() {
+                self.send(from, id, Wire::Notification(n));
+            }
+        }
+    }
+
     /// Every cut link works again; each end carries its last notification
     /// again, as the runtime's election links do when they reconnect. What
     /// one-way partitions held arrives, in order.
@@ -467,7 +483,7 @@ impl WholeSim {
                 if !matches!(self.procs.get(&from), Some(Some(_))) {
                     continue;
                 }
-                if let Some(n) = self.last_notification.get(&(from, to)).copied() {
+                if let Some(n) = self.last_notification.get(&(from, to)).cloned() {
                     self.send(from, to, Wire::Notification(n));
                 }
             }

@@ -20,6 +20,9 @@ pub struct Schedule {
     pub snap_count: u64,
     /// tickTime, initLimit and syncLimit of every member.
     pub timing: Timing,
+    /// Reconfig is enabled, and a client removes voters and adds them
+    /// back now and then; all of them are back by the end.
+    pub membership: bool,
 }
 
 /// What the scripts run with, and a quarter of the random schedules.

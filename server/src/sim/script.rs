@@ -35,6 +35,7 @@ impl Script {
             scripted: true,
             snap_count,
             timing: super::SCRIPT_TIMING,
+            membership: false,
         };
         Script {
             sim: WholeSim::new(schedule),

@@ -16,6 +16,7 @@ fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
         scripted: false,
         snap_count: 40,
         timing: timing(seed),
+        membership: false,
     }
 }
 
@@ -133,7 +134,34 @@ fn members_under_crashes_and_partitions_keep_what_clients_saw() {
     );
 }
 
-/// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::tests::replay -- --ignored`.
+/// A client removes voters and adds them back by reconfig while members
+/// crash, partition and pause (`membership`): every invariant of the other
+/// runs holds, with quorums counted in each member's configuration, and
+/// the members end in one configuration no older than any acknowledged.
+#[test]
+fn membership_changes_under_crashes_and_partitions_keep_what_clients_saw() {
+    let mut counts = WholeCounts::default();
+    let first = first_seed();
+    for seed in first..first + seeds() / 5 {
+        let schedule = Schedule {
+            membership: true,
+            ..schedule(seed, 12_000)
+        };
+        match run(schedule) {
+            Ok(c) => counts += c,
+            Err(e) => panic!("membership run: {e}"),
+        }
+    }
+    eprintln!("membership runs: {counts:?}");
+    assert!(counts.crashes > 0 && counts.partitions > 0, "{counts:?}");
+    assert!(
+        counts.clients.reconfigs_acked > 0 && counts.clients.creates_acked > 0,
+        "{counts:?}"
+    );
+}
+
+/// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::tests::replay -- --ignored`
+/// (with `ZKD_SIM_MEMBERSHIP=1` for a membership run).
 #[test]
 #[ignore = "replays the schedule named by ZKD_SIM_SEED"]
 fn replay() {
@@ -148,7 +176,12 @@ fn replay() {
             .with_test_writer()
             .try_init();
     }
-    if let Err(e) = run(schedule(seed, 12_000)) {
+    // ZKD_SIM_MEMBERSHIP=1 replays a membership run.
+    let schedule = Schedule {
+        membership: std::env::var_os("ZKD_SIM_MEMBERSHIP").is_some(),
+        ..schedule(seed, 12_000)
+    };
+    if let Err(e) = run(schedule) {
         panic!("{e}");
     }
 }

@@ -40,6 +40,7 @@ mod vote;
 
 pub use vote::{Notification, ServerId, ServerState, Vote};
 
+use crate::core::EnsembleConfig;
 use crate::failpoints::{active, Failpoint};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use zkd_protocol::Zxid;
@@ -121,6 +122,9 @@ pub struct Election {
     aside: bool,
     /// The last round in which it declined to back a candidate.
     refused_in_round: u64,
+    /// The configuration in effect, sent with every notification when
+    /// reconfig is enabled (None otherwise).
+    ensemble: Option<EnsembleConfig>,
 }
 
 /// The proposal of a member that stands aside: no member has id 0, so
@@ -154,6 +158,7 @@ impl Election {
             shortcuts: 0,
             aside: false,
             refused_in_round: 0,
+            ensemble: None,
         }
     }
 
@@ -388,13 +393,13 @@ impl Election {
     /// quorum agrees and the leader itself says it leads.
     fn on_settled(&mut self, n: Notification) {
         if n.election_epoch == self.logical_clock {
-            self.received.insert(n.sender, n);
+            self.received.insert(n.sender, n.clone());
             if self.settled_quorum(&self.received, &n) {
                 return self.decide_for(n);
             }
         }
         // Joining an established ensemble: reports from any round count.
-        self.out_of_election.insert(n.sender, n);
+        self.out_of_election.insert(n.sender, n.clone());
         if self.settled_quorum(&self.out_of_election, &n) {
             self.logical_clock = n.election_epoch;
             self.decide_for(n);
@@ -487,9 +492,20 @@ impl Election {
         self.decide(state, self.vote, self.logical_clock);
     }
 
-    /// The voters of the configuration now in effect (a reconfig committed).
-    pub fn set_voters(&mut self, voters: BTreeSet<ServerId>) {
+    /// The voters of the configuration now in effect (a reconfig committed,
+    /// or one taken from a notification), and that configuration, which
+    /// its notifications carry with reconfig (`ensemble`).
+    pub fn set_config(&mut self, voters: BTreeSet<ServerId>, ensemble: Option<EnsembleConfig>) {
         self.config.voters = voters;
+        self.ensemble = ensemble;
+    }
+
+    /// Starts the round over, with the same vote for itself: the voters
+    /// changed under it (a newer configuration taken from a notification).
+    pub fn restart(&mut self, now_ms: u64) {
+        if self.state == ServerState::Looking && !self.standing_down {
+            self.look(now_ms, self.own);
+        }
     }
 
     /// Majority of the voters (`QuorumMaj`).
@@ -533,6 +549,7 @@ impl Election {
             } else {
                 self.vote_epoch
             },
+            config: self.ensemble.clone(),
         }
     }
 
@@ -547,7 +564,7 @@ impl Election {
             .filter(|v| *v != self.config.my_id)
             .collect();
         for to in peers {
-            self.send(to, n);
+            self.send(to, n.clone());
         }
         if self.is_voter(self.config.my_id) {
             self.received.insert(self.config.my_id, n);

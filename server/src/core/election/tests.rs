@@ -33,6 +33,7 @@ fn settled(sender: u64, state: ServerState, leader: u64, round: u64) -> Notifica
         state,
         vote: vote(leader, 0, 1),
         election_epoch: round,
+        config: None,
     }
 }
 
@@ -62,6 +63,7 @@ fn a_better_vote_is_adopted_and_a_quorum_decides_after_the_finalize_wait() {
         state: ServerState::Looking,
         vote: vote(3, 5, 1),
         election_epoch: 1,
+        config: None,
     };
     e.handle_notification(10, from3);
     let out = sends(&mut e);
@@ -86,6 +88,7 @@ fn looking(sender: u64, leader: u64, round: u64) -> Notification {
         state: ServerState::Looking,
         vote: vote(leader, 5, 1),
         election_epoch: round,
+        config: None,
     }
 }
 
@@ -152,6 +155,7 @@ fn a_better_vote_during_the_finalize_wait_reopens_the_round() {
                 state: ServerState::Looking,
                 vote: vote(2, 5, 1),
                 election_epoch: 1,
+                config: None,
             },
         );
     }
@@ -164,6 +168,7 @@ fn a_better_vote_during_the_finalize_wait_reopens_the_round() {
             state: ServerState::Looking,
             vote: vote(5, 9, 1),
             election_epoch: 1,
+            config: None,
         },
     );
     e.handle_timeout(205);
@@ -183,6 +188,7 @@ fn a_later_round_restarts_from_the_better_of_its_vote_and_our_own() {
             state: ServerState::Looking,
             vote: vote(1, 4, 1),
             election_epoch: 7,
+            config: None,
         },
     );
     assert_eq!(e.logical_clock(), 7);
@@ -203,6 +209,7 @@ fn a_looker_from_an_older_round_gets_our_proposal_and_is_not_counted() {
             state: ServerState::Looking,
             vote: vote(1, 5, 1),
             election_epoch: 1,
+            config: None,
         },
     );
     let out = sends(&mut e);
@@ -255,11 +262,12 @@ fn a_settled_member_answers_lookers_with_its_decision_and_the_new_epoch() {
             state: ServerState::Looking,
             vote: vote(1, 0, 0),
             election_epoch: 9,
+            config: None,
         },
     );
     let out = sends(&mut e);
     assert_eq!(out.len(), 1);
-    let (to, n) = out[0];
+    let (to, n) = out[0].clone();
     assert_eq!(to, ServerId(1));
     assert_eq!(n.state, ServerState::Following);
     assert_eq!((n.vote.leader, n.vote.peer_epoch), (ServerId(3), 2));
@@ -286,6 +294,7 @@ fn notifications_from_non_voters_are_answered_not_counted() {
                 state: ServerState::Looking,
                 vote: vote(1, 0, 0),
                 election_epoch: 1,
+                config: None,
             },
         );
     }
@@ -607,11 +616,12 @@ fn a_member_whose_role_ended_answers_lookers_as_a_looker() {
         state: ServerState::Looking,
         vote: vote(1, 9, 1),
         election_epoch: 2,
+        config: None,
     };
     e.handle_notification(50, looker);
     let out = sends(&mut e);
     assert_eq!(out.len(), 1);
-    let (to, n) = out[0];
+    let (to, n) = out[0].clone();
     assert_eq!(to, ServerId(1));
     assert_eq!(n.state, ServerState::Looking, "not FOLLOWING a gone leader");
     assert_eq!(n.vote.leader, ServerId(2), "its own vote, not leader 3");
@@ -636,6 +646,7 @@ fn a_lookers_vote_heard_while_standing_down_counts_in_the_next_round() {
         state: ServerState::Looking,
         vote: vote(3, 9, 1),
         election_epoch: 2,
+        config: None,
     };
     e.handle_notification(50, ahead);
     sends(&mut e);

@@ -2,6 +2,7 @@
 //! order on votes (`totalOrderPredicate`): higher peer epoch, then higher
 //! zxid, then higher server id.
 
+use crate::core::EnsembleConfig;
 use std::cmp::Ordering;
 use std::fmt;
 use zkd_protocol::Zxid;
@@ -63,7 +64,7 @@ impl fmt::Display for Vote {
 }
 
 /// An election message: the sender's state, its vote and its round.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Notification {
     /// Who sent it.
     pub sender: ServerId,
@@ -74,6 +75,9 @@ pub struct Notification {
     /// The sender's round (`logicalclock`), or, once decided, the round of
     /// its decision.
     pub election_epoch: u64,
+    /// The sender's configuration in effect, with reconfig: a looking
+    /// member with an older one takes it, as ZooKeeper's do.
+    pub config: Option<EnsembleConfig>,
 }
 
 impl Notification {
@@ -118,6 +122,7 @@ mod tests {
             state: ServerState::Following,
             vote: vote(3, 5, 2),
             election_epoch: 7,
+            config: None,
         };
         assert!(settled.agrees_with(&vote(3, 99, 2), 1, ServerState::Leading));
         assert!(!settled.agrees_with(&vote(3, 5, 1), 7, ServerState::Leading));

@@ -4,7 +4,8 @@
 //! (ZOOKEEPER-1783: an established configuration outranks the partial one a
 //! joining member starts with). The leader activates it once its epoch is
 //! established; a follower keeps what NEWLEADER brought and activates it at
-//! UPTODATE, as ZooKeeper's `processReconfig` does.
+//! UPTODATE, as ZooKeeper's `processReconfig` does (or a reconfig committed
+//! during its sync, if later).
 
 use super::{Ctx, Member, Role};
 use crate::core::election::ServerId;
@@ -46,10 +47,18 @@ impl Member {
         let announced = match &self.role {
             Role::Leading(l) => Self::established(ctx.node, l.epoch()),
             // Without reconfig a follower keeps its own, as ZooKeeper's does.
-            _ => self
-                .announced
-                .take()
-                .filter(|_| ctx.node.reconfig_enabled()),
+            // A reconfig committed while it synced (after NEWLEADER) is in its
+            // tree and outranks what NEWLEADER announced, as ZooKeeper's
+            // learner activates a COMMITANDACTIVATE during its sync.
+            _ => {
+                let announced = self.announced.take();
+                let committed = ctx.node.logged_ensemble_config();
+                [announced, committed]
+                    .into_iter()
+                    .flatten()
+                    .max_by_key(|c| c.version)
+                    .filter(|_| ctx.node.reconfig_enabled())
+            }
         };
         let current = ctx.node.ensemble_config().map(|c| c.version);
         if let (Some(config), Some(current)) = (announced, current) {

@@ -3,6 +3,7 @@
 //! the members its roles and elections count once one is in effect.
 
 use super::{Ctx, Fatal, Member, Role};
+use crate::core::election::Notification;
 use crate::core::pipeline::reconfig::reconfig_config;
 use crate::core::zab::{Leader, Members, NextConfig};
 use zkd_protocol::Zxid;
@@ -23,7 +24,9 @@ impl Member {
         }
         self.members_version = Some(config.version);
         self.members = Members::of(&config.servers());
-        self.election.set_voters(self.members.voters.clone());
+        let carried = ctx.node.reconfig_enabled().then(|| config.clone());
+        self.election
+            .set_config(self.members.voters.clone(), carried);
         let Role::Following(f) = &self.role else {
             return Ok(());
         };
@@ -38,6 +41,36 @@ impl Member {
             ),
             false => Ok(()),
         }
+    }
+
+    /// A looking member hears of a newer configuration than its own (it
+    /// was away while a reconfig committed): it takes it, records it, and
+    /// starts its round over with its voters, as ZooKeeper's election
+    /// does with the configuration a notification carries.
+    pub(super) fn take_newer_config(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        n: &Notification,
+    ) -> Result<(), Fatal> {
+        let Some(config) = &n.config else {
+            return Ok(());
+        };
+        let own = ctx.node.ensemble_config().map_or(i64::MAX, |c| c.version);
+        if !matches!(self.role, Role::Looking)
+            || !ctx.node.reconfig_enabled()
+            || config.version <= own
+        {
+            return Ok(());
+        }
+        tracing::info!(
+            from = %n.sender,
+            version = %format!("{:x}", config.version),
+            "a newer configuration, from an election notification"
+        );
+        ctx.node.activate_ensemble_config(config.clone());
+        self.follow_config(ctx)?;
+        self.election.restart(ctx.now.mono_ms);
+        Ok(())
     }
 
     /// A new leader's tree took its whole history, and with it a reconfig

@@ -88,6 +88,13 @@ impl Member {
         (self.election.decision(), self.election.shortcuts())
     }
 
+    /// The members this one counts, in its roles and elections: the
+    /// simulator checks quorums against them.
+    #[cfg(test)]
+    pub fn members(&self) -> &Members {
+        &self.members
+    }
+
     /// Whether the role ended and the storage queue drains before the next
     /// round (lookers must hear LOOKING from it meanwhile).
     #[cfg(test)]

@@ -255,6 +255,8 @@ impl Member {
         };
         self.note_divergence(read.diverged_at);
         self.looked = Some(read);
+        // The election counts the voters of the configuration in effect.
+        self.follow_config(ctx)?;
         tracing::info!(vote = %own, "looking for a leader");
         self.election.look(ctx.now.mono_ms, own);
         self.after_election(ctx)
@@ -310,6 +312,7 @@ impl Member {
     pub fn handle_peer(&mut self, ctx: &mut Ctx<'_>, event: PeerEvent) -> Result<(), Fatal> {
         match event {
             PeerEvent::Notification(n) => {
+                self.take_newer_config(ctx, &n)?;
                 self.election.handle_notification(ctx.now.mono_ms, n);
                 self.after_election(ctx)
             }

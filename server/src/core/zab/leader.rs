@@ -137,7 +137,10 @@ impl Leader {
         if self.phase == Phase::Done {
             return;
         }
-        if !self.is_member(from) || from == self.me {
+        // A learner outside the configuration is served as ZooKeeper serves
+        // it (a member that was removed, to be added back): it syncs and
+        // follows, and its acks count for no quorum.
+        if from == self.me {
             return self
                 .commands
                 .push_back(ZabCommand::Disconnect { peer: from });

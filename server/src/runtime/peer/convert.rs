@@ -10,6 +10,7 @@
 use crate::core::election::{Notification, ServerId, ServerState, Vote};
 pub use crate::core::peer_event::SnapPiece;
 use crate::core::zab::{Epoch, ForwardedRequest, SessionTouch, SnapshotSource, ZabMessage};
+use crate::core::EnsembleConfig;
 use bytes::Bytes;
 use std::fmt;
 use zkd_protocol::peer::election as wire_election;
@@ -56,7 +57,8 @@ fn zxid_from_wire(zxid: i64, what: &str) -> Result<Zxid, ConvertError> {
 /// signed 64-bit number, and a round past it would wrap our logical clock.
 const MAX_ELECTION_EPOCH: u64 = i64::MAX as u64;
 
-/// The wire form of a notification (zkd's wire: a static configuration, version 0).
+/// The wire form of a notification: with reconfig, it carries the sender's
+/// configuration (version 0 and no text without).
 pub fn notification_to_wire(n: &Notification) -> wire_election::Notification {
     let state = match n.state {
         ServerState::Looking => wire_election::ServerState::Looking,
@@ -70,8 +72,11 @@ pub fn notification_to_wire(n: &Notification) -> wire_election::Notification {
         election_epoch: n.election_epoch,
         peer_epoch: u64::from(n.vote.peer_epoch),
         sid: n.sender.0,
-        config_version: 0,
-        config: Bytes::new(),
+        config_version: n.config.as_ref().map_or(0, |c| c.version),
+        config: n
+            .config
+            .as_ref()
+            .map_or_else(Bytes::new, |c| c.text.clone()),
     }
 }
 
@@ -99,6 +104,11 @@ pub fn notification_from_wire(
         election_epoch: match n.election_epoch {
             round @ 0..=MAX_ELECTION_EPOCH => round,
             round => return bad(format!("election round {round} past {MAX_ELECTION_EPOCH}")),
+        },
+        // A configuration that does not read is not taken.
+        config: match n.config.is_empty() {
+            true => None,
+            false => EnsembleConfig::parse(n.config.clone()),
         },
     })
 }

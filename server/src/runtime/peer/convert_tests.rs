@@ -476,6 +476,7 @@ fn notification(state: ServerState) -> Notification {
             peer_epoch: 1,
         },
         election_epoch: 4,
+        config: None,
     }
 }
 

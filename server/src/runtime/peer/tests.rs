@@ -126,6 +126,7 @@ fn notification(sender: u64, epoch: u64) -> Notification {
             peer_epoch: 1,
         },
         election_epoch: epoch,
+        config: None,
     }
 }
 

@@ -19,6 +19,7 @@
 //! which then expire): at the end an ephemeral exists only if its session
 //! lives, and no session whose close was acknowledged lives or owns a node.
 
+mod reconfigs;
 mod requests;
 mod watches;
 
@@ -27,6 +28,7 @@ use crate::core::{Command, ConnId, Event};
 use crate::sim::rng::Rng;
 use crate::sim::Violation;
 use bytes::Bytes;
+use reconfigs::Reconfigs;
 use requests::Op;
 use std::collections::BTreeMap;
 use watches::Changes;
@@ -61,6 +63,8 @@ pub struct ClientCounts {
     pub set_data_acked: u64,
     /// Data watches that fired (a notification for a watch the client held).
     pub watches_fired: u64,
+    /// Reconfigs acknowledged (`membership` runs).
+    pub reconfigs_acked: u64,
 }
 
 impl std::ops::AddAssign for ClientCounts {
@@ -75,6 +79,7 @@ impl std::ops::AddAssign for ClientCounts {
         self.expired += o.expired;
         self.set_data_acked += o.set_data_acked;
         self.watches_fired += o.watches_fired;
+        self.reconfigs_acked += o.reconfigs_acked;
     }
 }
 
@@ -145,6 +150,8 @@ pub struct Clients {
     closed: Vec<i64>,
     /// The member a script pinned the first [`PINNED`] clients to.
     pinned: Option<ServerId>,
+    /// The last client's reconfigs, in `membership` runs.
+    reconfigs: Option<Reconfigs>,
     pub counts: ClientCounts,
 }
 
@@ -152,8 +159,10 @@ pub struct Clients {
 const PINNED: usize = 2;
 
 impl Clients {
-    /// `n` clients, not yet connected.
-    pub fn new(n: usize) -> Clients {
+    /// `n` clients, not yet connected; with `membership` (the voters and
+    /// observers the run starts with), the last of them changes the
+    /// membership too.
+    pub fn new(n: usize, membership: Option<(u64, u64)>) -> Clients {
         Clients {
             clients: (0..n)
                 .map(|name| Client {
@@ -171,6 +180,7 @@ impl Clients {
             changes: Changes::default(),
             closed: Vec::new(),
             pinned: None,
+            reconfigs: membership.map(Reconfigs::new),
             counts: ClientCounts::default(),
         }
     }
@@ -421,6 +431,12 @@ impl Clients {
         };
         client.next_ms = now;
         Ok(())
+    }
+
+    /// The newest configuration a reconfig was acknowledged with: its
+    /// version and text.
+    pub fn last_acked_config(&self) -> Option<(&i64, &Bytes)> {
+        self.reconfigs.as_ref()?.acked().last_key_value()
     }
 
     /// The creates acknowledged so far: path and zxid.

@@ -10,8 +10,8 @@ use crate::sim::Violation;
 use bytes::Bytes;
 use zkd_protocol::records::{
     Acl, CreateRequest, ExistsRequest, ExistsResponse, GetDataRequest, GetDataResponse,
-    ReplyHeader, RequestHeader, SetDataRequest, SetDataResponse, SetWatches, SyncRequest,
-    WatcherEvent,
+    ReconfigRequest, ReplyHeader, RequestHeader, SetDataRequest, SetDataResponse, SetWatches,
+    SyncRequest, WatcherEvent,
 };
 use zkd_protocol::request::ClientRequest;
 use zkd_protocol::{ErrorCode, OpCode, Record};
@@ -37,6 +37,8 @@ pub(super) enum Op {
     SetData(String),
     /// After a reattach: the session's watches, set again from its last zxid.
     SetWatches,
+    /// A change of membership (`reconfigs`).
+    Reconfig(ReconfigRequest),
 }
 
 impl Clients {
@@ -57,7 +59,7 @@ impl Clients {
         };
         let op = match follow_up {
             Some(op) => op,
-            None => match self.choose(i, member, rng, load) {
+            None => match self.choose(i, member, now, rng, load) {
                 Some(op) => op,
                 None => return,
             },
@@ -103,6 +105,7 @@ impl Clients {
                 exist_watches: Vec::new(),
                 child_watches: Vec::new(),
             }),
+            Op::Reconfig(change) => ClientRequest::Reconfig(change.clone()),
         };
         let xid = match op {
             Op::SetWatches => SET_WATCHES_XID,
@@ -118,8 +121,21 @@ impl Clients {
     }
 
     /// A new request for client `i`, connected to `member`.
-    fn choose(&mut self, i: usize, member: ServerId, rng: &mut Rng, load: Load) -> Option<Op> {
+    fn choose(
+        &mut self,
+        i: usize,
+        member: ServerId,
+        now: u64,
+        rng: &mut Rng,
+        load: Load,
+    ) -> Option<Op> {
         let writing = load.writes;
+        let last = i + 1 == self.clients.len();
+        if let Some(reconfigs) = self.reconfigs.as_mut().filter(|_| last) {
+            if let Some(op) = reconfigs.choose(now, writing, rng) {
+                return Some(op);
+            }
+        }
         // A pinned client is there to write through its member.
         let pinned = i < PINNED && self.pinned == Some(member);
         let mine = &self.clients[i].session.as_ref()?.mine;
@@ -204,6 +220,12 @@ impl Clients {
                 } if header.err == ErrorCode::NoNode.code() => Err(Violation(format!(
                     "client {name}: member {member} answered NONODE for {path}, acknowledged before the read (after a sync or in this session)"
                 ))),
+                Op::Reconfig(change) => {
+                    if let Some(r) = self.reconfigs.as_mut() {
+                        r.refused(&change, header.err);
+                    }
+                    Ok(())
+                }
                 _ => Ok(()),
             };
         }
@@ -261,6 +283,14 @@ impl Clients {
                 return Ok(());
             }
             Op::SetWatches => return Ok(()),
+            Op::Reconfig(change) => {
+                let data = decode::<GetDataResponse>(&mut body, "reconfig")?.data;
+                self.counts.reconfigs_acked += 1;
+                return match self.reconfigs.as_mut() {
+                    Some(r) => r.acknowledged(&change, data),
+                    None => Ok(()),
+                };
+            }
             Op::Exists { path, .. } => {
                 let stat = decode::<ExistsResponse>(&mut body, "exists")?.stat;
                 (path, stat.czxid)
