@@ -276,8 +276,8 @@ impl ZooKeeperEnsemble {
     /// the namespaces' peer network, the client port on the member's client
     /// path, all on the same ports (as zkd's
     /// [`crate::ensemble::Ensemble::start_in_namespaces`]). Member `i` takes
-    /// its tick, dataDir and command wrapper from `options[i]` (its `extra`
-    /// zoo.cfg lines are not used). Waits until every one serves.
+    /// its tick, dataDir, command wrapper and `extra` zoo.cfg lines from
+    /// `options[i]`. Waits until every one serves.
     pub fn start_in_namespaces(net: Topology, options: Vec<ServerOptions>) -> ZooKeeperEnsemble {
         require_tool(ZOOKEEPER_JAR);
         let (client_port, quorum_port, election_port) = (2181, 2888, 3888);
@@ -303,7 +303,10 @@ impl ZooKeeperEnsemble {
                 let host = net.client_ip(i).to_string();
                 let config = dir.path().join("zoo.cfg");
                 let tick = options[i].tick_time_ms;
-                let text = base_config_at(tick, &data, &host, client_port) + &servers;
+                let extra: String = (options[i].extra.iter())
+                    .map(|(k, v)| format!("{k}={v}\n"))
+                    .collect();
+                let text = base_config_at(tick, &data, &host, client_port) + &servers + &extra;
                 std::fs::write(&config, text).expect("write zoo.cfg");
                 let mut member = ZooKeeperMember {
                     child: None,

@@ -12,7 +12,7 @@ const MATRIX: [(&str, &str); 8] = [
         "register",
         "partition-leader,kill-leader,power-loss-new-member,packet-loss",
     ),
-    ("set", "kill-all,partition-halves,power-loss-all"),
+    ("set", "kill-all,partition-halves,power-loss-all,membership"),
     ("unique-ids", "pause-leader,partition-ring,torn-write"),
     (
         "counter",

@@ -115,11 +115,28 @@ pub enum Failpoint {
     /// follower), as if it did the read itself: its timers, pings and peer
     /// events stall meanwhile (issue 14, finding 7).
     BlockingStorageReads,
+    /// A follower activates at UPTODATE only the configuration its
+    /// leader's NEWLEADER announced, not a reconfig committed during its
+    /// sync: it serves with a configuration the others left (ZOOKEEPER-2172).
+    UptodateAnnouncedOnly,
+    /// A looking member ignores the configuration election notifications
+    /// carry: one that missed a reconfig (down, or removed and added back)
+    /// counts the wrong voters and may never rejoin.
+    NotifiedConfigIgnored,
+    /// A leader refuses learners outside its configuration: removed members
+    /// cannot sync, so a reconfig adding several of them back never finds a
+    /// synced quorum (NEWCONFIGNOQUORUM).
+    MembersOnlyLearners,
+    /// A learner with an empty log (last zxid 0) is sent a DIFF of the
+    /// leader's history however late it starts, as ZooKeeper's leader did
+    /// when its committed log's lower bound read 0 (ZOOKEEPER-4352): a new
+    /// member misses every txn before it.
+    DiffForEmptyLearner,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 21] = [
+    pub const ALL: [Failpoint; 25] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -141,6 +158,10 @@ impl Failpoint {
         Failpoint::UnpacedSnapshots,
         Failpoint::TruncBelowLogBase,
         Failpoint::BlockingStorageReads,
+        Failpoint::UptodateAnnouncedOnly,
+        Failpoint::NotifiedConfigIgnored,
+        Failpoint::MembersOnlyLearners,
+        Failpoint::DiffForEmptyLearner,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -167,6 +188,10 @@ impl Failpoint {
             Failpoint::UnpacedSnapshots => "unpaced-snapshots",
             Failpoint::TruncBelowLogBase => "trunc-below-log-base",
             Failpoint::BlockingStorageReads => "blocking-storage-reads",
+            Failpoint::UptodateAnnouncedOnly => "uptodate-announced-only",
+            Failpoint::NotifiedConfigIgnored => "notified-config-ignored",
+            Failpoint::MembersOnlyLearners => "members-only-learners",
+            Failpoint::DiffForEmptyLearner => "diff-for-empty-learner",
         }
     }
 

@@ -42,6 +42,7 @@ mod scripted_diverged;
 mod scripted_election;
 mod scripted_flow;
 mod scripted_links;
+mod scripted_reconfig;
 mod scripted_snap;
 mod scripted_sync;
 mod tests;

@@ -10,6 +10,7 @@ use crate::core::storage_job::StorageJob;
 use crate::core::types::SnapshotPiece;
 use crate::core::Mode;
 use crate::sim::Schedule;
+use zkd_protocol::records::ReconfigRequest;
 use zkd_protocol::Zxid;
 use zkd_storage::MemStorage;
 
@@ -24,8 +25,34 @@ impl Script {
         Script::snapshotting(seed, members, 40)
     }
 
+    /// `members` whole members with reconfig enabled; their membership
+    /// changes only by [`reconfig`](Self::reconfig).
+    pub fn with_membership(seed: u64, members: u64) -> Script {
+        let mut s = Script::build(seed, members, 40, true);
+        s.sim.clients.script_reconfigs();
+        s
+    }
+
+    /// Asks for `change` through the membership client.
+    pub fn reconfig(&mut self, change: ReconfigRequest) {
+        self.sim.clients.queue_reconfig(change);
+    }
+
+    /// The version of the configuration in effect on member `id` (0 while
+    /// it is down).
+    pub fn config_version(&self, id: ServerId) -> i64 {
+        match self.sim.procs.get(&id) {
+            Some(Some(p)) => p.node.ensemble_config().map_or(0, |c| c.version),
+            _ => 0,
+        }
+    }
+
     /// Members that snapshot (and purge their log) after about `snap_count` txns.
     pub fn snapshotting(seed: u64, members: u64, snap_count: u64) -> Script {
+        Script::build(seed, members, snap_count, false)
+    }
+
+    fn build(seed: u64, members: u64, snap_count: u64, membership: bool) -> Script {
         let schedule = Schedule {
             seed,
             members,
@@ -35,7 +62,7 @@ impl Script {
             scripted: true,
             snap_count,
             timing: super::SCRIPT_TIMING,
-            membership: false,
+            membership,
         };
         Script {
             sim: WholeSim::new(schedule),

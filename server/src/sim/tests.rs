@@ -5,6 +5,14 @@ use super::{run, WholeCounts};
 use crate::core::zab::Timing;
 use crate::sim::{Schedule, SCRIPT_TIMING};
 
+/// A membership run's schedule (`Schedule::membership`).
+fn membership(seed: u64) -> Schedule {
+    Schedule {
+        membership: true,
+        ..schedule(seed, 12_000)
+    }
+}
+
 fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
     Schedule {
         seed,
@@ -143,11 +151,7 @@ fn membership_changes_under_crashes_and_partitions_keep_what_clients_saw() {
     let mut counts = WholeCounts::default();
     let first = first_seed();
     for seed in first..first + seeds() / 5 {
-        let schedule = Schedule {
-            membership: true,
-            ..schedule(seed, 12_000)
-        };
-        match run(schedule) {
+        match run(membership(seed)) {
             Ok(c) => counts += c,
             Err(e) => panic!("membership run: {e}"),
         }
@@ -177,9 +181,9 @@ fn replay() {
             .try_init();
     }
     // ZKD_SIM_MEMBERSHIP=1 replays a membership run.
-    let schedule = Schedule {
-        membership: std::env::var_os("ZKD_SIM_MEMBERSHIP").is_some(),
-        ..schedule(seed, 12_000)
+    let schedule = match std::env::var_os("ZKD_SIM_MEMBERSHIP") {
+        Some(_) => membership(seed),
+        None => schedule(seed, 12_000),
     };
     if let Err(e) = run(schedule) {
         panic!("{e}");
@@ -190,15 +194,16 @@ fn replay() {
 /// with the bug in place would be blind to it.
 #[cfg(feature = "failpoints")]
 mod planted {
-    use super::{run, schedule};
+    use super::{run, schedule, Schedule};
     use crate::failpoints::{planted, Failpoint};
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
-    /// The first failure over the first `seeds` schedules with `failpoint` planted.
-    fn caught(failpoint: Failpoint, seeds: u64) -> Option<String> {
+    /// The first failure over the first `seeds` schedules `make` gives,
+    /// with `failpoint` planted.
+    fn caught(failpoint: Failpoint, seeds: u64, make: fn(u64) -> Schedule) -> Option<String> {
         (1..=seeds).find_map(|seed| {
             let outcome = planted::with(failpoint, || {
-                catch_unwind(AssertUnwindSafe(|| run(schedule(seed, 12_000))))
+                catch_unwind(AssertUnwindSafe(|| run(make(seed))))
             });
             match outcome {
                 Ok(Ok(_)) => None,
@@ -211,7 +216,17 @@ mod planted {
     /// Asserts that `failpoint`, planted, fails a run within `seeds`
     /// schedules, with a failure that names one of `kinds`.
     fn assert_caught(failpoint: Failpoint, seeds: u64, kinds: &[&str]) {
-        let Some(failure) = caught(failpoint, seeds) else {
+        assert_caught_in(failpoint, seeds, kinds, |seed| schedule(seed, 12_000));
+    }
+
+    /// As [`assert_caught`], over the schedules `make` gives.
+    fn assert_caught_in(
+        failpoint: Failpoint,
+        seeds: u64,
+        kinds: &[&str],
+        make: fn(u64) -> Schedule,
+    ) {
+        let Some(failure) = caught(failpoint, seeds, make) else {
             panic!("{} planted, and no schedule caught it", failpoint.name());
         };
         assert!(
@@ -295,6 +310,16 @@ mod planted {
     }
 
     #[test]
+    fn planted_members_only_learners_is_caught() {
+        assert_caught_in(
+            Failpoint::MembersOnlyLearners,
+            200,
+            &["liveness:", "membership:"],
+            super::membership,
+        );
+    }
+
+    #[test]
     #[ignore = "a survey of which plants the whole-member runs catch"]
     fn planted_survey() {
         // ZKD_PLANT=name surveys one plant over ZKD_SIM_SEEDS schedules.
@@ -304,7 +329,9 @@ mod planted {
             if only.as_deref().is_some_and(|name| name != failpoint.name()) {
                 continue;
             }
-            let found = caught(failpoint, if only.is_some() { seeds } else { 40 });
+            let found = caught(failpoint, if only.is_some() { seeds } else { 40 }, |seed| {
+                schedule(seed, 12_000)
+            });
             let first = found.as_deref().unwrap_or("NOT CAUGHT").lines().next();
             eprintln!("{}: {}", failpoint.name(), first.unwrap_or(""));
         }

@@ -43,8 +43,15 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts `members` members of `server`, tick `tick_ms`, on disks as
-    /// `plan` asks, and waits until all serve.
-    pub fn start(server: Server, members: usize, tick_ms: u64, plan: DiskPlan) -> Cluster {
+    /// `plan` asks, with `reconfig` enabled (and `skipACL`) or not, and
+    /// waits until all serve.
+    pub fn start(
+        server: Server,
+        members: usize,
+        tick_ms: u64,
+        plan: DiskPlan,
+        reconfig: bool,
+    ) -> Cluster {
         let lazyfs = std::env::current_exe()
             .expect("own path")
             .with_file_name("zkd-lazyfs");
@@ -57,6 +64,13 @@ impl Cluster {
                 tick_time_ms: tick_ms,
                 wrapper: d.wrapper(),
                 data_dir: Some(d.data_dir().to_owned()),
+                extra: match reconfig {
+                    true => vec![
+                        ("reconfigEnabled".into(), "true".into()),
+                        ("skipACL".into(), "yes".into()),
+                    ],
+                    false => Vec::new(),
+                },
                 ..ServerOptions::default()
             })
             .collect();
@@ -101,6 +115,18 @@ impl Cluster {
             Members::Zkd(e) => e.net(),
             Members::ZooKeeper(e) => e.net(),
         }
+    }
+
+    /// Member `i`'s server line, as a reconfig's joining list names it
+    /// (the namespaces' ports: 2181 for clients, 2888 and 3888 for peers).
+    pub fn server_line(&self, i: usize) -> String {
+        let net = self.net();
+        format!(
+            "server.{}={}:2888:3888:participant;{}:2181",
+            i + 1,
+            net.peer_ip(i),
+            net.client_ip(i)
+        )
     }
 
     /// The connect string of every member.

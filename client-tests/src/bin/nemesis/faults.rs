@@ -4,6 +4,7 @@
 
 use crate::cluster::Cluster;
 use crate::disk::{self, DiskPlan, IoFault};
+use crate::membership;
 use crate::partition;
 use crate::recorder::Recorder;
 use rand::rngs::StdRng;
@@ -84,13 +85,17 @@ pub enum Nemesis {
     /// A random member's wall clock jumps by a minute to a day, either way;
     /// set right on heal.
     ClockJump,
+    /// A random member or the leader removed by `reconfig` (a leader left
+    /// out hands over), added back on heal, as Jepsen's membership nemesis
+    /// does. The ensemble runs with reconfig enabled for it.
+    Membership,
     /// Any of the above, chosen afresh each time.
     Mix,
 }
 
 impl Nemesis {
     /// The kinds that inject faults (all but `None` and `Mix`).
-    pub const FAULTS: [Nemesis; 26] = [
+    pub const FAULTS: [Nemesis; 27] = [
         Nemesis::KillRandom,
         Nemesis::KillLeader,
         Nemesis::KillAll,
@@ -117,6 +122,7 @@ impl Nemesis {
         Nemesis::TruncatedLog,
         Nemesis::CorruptLog,
         Nemesis::ClockJump,
+        Nemesis::Membership,
     ];
 
     /// The name on the command line.
@@ -135,6 +141,12 @@ impl Nemesis {
             Nemesis::PartitionClient => 5000..9000,
             _ => 2000..6000,
         }
+    }
+
+    /// Whether the ensemble runs with `reconfigEnabled` (and `skipACL`, so
+    /// the nemesis needs no super user) for this nemesis.
+    pub fn reconfig(self) -> bool {
+        matches!(self, Nemesis::Membership | Nemesis::Mix)
     }
 
     /// What the members' disks must support for this nemesis.
@@ -181,6 +193,7 @@ enum Heal {
     FsyncLatency(usize),
     RestartDamaged(usize),
     Clock(usize),
+    AddBack(usize),
 }
 
 /// A fault in force.
@@ -272,6 +285,7 @@ impl Faults<'_> {
                 self.rolling_restart(&members);
                 return None;
             }
+            Nemesis::Membership => return Some(self.remove_member(random_or_leader)),
             Nemesis::PowerLossRandom | Nemesis::PowerLossLeader | Nemesis::PowerLossAll => {
                 let hit = match nemesis {
                     Nemesis::PowerLossRandom => vec![random],
@@ -357,6 +371,21 @@ impl Faults<'_> {
         Some(Injected { window, heal })
     }
 
+    /// Removes member `i` by reconfig; its window notes the configuration
+    /// that follows, or the refusal.
+    fn remove_member(&mut self, i: usize) -> Injected {
+        let window = self.rec.fault_started("reconfig: removed", vec![i]);
+        let note = match membership::remove(self.cluster, i) {
+            Ok(config) => format!("now {config}"),
+            Err(e) => format!("refused: {e}"),
+        };
+        self.rec.fault_note(window, &note);
+        Injected {
+            window,
+            heal: Heal::AddBack(i),
+        }
+    }
+
     /// Undoes a fault and closes its window.
     pub fn heal(&mut self, injected: Injected) {
         let window = injected.window;
@@ -414,6 +443,14 @@ impl Faults<'_> {
                 }
             }
             Heal::Clock(i) => self.cluster.disk(i).set_clock_offset(0),
+            Heal::AddBack(i) => match membership::add_back(self.cluster, i) {
+                Ok(config) => self
+                    .rec
+                    .fault_note(window, &format!("added back: {config}")),
+                Err(e) => self
+                    .problems
+                    .push(format!("member {} not added back: {e}", i + 1)),
+            },
         }
         self.rec.fault_ended(window);
     }

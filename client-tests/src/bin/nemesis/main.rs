@@ -22,6 +22,7 @@ mod disk;
 mod exec;
 mod faults;
 mod final_reads;
+mod membership;
 mod partition;
 mod recorder;
 mod watching;
@@ -199,7 +200,13 @@ fn run_cell(
         .out
         .join(format!("{}-{}", workload.name(), nemesis.name()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut cluster = Cluster::start(args.server, args.members, args.tick_ms, nemesis.disk_plan());
+    let mut cluster = Cluster::start(
+        args.server,
+        args.members,
+        args.tick_ms,
+        nemesis.disk_plan(),
+        nemesis.reconfig(),
+    );
     let rec = Recorder::new();
     let connect = cluster.connect_string();
     let members: Vec<String> = connect.split(',').map(str::to_owned).collect();

@@ -11,6 +11,7 @@ use super::{Ctx, Member, Role};
 use crate::core::election::ServerId;
 use crate::core::zab::Epoch;
 use crate::core::{EnsembleConfig, Node};
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use zkd_protocol::Zxid;
 
@@ -53,6 +54,8 @@ impl Member {
             _ => {
                 let announced = self.announced.take();
                 let committed = ctx.node.logged_ensemble_config();
+                // Planted (uptodate-announced-only): ZOOKEEPER-2172 back.
+                let committed = committed.filter(|_| !active(Failpoint::UptodateAnnouncedOnly));
                 [announced, committed]
                     .into_iter()
                     .flatten()

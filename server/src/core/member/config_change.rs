@@ -6,6 +6,7 @@ use super::{Ctx, Fatal, Member, Role};
 use crate::core::election::Notification;
 use crate::core::pipeline::reconfig::reconfig_config;
 use crate::core::zab::{Leader, Members, NextConfig};
+use crate::failpoints::{active, Failpoint};
 use zkd_protocol::Zxid;
 use zkd_storage::{Txn, TxnBody};
 
@@ -55,7 +56,11 @@ impl Member {
         let Some(config) = &n.config else {
             return Ok(());
         };
-        let own = ctx.node.ensemble_config().map_or(i64::MAX, |c| c.version);
+        // Planted (notified-config-ignored): the configuration is not taken.
+        let own = match active(Failpoint::NotifiedConfigIgnored) {
+            true => i64::MAX,
+            false => ctx.node.ensemble_config().map_or(i64::MAX, |c| c.version),
+        };
         if !matches!(self.role, Role::Looking)
             || !ctx.node.reconfig_enabled()
             || config.version <= own

@@ -208,9 +208,14 @@ impl Member {
     /// millisecond at most, and only while leading; in between the member
     /// counts what it queues itself.
     pub fn see_links(&mut self, now_ms: u64, level: impl FnMut(ServerId) -> Option<usize>) {
-        if matches!(self.role, Role::Leading(_)) && self.out.levels_stale(now_ms) {
+        let Role::Leading(l) = &self.role else {
+            return;
+        };
+        if self.out.levels_stale(now_ms) {
             let me = self.id;
-            let peers = self.members.all().filter(move |&v| v != me);
+            // Learners outside the configuration (a removed member) too.
+            let learners = l.learners().map(|h| h.sid);
+            let peers = self.members.all().chain(learners).filter(move |&v| v != me);
             self.out.set_levels(now_ms, peers, level);
         }
     }

@@ -2,6 +2,7 @@
 //! leader can bring a follower up to date by DIFF without reading its disk,
 //! and the rule that picks DIFF, TRUNC+DIFF or SNAP for a follower.
 
+use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use zkd_protocol::Zxid;
@@ -136,7 +137,8 @@ impl History {
     /// is ZooKeeper's rule (ZOOKEEPER-1154: TRUNC before DIFF), with SNAP
     /// where ZooKeeper would TRUNC across an epoch (ZOOKEEPER-2832).
     pub fn plan_sync(&self, peer_last: Zxid) -> SyncPlan {
-        if peer_last == self.last_zxid() {
+        let planted = peer_last == Zxid::ZERO && active(Failpoint::DiffForEmptyLearner);
+        if peer_last == self.last_zxid() || planted {
             return SyncPlan::Diff { after: peer_last };
         }
         if peer_last < self.base {

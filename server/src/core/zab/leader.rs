@@ -140,7 +140,9 @@ impl Leader {
         // A learner outside the configuration is served as ZooKeeper serves
         // it (a member that was removed, to be added back): it syncs and
         // follows, and its acks count for no quorum.
-        if from == self.me {
+        // Planted (members-only-learners): those outside are refused.
+        let outside = active(Failpoint::MembersOnlyLearners) && !self.is_member(from);
+        if from == self.me || outside {
             return self
                 .commands
                 .push_back(ZabCommand::Disconnect { peer: from });

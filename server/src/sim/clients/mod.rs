@@ -433,6 +433,21 @@ impl Clients {
         Ok(())
     }
 
+    /// The membership client makes only the changes a script asks for.
+    pub fn script_reconfigs(&mut self) {
+        if let Some(r) = self.reconfigs.as_mut() {
+            r.scripted();
+        }
+    }
+
+    /// A script's change of membership, sent by the membership client
+    /// once it is idle.
+    pub fn queue_reconfig(&mut self, change: zkd_protocol::records::ReconfigRequest) {
+        if let Some(r) = self.reconfigs.as_mut() {
+            r.queue(change);
+        }
+    }
+
     /// The newest configuration a reconfig was acknowledged with: its
     /// version and text.
     pub fn last_acked_config(&self) -> Option<(&i64, &Bytes)> {

@@ -9,7 +9,7 @@ use crate::sim::membership::server_line;
 use crate::sim::rng::Rng;
 use crate::sim::Violation;
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::records::ReconfigRequest;
 use zkd_protocol::ErrorCode;
 
@@ -26,6 +26,10 @@ pub(super) struct Reconfigs {
     /// Every voter is back: the quiet end's reconfig was acknowledged, or
     /// refused as one that changes nothing.
     all_back: bool,
+    /// Random changes (random runs); a script asks for its own instead.
+    random: bool,
+    /// Changes a script asked for, sent in order.
+    queued: VecDeque<ReconfigRequest>,
 }
 
 impl Reconfigs {
@@ -36,12 +40,31 @@ impl Reconfigs {
             next_ms: 500,
             acked: BTreeMap::new(),
             all_back: false,
+            random: true,
+            queued: VecDeque::new(),
         }
+    }
+
+    /// No random changes from now on: only those [`queue`](Self::queue)d,
+    /// and no bulk one at the end.
+    pub(super) fn scripted(&mut self) {
+        self.random = false;
+    }
+
+    /// A script's change, sent as soon as the client is idle.
+    pub(super) fn queue(&mut self, change: ReconfigRequest) {
+        self.queued.push_back(change);
     }
 
     /// The next change to ask for at `now`: a random one while clients
     /// write, every voter back once they stop.
     pub(super) fn choose(&mut self, now: u64, writing: bool, rng: &mut Rng) -> Option<Op> {
+        if let Some(change) = self.queued.pop_front() {
+            return Some(Op::Reconfig(change));
+        }
+        if !self.random {
+            return None;
+        }
         if !writing {
             return (!self.all_back).then(|| Op::Reconfig(self.everyone()));
         }

@@ -37,6 +37,11 @@ impl Leader {
         &self.members
     }
 
+    /// Whether `sid` is a member, or one the next configuration adds.
+    pub(super) fn is_member(&self, sid: ServerId) -> bool {
+        self.members.contains(sid) || self.next.as_ref().is_some_and(|n| n.members.contains(sid))
+    }
+
     /// Whether `acked` holds a quorum for `zxid`: of the members, and from
     /// an uncommitted reconfig on, of its members as well.
     pub(super) fn is_quorum_for<'a, M>(&self, zxid: Zxid, acked: M) -> bool

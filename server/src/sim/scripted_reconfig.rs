@@ -1,0 +1,208 @@
+//! Scripted reconfig runs with whole members, clients reading and writing
+//! throughout: ZooKeeper's reconfig bugs, each reaching its dangerous
+//! moment (or failing for missing it), while every invariant of the random
+//! runs holds, the membership ones included (`membership`).
+
+use super::membership::server_line;
+use super::script::Script;
+use super::{SyncKind, Wire};
+use crate::core::election::ServerId;
+use crate::core::zab::ZabMessage;
+use zkd_protocol::records::ReconfigRequest;
+
+/// A reconfig that removes `id`.
+fn leaving(id: ServerId) -> ReconfigRequest {
+    ReconfigRequest {
+        leaving_servers: id.0.to_string(),
+        cur_config_id: -1,
+        ..ReconfigRequest::default()
+    }
+}
+
+/// A reconfig that adds `id` back as a voter.
+fn joining(id: ServerId) -> ReconfigRequest {
+    ReconfigRequest {
+        joining_servers: server_line(id.0, false),
+        cur_config_id: -1,
+        ..ReconfigRequest::default()
+    }
+}
+
+/// ZOOKEEPER-2172: a reconfig proposed and committed while a follower
+/// syncs, between its leader's NEWLEADER and UPTODATE. Of five members, F
+/// restarts, and its ACK of NEWLEADER is held at the leader's door while a
+/// reconfig removing another follower G commits (the other three are a
+/// quorum of both configurations). F got the NEWLEADER from before the
+/// change and the COMMITANDACTIVATE after it; once its ACK goes through
+/// and it serves, it must count the members the others count. ZooKeeper's
+/// learner kept NEWLEADER's configuration and served with the old one.
+fn reconfig_while_a_follower_syncs(seed: u64) -> Result<(), String> {
+    let mut s = Script::with_membership(seed, 5);
+    s.run_until("five members serving", 10_000, |s| {
+        s.leader().is_some() && (1..=5).all(|id| s.serving(ServerId(id)))
+    })?;
+    s.run_for(1_000)?;
+    let leader = s.leader().ok_or("no leader")?;
+    let others = s.others(leader);
+    let (f, g) = (others[0], others[1]);
+    let before = s.config_version(leader);
+    s.crash(f);
+    // The ACK of NEWLEADER is the one for the epoch's first zxid.
+    s.set_aside(move |from, to, wire| {
+        let newleader_ack = matches!(
+            wire,
+            Wire::Zab { message: ZabMessage::Ack { zxid }, .. } if zxid.0 & 0xffff_ffff == 0
+        );
+        from == f && to == leader && newleader_ack
+    });
+    s.restart(f)?;
+    s.run_until("F's ACK of NEWLEADER held", 5_000, |s| s.aside() > 0)?;
+    s.reconfig(leaving(g));
+    s.run_until("the reconfig commits on the leader", 900, |s| {
+        s.config_version(leader) > before
+    })?;
+    if s.serving(f) || s.following(f) != Some(leader) {
+        return Err(
+            "F served, or left its sync, before the reconfig: the moment was missed".into(),
+        );
+    }
+    s.release_aside();
+    s.run_until("F serves", 5_000, |s| s.serving(f))?;
+    let (ours, theirs) = (s.config_version(f), s.config_version(leader));
+    if ours != theirs {
+        return Err(format!(
+            "ZOOKEEPER-2172: F serves with configuration {ours:x}, its leader with {theirs:x}"
+        ));
+    }
+    s.finish()
+}
+
+/// ZOOKEEPER-4352: a new, empty member joins by reconfig after the leader's
+/// history no longer starts at zero. Of three members, F is removed, gets
+/// a new disk (as a new server in its place), syncs as a learner outside
+/// the configuration with an empty log, and is added back: the reconfig
+/// counts it as synced. Its sync must be a SNAP; a DIFF of the leader's
+/// history leaves it without the txns before that history, and the new
+/// configuration's quorum with them. ZooKeeper's leader sent that DIFF when
+/// its committed log's lower bound read 0.
+fn an_empty_member_joins_after_the_history_moved_on(seed: u64) -> Result<(), String> {
+    let mut s = Script::with_membership(seed, 3);
+    let leader = s.leader_with_writes(150)?;
+    let f = s.others(leader)[0];
+    let before = s.config_version(leader);
+    s.reconfig(leaving(f));
+    s.run_until("F is removed", 2_000, |s| s.config_version(leader) > before)?;
+    s.crash(f);
+    s.wipe(f)?;
+    let since = s.now();
+    s.restart(f)?;
+    s.run_until(
+        "F, empty, syncs and follows outside the configuration",
+        5_000,
+        |s| s.serving(f),
+    )?;
+    match s.syncs_to(f, since).first() {
+        Some((SyncKind::Snap, _)) => {}
+        other => {
+            return Err(format!(
+                "ZOOKEEPER-4352: an empty learner was synced by {other:?}"
+            ))
+        }
+    }
+    let removed = s.config_version(leader);
+    s.reconfig(joining(f));
+    s.run_until("F is added back", 2_000, |s| {
+        s.config_version(leader) > removed
+    })?;
+    s.run_until("F counts itself a voter again", 2_000, |s| {
+        s.config_version(f) == s.config_version(leader)
+    })?;
+    s.finish()
+}
+
+#[test]
+fn zk_4352_an_empty_member_joining_by_reconfig_is_synced_whole() {
+    super::scripted::each_seed(an_empty_member_joins_after_the_history_moved_on);
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_diff_for_empty_learner_caught() {
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::DiffForEmptyLearner,
+        an_empty_member_joins_after_the_history_moved_on,
+        &["ZOOKEEPER-4352", "prefix consistency", "durability:"],
+    );
+}
+
+/// ZOOKEEPER-2865's situation: a member down while the membership
+/// changed comes back with the configuration it had. Of five members, F
+/// is down while a reconfig removes two others (G and H), leaving L, A and
+/// F; then L crashes. A alone is no quorum of the new configuration, and
+/// F, restarted, counts the old five. F must learn the new configuration
+/// from A's notifications (ZooKeeper's election carries it too), so that
+/// A and F elect a leader and serve: zkd takes any newer configuration a
+/// notification carries while looking.
+fn a_member_down_during_a_change_rejoins(seed: u64) -> Result<(), String> {
+    let mut s = Script::with_membership(seed, 5);
+    let leader = s.leader_with_writes(20)?;
+    let others = s.others(leader);
+    let (a, f, g, h) = (others[0], others[1], others[2], others[3]);
+    let before = s.config_version(leader);
+    s.crash(f);
+    s.reconfig(ReconfigRequest {
+        leaving_servers: format!("{},{}", g.0, h.0),
+        cur_config_id: -1,
+        ..ReconfigRequest::default()
+    });
+    s.run_until("G and H are removed", 2_000, |s| {
+        s.config_version(leader) > before && s.config_version(a) > before
+    })?;
+    for id in [leader, g, h] {
+        s.crash(id);
+    }
+    s.restart(f)?;
+    if s.config_version(f) >= s.config_version(a) {
+        return Err("F came back with the new configuration: the moment was missed".into());
+    }
+    s.run_until("A and F elect and serve", 10_000, |s| {
+        s.serving(a) && s.serving(f)
+    })?;
+    let (ours, theirs) = (s.config_version(f), s.config_version(a));
+    if ours != theirs {
+        return Err(format!(
+            "F serves with configuration {ours:x}, A with {theirs:x}"
+        ));
+    }
+    s.finish()
+}
+
+#[test]
+fn zk_2865_a_member_down_during_a_change_learns_it_and_serves() {
+    super::scripted::each_seed(a_member_down_during_a_change_rejoins);
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_notified_config_ignored_caught_by_script() {
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::NotifiedConfigIgnored,
+        a_member_down_during_a_change_rejoins,
+        &["A and F elect and serve", "F serves with configuration"],
+    );
+}
+
+#[test]
+fn zk_2172_a_reconfig_committed_during_a_followers_sync_takes_effect_there() {
+    super::scripted::each_seed(reconfig_while_a_follower_syncs);
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_uptodate_announced_only_caught() {
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::UptodateAnnouncedOnly,
+        reconfig_while_a_follower_syncs,
+        &["ZOOKEEPER-2172", "membership:"],
+    );
+}
