@@ -132,11 +132,15 @@ pub enum Failpoint {
     /// when its committed log's lower bound read 0 (ZOOKEEPER-4352): a new
     /// member misses every txn before it.
     DiffForEmptyLearner,
+    /// A member that boots, or installs a SNAP or a reload, shows its own
+    /// configuration in `/zookeeper/config` over a later reconfig its tree
+    /// holds: leading next, it counts the members that reconfig removed.
+    ConfigNodeOverwritten,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 25] = [
+    pub const ALL: [Failpoint; 26] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -162,6 +166,7 @@ impl Failpoint {
         Failpoint::NotifiedConfigIgnored,
         Failpoint::MembersOnlyLearners,
         Failpoint::DiffForEmptyLearner,
+        Failpoint::ConfigNodeOverwritten,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -192,6 +197,7 @@ impl Failpoint {
             Failpoint::NotifiedConfigIgnored => "notified-config-ignored",
             Failpoint::MembersOnlyLearners => "members-only-learners",
             Failpoint::DiffForEmptyLearner => "diff-for-empty-learner",
+            Failpoint::ConfigNodeOverwritten => "config-node-overwritten",
         }
     }
 

@@ -8,6 +8,7 @@ use super::node_mode::ModeState;
 use super::pipeline::reconfig::{reconfig_config, ReconfigContext, CONFIG_NODE};
 use super::types::{Command, Mode};
 use super::EnsembleConfig;
+use crate::failpoints::{active, Failpoint};
 use zkd_storage::{Txn, TxnBody};
 
 impl Node {
@@ -32,8 +33,17 @@ impl Node {
             .push_back(Command::RecordEnsembleConfig(config));
     }
 
+    /// `/zookeeper/config` shows the configuration in effect, unless the
+    /// tree holds a later one: a reconfig committed and not in effect here
+    /// yet (replayed at boot, or in a SNAP's image), which a new leader's
+    /// epoch or a follower's UPTODATE activates and must still find.
     pub(super) fn show_ensemble_config(&mut self) {
-        if let Some(config) = &self.config.ensemble_config {
+        let Some(config) = &self.config.ensemble_config else {
+            return;
+        };
+        let shown = self.tree.node(CONFIG_NODE).map_or(0, |n| n.stat.mzxid);
+        // Planted (config-node-overwritten): the later reconfig is lost.
+        if shown <= config.version || active(Failpoint::ConfigNodeOverwritten) {
             self.tree
                 .set_ensemble_config(config.text.clone(), config.version);
         }

@@ -81,7 +81,8 @@ impl WholeSim {
             .collect();
         if !self.counted_by(id).is_quorum(&holders) {
             return Err(Violation(format!(
-                "visibility: member {id} serves a tree at {zxid}, durable only on {holders:?}"
+                "visibility: member {id} serves a tree at {zxid}, durable only on {holders:?}\n{}",
+                self.members_now()
             )));
         }
         self.quorum_durable.insert(zxid);
@@ -120,8 +121,9 @@ impl WholeSim {
                 Mode::Leading | Mode::Following | Mode::Observing
             ) {
                 return Err(Violation(format!(
-                    "liveness: member {id} is not serving at the end ({})",
-                    p.member().describe()
+                    "liveness: member {id} is not serving at the end ({})\n{}",
+                    p.member().describe(),
+                    self.members_now()
                 )));
             }
             trees.push((*id, p.node.tree()));
@@ -130,13 +132,32 @@ impl WholeSim {
         if trees.windows(2).any(|w| key(w[0].1) != key(w[1].1)) {
             let ends: Vec<_> = trees.iter().map(|(id, t)| (*id, key(t))).collect();
             return Err(Violation(format!(
-                "convergence: the members end at {ends:?}"
+                "convergence: the members end at {ends:?}\n{}",
+                self.members_now()
             )));
         }
         trees
             .first()
             .map(|(_, t)| *t)
             .ok_or_else(|| Violation("no members".into()))
+    }
+}
+
+impl WholeSim {
+    /// Each member's role, the members it counts, its configuration and
+    /// its tree's zxid: what a failure report needs to be read.
+    fn members_now(&self) -> String {
+        let line = |(id, p): (&ServerId, &Option<Process>)| match p {
+            None => format!("  {id}: down"),
+            Some(p) => format!(
+                "  {id}: {}, voters {:?}, configuration {:x}, tree at {}",
+                p.member().describe(),
+                p.member().members().voters,
+                p.node.ensemble_config().map_or(0, |c| c.version),
+                p.node.tree().last_zxid()
+            ),
+        };
+        self.procs.iter().map(line).collect::<Vec<_>>().join("\n")
     }
 }
 

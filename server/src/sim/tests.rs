@@ -320,6 +320,16 @@ mod planted {
     }
 
     #[test]
+    fn planted_config_node_overwritten_is_caught() {
+        assert_caught_in(
+            Failpoint::ConfigNodeOverwritten,
+            200,
+            &["visibility:", "membership:", "liveness:", "durability:"],
+            super::membership,
+        );
+    }
+
+    #[test]
     #[ignore = "a survey of which plants the whole-member runs catch"]
     fn planted_survey() {
         // ZKD_PLANT=name surveys one plant over ZKD_SIM_SEEDS schedules.

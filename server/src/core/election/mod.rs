@@ -37,6 +37,7 @@
 //! or who leads). Nobody counts its vote, and it never leads.
 
 mod vote;
+mod voters;
 
 pub use vote::{Notification, ServerId, ServerState, Vote};
 
@@ -125,6 +126,8 @@ pub struct Election {
     /// The configuration in effect, sent with every notification when
     /// reconfig is enabled (None otherwise).
     ensemble: Option<EnsembleConfig>,
+    /// The voters of a reconfig logged and not in effect (`voters`).
+    next_voters: Option<BTreeSet<ServerId>>,
 }
 
 /// The proposal of a member that stands aside: no member has id 0, so
@@ -159,6 +162,7 @@ impl Election {
             aside: false,
             refused_in_round: 0,
             ensemble: None,
+            next_voters: None,
         }
     }
 
@@ -335,14 +339,11 @@ impl Election {
         self.shortcuts
     }
 
-    fn is_voter(&self, id: ServerId) -> bool {
-        self.config.voters.contains(&id)
-    }
-
     /// The proposal a round starts from: this member, or nobody when it
-    /// stands aside or is an observer (ZooKeeper's `getInitId`).
+    /// stands aside or is an observer (ZooKeeper's `getInitId`: a voter of
+    /// the configuration in effect).
     fn opening(&self) -> Vote {
-        if self.aside || !self.is_voter(self.config.my_id) {
+        if self.aside || !self.config.voters.contains(&self.config.my_id) {
             NOBODY
         } else {
             self.own
@@ -464,7 +465,7 @@ impl Election {
             return;
         }
         let (vote, round) = (self.vote, self.logical_clock);
-        let settled = self.config.voters.iter().all(|v| {
+        let settled = self.all_voters().iter().all(|v| {
             self.unreachable.contains(v)
                 || self
                     .received
@@ -498,6 +499,7 @@ impl Election {
     pub fn set_config(&mut self, voters: BTreeSet<ServerId>, ensemble: Option<EnsembleConfig>) {
         self.config.voters = voters;
         self.ensemble = ensemble;
+        self.next_voters = None;
     }
 
     /// Starts the round over, with the same vote for itself: the voters
@@ -506,12 +508,6 @@ impl Election {
         if self.state == ServerState::Looking && !self.standing_down {
             self.look(now_ms, self.own);
         }
-    }
-
-    /// Majority of the voters (`QuorumMaj`).
-    fn is_quorum(&self, members: impl Iterator<Item = ServerId>) -> bool {
-        let members: BTreeSet<ServerId> = members.filter(|m| self.is_voter(*m)).collect();
-        members.len() > self.config.voters.len() / 2
     }
 
     fn decide(&mut self, state: ServerState, vote: Vote, election_epoch: u64) {
@@ -557,10 +553,8 @@ impl Election {
     fn broadcast(&mut self, now_ms: u64) {
         let n = self.notification();
         let peers: Vec<ServerId> = self
-            .config
-            .voters
-            .iter()
-            .copied()
+            .all_voters()
+            .into_iter()
             .filter(|v| *v != self.config.my_id)
             .collect();
         for to in peers {

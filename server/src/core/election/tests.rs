@@ -688,3 +688,24 @@ fn an_observer_proposes_nobody_and_follows_what_the_voters_decide() {
         (ServerState::Following, ServerId(3))
     );
 }
+
+/// With a reconfig logged and not in effect (voters 1-3 now, 3-5 next), a
+/// vote needs a majority of each: 1 and 3 agreeing are not enough, as 3
+/// alone is no majority of 3-5; with 4 as well they are. The next voters
+/// are told too, and what they say counts.
+#[test]
+fn a_logged_reconfig_makes_the_election_need_both_quorums() {
+    let mut e = Election::new(config(1, 3), vote(1, 5, 1));
+    e.set_next_voters(Some([3, 4, 5].map(ServerId).into()));
+    e.look(0, vote(1, 5, 1));
+    let told: BTreeSet<ServerId> = sends(&mut e).into_iter().map(|(to, _)| to).collect();
+    assert_eq!(told, [2, 3, 4, 5].map(ServerId).into());
+    e.handle_notification(10, looking(3, 3, 1));
+    sends(&mut e);
+    e.handle_timeout(1_000);
+    assert!(e.take_outcome().is_none(), "3 alone is no majority of 3-5");
+    e.handle_notification(1_001, looking(4, 3, 1));
+    e.handle_timeout(2_000);
+    let outcome = e.take_outcome().expect("decided with both majorities");
+    assert_eq!(outcome.vote.leader, ServerId(3));
+}

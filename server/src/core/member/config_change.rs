@@ -4,11 +4,20 @@
 
 use super::{Ctx, Fatal, Member, Role};
 use crate::core::election::Notification;
+use crate::core::election::ServerId;
 use crate::core::pipeline::reconfig::reconfig_config;
-use crate::core::zab::{Leader, Members, NextConfig};
+use crate::core::zab::{History, Leader, Members, NextConfig};
 use crate::failpoints::{active, Failpoint};
+use std::collections::BTreeSet;
 use zkd_protocol::Zxid;
 use zkd_storage::{Txn, TxnBody};
+
+/// Where a logged txn's type is: the last field of its header (clientId,
+/// cxid, zxid and time before it, jute's big-endian 8, 4, 8 and 8 bytes).
+const TXN_TYPE_AT: usize = 28;
+
+/// A reconfig txn's type (ZooKeeper's `OpCode.reconfig`).
+const RECONFIG_TXN: i32 = 16;
 
 impl Member {
     /// The configuration in effect changed (a reconfig committed, or the
@@ -78,6 +87,35 @@ impl Member {
         Ok(())
     }
 
+    /// The voters of the newest reconfig this member logged (committed
+    /// or not) beyond the configuration in effect: its election counts them
+    /// too, as ZooKeeper's counts its last-seen configuration. None without
+    /// reconfig, or without such a reconfig.
+    pub(super) fn logged_next_voters(
+        ctx: &Ctx<'_>,
+        history: &History,
+    ) -> Option<BTreeSet<ServerId>> {
+        let current = ctx.node.ensemble_config()?.version;
+        if !ctx.node.reconfig_enabled() {
+            return None;
+        }
+        let logged = history
+            .newest_after(Zxid(current))
+            .find_map(|(zxid, bytes)| {
+                // Only a reconfig's whole txn is decoded: its type ends the header.
+                let kind = bytes.get(TXN_TYPE_AT..TXN_TYPE_AT + 4)?;
+                if i32::from_be_bytes(kind.try_into().ok()?) != RECONFIG_TXN {
+                    return None;
+                }
+                match Txn::from_bytes(bytes.clone()).ok()?.body {
+                    TxnBody::Reconfig(t) => Some(reconfig_config(&t.data, zxid.0)),
+                    _ => None,
+                }
+            });
+        let config = logged.or_else(|| ctx.node.logged_ensemble_config())?;
+        Some(Members::of(&config.servers()).voters)
+    }
+
     /// A new leader's tree took its whole history, and with it a reconfig
     /// that is not in effect yet: its epoch commits it (NEWLEADER needs a
     /// quorum of that configuration's members too).
@@ -98,5 +136,42 @@ pub(super) fn propose(leader: &mut Leader, zxid: Zxid, txn: &Txn) {
             leader.propose_reconfig(zxid, txn.to_bytes(), members);
         }
         _ => leader.propose(zxid, txn.to_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RECONFIG_TXN, TXN_TYPE_AT};
+    use bytes::Bytes;
+    use zkd_protocol::records::{SetDataTxn, TxnHeader};
+    use zkd_storage::{Txn, TxnBody};
+
+    /// The offset the election's scan reads a txn's type at is where the
+    /// log's encoding puts it.
+    #[test]
+    fn a_logged_reconfig_is_found_by_its_type() {
+        let txn = Txn {
+            header: TxnHeader {
+                client_id: 7,
+                cxid: 3,
+                zxid: 0x1_0000_0005,
+                time: 1,
+                r#type: RECONFIG_TXN,
+            },
+            body: TxnBody::Reconfig(SetDataTxn {
+                path: "/zookeeper/config".into(),
+                data: Some(Bytes::from_static(
+                    b"server.1=a:1:2:participant\nversion=100000005",
+                )),
+                version: -1,
+            }),
+        };
+        let bytes = txn.to_bytes();
+        let kind = &bytes[TXN_TYPE_AT..TXN_TYPE_AT + 4];
+        assert_eq!(i32::from_be_bytes(kind.try_into().unwrap()), RECONFIG_TXN);
+        assert!(matches!(
+            Txn::from_bytes(bytes).unwrap().body,
+            TxnBody::Reconfig(_)
+        ));
     }
 }

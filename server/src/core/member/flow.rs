@@ -21,5 +21,13 @@ impl Member {
             let queued = self.out.queued_bytes(sid).unwrap_or(0) + self.snaps_out.held_bytes(sid);
             l.link_queue(sid, queued);
         }
+        // Learners outside the configuration (removed members) are not
+        // paced; one paused while it was a member is let go, or it would
+        // never catch up and serve a stale tree.
+        let members = &self.members;
+        let outside: Vec<_> = l.forwarding().filter(|s| !members.contains(*s)).collect();
+        for sid in outside {
+            l.link_queue(sid, 0);
+        }
     }
 }

@@ -259,9 +259,12 @@ impl Member {
             peer_epoch: read.state.current_epoch,
         };
         self.note_divergence(read.diverged_at);
-        self.looked = Some(read);
-        // The election counts the voters of the configuration in effect.
+        // The election counts the voters of the configuration in effect,
+        // and those of a reconfig logged beyond it.
         self.follow_config(ctx)?;
+        let next = Self::logged_next_voters(ctx, &read.state.history);
+        self.election.set_next_voters(next);
+        self.looked = Some(read);
         tracing::info!(vote = %own, "looking for a leader");
         self.election.look(ctx.now.mono_ms, own);
         self.after_election(ctx)

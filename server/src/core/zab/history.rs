@@ -78,6 +78,14 @@ impl History {
         self.entries.back().map_or(self.base, |(z, _)| *z)
     }
 
+    /// The kept txns after `zxid`, newest first.
+    pub fn newest_after(&self, zxid: Zxid) -> impl Iterator<Item = (Zxid, &Bytes)> {
+        let entries = self.entries.iter().rev();
+        entries
+            .take_while(move |(z, _)| *z > zxid)
+            .map(|(z, t)| (*z, t))
+    }
+
     /// The zxid before the oldest kept txn.
     pub fn base(&self) -> Zxid {
         self.base
