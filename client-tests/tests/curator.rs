@@ -149,13 +149,22 @@ fn tracker_run(
     while next(&mut seen) != "curator ensemble tracker: ok" {}
     let _ = child.wait();
     let roles = [(leader, "L"), (a, "A"), (b, "B")];
-    seen.iter()
-        .map(|line| {
-            roles.iter().fold(line.clone(), |l, (id, role)| {
-                l.replace(&ports.0[id - 1][0].to_string(), &format!("C{role}"))
-            })
+    let label = |line: &String| {
+        roles.iter().fold(line.clone(), |l, (id, role)| {
+            l.replace(&ports.0[id - 1][0].to_string(), &format!("C{role}"))
         })
-        .collect()
+    };
+    // The tracked members in order of their role names: their ports, by
+    // which Java sorted them, differ between the runs.
+    let sorted = |line: String| match line.strip_prefix("tracked: ") {
+        Some(list) => {
+            let mut members: Vec<&str> = list.split(',').collect();
+            members.sort_unstable();
+            format!("tracked: {}", members.join(","))
+        }
+        None => line,
+    };
+    seen.iter().map(label).map(sorted).collect()
 }
 
 #[test]
