@@ -67,6 +67,18 @@ impl FaultEnsemble {
 
     /// `n` members from `base_port` (see `zkd ensemble --help`) with `tick_ms`.
     pub fn start_with(n: usize, base_port: u16, tick_ms: u64) -> FaultEnsemble {
+        Self::launch(n, base_port, tick_ms, &[])
+    }
+
+    /// As [`start`](FaultEnsemble::start), with `zkd ensemble --reconfig`:
+    /// the [`remove`](FaultEnsemble::remove) and [`add`](FaultEnsemble::add)
+    /// faults, and clients may reconfigure as the super user
+    /// ([`super_password`](FaultEnsemble::super_password)).
+    pub fn start_with_reconfig(n: usize) -> FaultEnsemble {
+        Self::launch(n, free_base_port(), 500, &["--reconfig"])
+    }
+
+    fn launch(n: usize, base_port: u16, tick_ms: u64, flags: &[&str]) -> FaultEnsemble {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = std::fs::File::create(dir.path().join("ensemble.log")).expect("log file");
         let mut child = Command::new(zkd_binary())
@@ -76,6 +88,7 @@ impl FaultEnsemble {
             .arg(dir.path().join("ensemble"))
             .args(["--base-port", &base_port.to_string()])
             .args(["--tick-time", &tick_ms.to_string()])
+            .args(flags)
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(log)
@@ -302,6 +315,25 @@ impl FaultEnsemble {
     /// The leader expires `session` now.
     pub fn expire_session(&self, session: i64) -> Result<Value, String> {
         self.fault("expire-session", &[&format!("0x{session:x}")])
+    }
+
+    /// Takes the member out of the configuration by reconfig (`--reconfig`).
+    pub fn remove(&self, target: Target) -> Result<Value, String> {
+        self.fault("remove", &[&target.word()])
+    }
+
+    /// Puts member `i` back into the configuration by reconfig.
+    pub fn add(&self, i: usize) -> Result<Value, String> {
+        self.fault("add", &[&i.to_string()])
+    }
+
+    /// The super user's password (`addauth digest super:<password>`) of an
+    /// ensemble started with `--reconfig`.
+    pub fn super_password(&self) -> String {
+        let path = self.dir.join("super-password");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        text.trim().to_owned()
     }
 
     /// Undoes every fault and waits until every member serves again.

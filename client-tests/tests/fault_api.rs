@@ -15,6 +15,9 @@ use zkd_client_tests::process::four_letter_word_at;
 use zkd_client_tests::{connect, ephemeral, persistent, within, ZkdProcess};
 use zookeeper_client as zk;
 
+#[path = "fault_api/membership.rs"]
+mod membership;
+
 const SESSION: Duration = Duration::from_secs(10);
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -436,6 +439,7 @@ fn bad_fault_requests_are_refused_and_change_nothing() {
         ("slow-disk", &["1", "fast"][..], "not a number of ms"),
         ("resume", &["2"][..], "node2 is not paused"),
         ("expire-session", &["nope"][..], "not a session id"),
+        ("remove", &["1"][..], "started without --reconfig"),
     ] {
         let error = ensemble.fault(verb, args).unwrap_err();
         assert!(error.contains(expect), "{verb} {args:?}: {error}");

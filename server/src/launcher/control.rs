@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// How long a member may take to answer its control socket.
 const MEMBER_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long `heal` waits for every member to serve again.
-const HEAL_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const HEAL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The running ensemble, shared by the supervise loop and the fault API.
 pub(super) struct Ensemble {
@@ -30,6 +30,8 @@ pub(super) struct Ensemble {
     pub running: BTreeMap<usize, Child>,
     pub forwarders: Vec<JoinHandle<()>>,
     pub faults: InForce,
+    /// With `--reconfig`: who may change the membership.
+    pub super_user: Option<super::SuperUser>,
     /// Shutting down: no verb starts a member any more.
     pub stopping: bool,
 }
@@ -45,6 +47,8 @@ pub(super) struct InForce {
     slow_disk: BTreeMap<usize, u64>,
     /// Armed: the member's next fsync fails and it exits.
     pub disk_error: BTreeSet<usize>,
+    /// Taken out of the configuration by `remove`: heal adds them back.
+    pub removed: BTreeSet<usize>,
 }
 
 impl InForce {
@@ -58,6 +62,7 @@ impl InForce {
             && self.clients_cut.is_empty()
             && self.slow_disk.is_empty()
             && self.disk_error.is_empty()
+            && self.removed.is_empty()
     }
 
     /// The faults as JSON, one object each.
@@ -91,6 +96,11 @@ impl InForce {
             self.disk_error
                 .iter()
                 .map(|m| json!({"fault": "disk-error", "member": m})),
+        );
+        out.extend(
+            self.removed
+                .iter()
+                .map(|m| json!({"fault": "removed", "member": m})),
         );
         out
     }
@@ -134,7 +144,7 @@ impl Control {
         self.lock().members.len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Ensemble> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Ensemble> {
         self.ensemble.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -187,6 +197,8 @@ impl Control {
                 self.tell(leader, &format!("expire-session {id}")).await?;
                 format!("session {id} expired by the leader, node{leader}")
             }
+            Verb::Remove(t) => self.remove(t).await?,
+            Verb::Add(m) => self.add(m).await?,
             Verb::Heal => self.heal().await?,
         };
         tracing::info!("fault: {done}");
@@ -194,7 +206,7 @@ impl Control {
     }
 
     /// The member `target` names now.
-    async fn resolve(&self, target: Target) -> Result<usize, String> {
+    pub(super) async fn resolve(&self, target: Target) -> Result<usize, String> {
         match target {
             Target::Member(m) => Ok(m),
             Target::Leader => {
@@ -239,7 +251,9 @@ impl Control {
                 faults,
                 ..
             } = &mut *e;
-            let child = start(exe, dir, &members[m - 1], forwarders)
+            let me = &members[m - 1];
+            restore_left_out_member(dir, me, members)?;
+            let child = start(exe, dir, me, forwarders)
                 .map_err(|e| format!("cannot start node{m}: {e}"))?;
             running.insert(m, child);
             // A new process: its own faults went with the old one.
@@ -356,10 +370,7 @@ impl Control {
         for m in paused {
             self.signal(m, nix::sys::signal::Signal::SIGCONT)?;
         }
-        {
-            let mut e = self.lock();
-            e.faults = InForce::default();
-        }
+        let removed = std::mem::take(&mut self.lock().faults).removed;
         let running: Vec<usize> = self.lock().running.keys().copied().collect();
         for m in running {
             // A member that cannot answer (it just exited) is restarted below.
@@ -370,8 +381,11 @@ impl Control {
         for m in down {
             self.restart(m).await?;
         }
-        let serving = self.wait_serving().await;
-        Ok(match serving {
+        // add_back waits for a leader that takes the change.
+        if !removed.is_empty() {
+            self.add_back(&removed).await?;
+        }
+        Ok(match self.wait_serving().await {
             true => "healed: every member serves".to_owned(),
             false => format!(
                 "healed, but not every member serves after {} s",
@@ -381,7 +395,7 @@ impl Control {
     }
 
     /// Waits until every member serves under one leader.
-    async fn wait_serving(&self) -> bool {
+    pub(super) async fn wait_serving(&self) -> bool {
         let deadline = tokio::time::Instant::now() + HEAL_TIMEOUT;
         while tokio::time::Instant::now() < deadline {
             let states = self.query_all().await;
@@ -518,6 +532,24 @@ impl Control {
             )),
         }
     }
+}
+
+/// Before member `me` starts again: see [`super::restore_left_out`].
+fn restore_left_out_member(
+    dir: &std::path::Path,
+    me: &Member,
+    members: &[Member],
+) -> Result<(), String> {
+    let path = node_dir(dir, me.id).join("zoo.cfg");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(restored) = super::restore_left_out(&text, me, members) {
+        tracing::info!(
+            "node{}: left out by a reconfig, it starts from the flags' members",
+            me.id
+        );
+        super::write_whole(&path, &restored).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// `key=value key="quoted value"` pairs of a member's status line.

@@ -37,6 +37,10 @@ pub enum Verb {
     SlowDisk(usize, u64),
     /// The member's next txn-log fsync fails (it exits, as on EIO).
     DiskError(usize),
+    /// Reconfig: the member leaves the configuration (`--reconfig` only).
+    Remove(Target),
+    /// Reconfig: the member joins the configuration again.
+    Add(usize),
     /// The leader expires this session (`0x` hex, as clients print it).
     ExpireSession(String),
     /// Undo every fault: resume, restart, rejoin, reconnect.
@@ -83,12 +87,14 @@ impl Verb {
                 crate::runtime::faults::parse_session(id)?;
                 Ok(Verb::ExpireSession(id.to_owned()))
             }
+            "remove" => target(one("N or leader")?, n).map(Verb::Remove),
+            "add" => member(one("N")?).map(Verb::Add),
             "heal" => none(Verb::Heal),
             "status" => none(Verb::Status),
             _ => Err(format!(
                 "unknown verb {verb:?}; one of: kill, restart, pause, resume, partition, \
                  partition-one-way, isolate, cut-clients, close-connections, slow-disk, \
-                 disk-error, expire-session, heal, status"
+                 disk-error, expire-session, remove, add, heal, status"
             )),
         }
     }
@@ -169,6 +175,8 @@ mod tests {
             parse("expire-session 0x10000abc"),
             Ok(Verb::ExpireSession("0x10000abc".into()))
         );
+        assert_eq!(parse("remove leader"), Ok(Verb::Remove(Target::Leader)));
+        assert_eq!(parse("add 3"), Ok(Verb::Add(3)));
         assert_eq!(parse("heal"), Ok(Verb::Heal));
     }
 
@@ -188,6 +196,9 @@ mod tests {
             "slow-disk 1 fast",
             "expire-session nope",
             "heal 1",
+            "remove",
+            "add leader",
+            "add 4",
             "status now",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} was accepted");

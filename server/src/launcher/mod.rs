@@ -64,7 +64,8 @@ Faults, for testing applications (this is a test ensemble: every member takes fa
   zkd fault --dir DIR VERB [ARGS], or POST /faults {\"verb\": VERB, \"args\": [ARGS]} to the fault API.
   kill N|leader, restart N, pause N|leader, resume N, partition A... / B...,
   partition-one-way A... / B..., isolate N|leader, cut-clients N, close-connections N,
-  slow-disk N MS, disk-error N, expire-session 0xID, heal, status (also GET /status).";
+  slow-disk N MS, disk-error N, expire-session 0xID, heal, status (also GET /status);
+  with --reconfig, remove N|leader and add N change the membership by reconfig (heal adds back).";
 
 /// Flags of `zkd ensemble`.
 #[derive(clap::Args, Clone, Debug)]
@@ -93,6 +94,12 @@ pub struct EnsembleArgs {
     /// Port of the fault API on 127.0.0.1 (default: base port + 2700).
     #[arg(long)]
     pub fault_port: Option<u16>,
+    /// Enable reconfig (`reconfigEnabled=true`): clients may change the
+    /// membership as the super user (password in DIR/super-password), the
+    /// fault API's `remove` and `add` verbs do, and a rerun keeps the
+    /// membership the members last recorded.
+    #[arg(long)]
+    pub reconfig: bool,
 }
 
 /// Why the ensemble was not started.
@@ -159,6 +166,25 @@ impl Member {
         format!(
             "server.{}={}:{}:{}{role}",
             self.id, self.host, self.quorum_port, self.election_port
+        )
+    }
+
+    /// Its `server.N` line as 3.5+ writes it, role and client address
+    /// included, so that `/zookeeper/config` gives clients (Curator's
+    /// EnsembleTracker) every member's client address.
+    pub fn dynamic_server_line(&self) -> String {
+        let role = if self.observer {
+            "observer"
+        } else {
+            "participant"
+        };
+        format!(
+            "server.{}={}:{}:{}:{role};{}",
+            self.id,
+            self.host,
+            self.quorum_port,
+            self.election_port,
+            self.client_address()
         )
     }
 }
@@ -239,31 +265,65 @@ pub fn node_dir(dir: &Path, id: usize) -> PathBuf {
 
 /// The `zoo.cfg` of member `me`, whose dataDir is `data_dir`.
 pub fn zoo_cfg(members: &[Member], me: &Member, data_dir: &str, tick_time_ms: u64) -> String {
-    let mut text = format!(
+    let mut text = static_part(members.len(), me, data_dir, tick_time_ms);
+    text.push_str(&format!(
+        "clientPort={port}\nclientPortAddress={host}\n",
+        port = me.client_port,
+        host = me.host,
+    ));
+    for m in members {
+        text.push_str(&m.server_line());
+        text.push('\n');
+    }
+    text
+}
+
+/// The `zoo.cfg` of member `me` with `--reconfig`: its client address is in
+/// its server line, and when it has recorded a membership (`recorded`, a
+/// `dynamicConfigFile=` line), that stands instead of the flags' members.
+pub fn zoo_cfg_with_reconfig(
+    members: &[Member],
+    me: &Member,
+    data_dir: &str,
+    tick_time_ms: u64,
+    super_user: &SuperUser,
+    recorded: Option<&str>,
+) -> String {
+    let mut text = static_part(members.len(), me, data_dir, tick_time_ms);
+    text.push_str(&super_user.zoo_cfg_lines());
+    match recorded {
+        Some(line) => {
+            text.push_str(line);
+            text.push('\n');
+        }
+        None => {
+            for m in members {
+                text.push_str(&m.dynamic_server_line());
+                text.push('\n');
+            }
+        }
+    }
+    text
+}
+
+/// Every key but the client address and the membership.
+fn static_part(n: usize, me: &Member, data_dir: &str, tick_time_ms: u64) -> String {
+    format!(
         "# Member {id} of a {n}-member ensemble, written by `zkd ensemble`.\n\
          # A rerun rewrites this file (the data directory is kept). myid is in dataDir.\n\
          tickTime={tick_time_ms}\n\
          initLimit=10\n\
          syncLimit=5\n\
          dataDir={data_dir}\n\
-         clientPort={port}\n\
-         clientPortAddress={host}\n\
          4lw.commands.whitelist=*\n\
          admin.serverAddress={host}\n\
          admin.serverPort={admin}\n\
          # A test ensemble: the member takes `zkd fault` commands (never set this in production).\n\
          zkd.faults.enable=true\n",
         id = me.id,
-        n = members.len(),
-        port = me.client_port,
         host = me.host,
         admin = me.admin_port,
-    );
-    for m in members {
-        text.push_str(&m.server_line());
-        text.push('\n');
-    }
-    text
+    )
 }
 
 /// The `node{i}` directories already in `dir` (none when it does not exist).
@@ -343,10 +403,22 @@ fn check_ports_free(members: &[Member], fault_port: u16) -> Result<(), EnsembleE
     Ok(())
 }
 
+/// A checked ensemble directory, ready to start.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The absolute directory.
+    pub dir: PathBuf,
+    /// The members the flags describe.
+    pub members: Vec<Member>,
+    /// The fault API's port.
+    pub fault_port: u16,
+    /// With `--reconfig`, the super user who may reconfigure.
+    pub super_user: Option<SuperUser>,
+}
+
 /// Checks `args.dir` against the flags and creates or updates every member's
-/// files, never removing any. Returns the absolute directory, the members
-/// and the fault API's port.
-pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>, u16), EnsembleError> {
+/// files, never removing any.
+pub fn prepare(args: &EnsembleArgs) -> Result<Prepared, EnsembleError> {
     let members = members(args)?;
     let fault_port = fault_port(args)?;
     let dir = &args.dir;
@@ -386,6 +458,10 @@ pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>, u16), Ensem
     check_ports_free(&members, fault_port)?;
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
     let dir = std::fs::canonicalize(dir).map_err(|e| io_error(dir, e))?;
+    let super_user = match args.reconfig {
+        true => Some(SuperUser::load_or_create(&dir)?),
+        false => None,
+    };
     for m in &members {
         let data = node_dir(&dir, m.id).join("data");
         std::fs::create_dir_all(&data).map_err(|e| io_error(&data, e))?;
@@ -400,12 +476,24 @@ pub fn prepare(args: &EnsembleArgs) -> Result<(PathBuf, Vec<Member>, u16), Ensem
             ))
         })?;
         let cfg = node_dir(&dir, m.id).join("zoo.cfg");
-        let text = zoo_cfg(&members, m, data_str, args.tick_time);
-        if std::fs::read_to_string(&cfg).ok().as_deref() != Some(text.as_str()) {
+        let old = std::fs::read_to_string(&cfg).ok();
+        let text = match &super_user {
+            Some(user) => {
+                let recorded = old.as_deref().and_then(|t| recorded_dynamic_file(t, m.id));
+                zoo_cfg_with_reconfig(&members, m, data_str, args.tick_time, user, recorded)
+            }
+            None => zoo_cfg(&members, m, data_str, args.tick_time),
+        };
+        if old.as_deref() != Some(text.as_str()) {
             write_whole(&cfg, &text).map_err(|e| io_error(&cfg, e))?;
         }
     }
-    Ok((dir, members, fault_port))
+    Ok(Prepared {
+        dir,
+        members,
+        fault_port,
+        super_user,
+    })
 }
 
 /// Writes `text` to `path` aside and renames it in, so that a reader (a test
@@ -464,10 +552,14 @@ fn status_line(line: &str) {
 }
 
 mod control;
+mod ensemble_reconfig;
 pub mod fault_cli;
 mod fault_verbs;
 mod http;
+mod membership_verbs;
+mod reconfig_client;
 mod supervise;
+pub use ensemble_reconfig::{recorded_dynamic_file, restore_left_out, SuperUser, PASSWORD_FILE};
 pub use supervise::run;
 
 #[cfg(test)]

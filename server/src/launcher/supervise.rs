@@ -4,7 +4,7 @@ use super::*;
 
 /// Runs `zkd ensemble` to the end; returns the process exit code.
 pub fn run(args: &EnsembleArgs) -> ExitCode {
-    let (dir, members, fault_port) = match prepare(args) {
+    let prepared = match prepare(args) {
         Ok(prepared) => prepared,
         Err(e) => {
             tracing::error!("{e}");
@@ -21,7 +21,7 @@ pub fn run(args: &EnsembleArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(supervise(dir, members, fault_port))
+    runtime.block_on(supervise(prepared))
 }
 
 /// A started member.
@@ -83,7 +83,13 @@ fn forward(stream: impl Read + Send + 'static, id: usize) -> std::io::Result<Joi
         })
 }
 
-async fn supervise(dir: PathBuf, members: Vec<Member>, fault_port: u16) -> ExitCode {
+async fn supervise(prepared: Prepared) -> ExitCode {
+    let Prepared {
+        dir,
+        members,
+        fault_port,
+        super_user,
+    } = prepared;
     use tokio::signal::unix::{signal, SignalKind};
     // Before any child exists, so that a signal can never be missed.
     let (mut interrupt, mut terminate) = match (
@@ -110,6 +116,7 @@ async fn supervise(dir: PathBuf, members: Vec<Member>, fault_port: u16) -> ExitC
         running: BTreeMap::new(),
         forwarders: Vec::new(),
         faults: InForce::default(),
+        super_user: super_user.clone(),
         stopping: false,
     }));
     let lock = || ensemble.lock().unwrap_or_else(|e| e.into_inner());
@@ -155,6 +162,14 @@ async fn supervise(dir: PathBuf, members: Vec<Member>, fault_port: u16) -> ExitC
         "fault API on {url} (GET /status, POST /faults), or: zkd fault --dir {} VERB",
         dir.display()
     ));
+    if super_user.is_some() {
+        status_line(&format!(
+            "reconfig is on: reconfigure as the super user (addauth digest super:PASSWORD, the \
+             password in {}), or: zkd fault --dir {} remove N|leader, add N",
+            dir.join(PASSWORD_FILE).display(),
+            dir.display()
+        ));
+    }
     let api_task = tokio::spawn(http::serve(api, Arc::new(Control::new(ensemble.clone()))));
     let watcher = tokio::spawn(watch_leader(members));
     let mut failed = false;

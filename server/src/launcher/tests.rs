@@ -11,6 +11,7 @@ fn args(nodes: usize, base_port: u16) -> EnsembleArgs {
         host: "127.0.0.1".into(),
         tick_time: 2000,
         fault_port: None,
+        reconfig: false,
     }
 }
 
@@ -90,4 +91,51 @@ fn mode_and_leader_lines() {
         describe_leaders(&m, &[2]),
         "leader is node2 (127.0.0.1:2182)"
     );
+}
+
+/// `--reconfig`: zoo.cfg enables reconfig for a super user whose password
+/// is kept in DIR; a rerun keeps a recorded membership that names the
+/// member, and a member a reconfig left out starts from the flags' members.
+#[test]
+fn reconfig_files_keep_the_recorded_membership() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = SuperUser::load_or_create(dir.path()).unwrap();
+    assert_eq!(user.password.len(), 32);
+    assert_eq!(SuperUser::load_or_create(dir.path()).unwrap(), user, "kept");
+    let m = members(&args(3, 2181)).unwrap();
+    let text = zoo_cfg_with_reconfig(&m, &m[0], "/tmp/x/node1/data", 2000, &user, None);
+    let mut props = crate::config::parse_properties(&text);
+    props.insert("myid".into(), "1".into());
+    let c = crate::config::Config::from_properties(&props).unwrap();
+    assert!(c.reconfig_enabled);
+    assert_eq!(c.client_port, Some(2181), "from its server line");
+    assert!(text.contains(&format!(
+        "DigestAuthenticationProvider.superDigest={}",
+        crate::core::acl::digest_id(&format!("super:{}", user.password))
+    )));
+
+    let dynamic = dir.path().join("zoo.cfg.dynamic.100000003");
+    let pointer = format!("dynamicConfigFile={}", dynamic.display());
+    let rewritten = format!("tickTime=2000\n{pointer}\n");
+    assert_eq!(recorded_dynamic_file(&rewritten, 1), None, "no file yet");
+    std::fs::write(
+        &dynamic,
+        format!(
+            "{}\n{}\n",
+            m[0].dynamic_server_line(),
+            m[1].dynamic_server_line()
+        ),
+    )
+    .unwrap();
+    assert_eq!(recorded_dynamic_file(&rewritten, 1), Some(pointer.as_str()));
+    let rerun = zoo_cfg_with_reconfig(&m, &m[0], "/d", 2000, &user, Some(&pointer));
+    assert!(rerun.ends_with(&format!("{pointer}\n")) && !rerun.contains("server."));
+    assert_eq!(restore_left_out(&rewritten, &m[0], &m), None);
+
+    // Member 3 is not in its recorded file: the flags' members stand.
+    assert_eq!(recorded_dynamic_file(&rewritten, 3), None);
+    let restored = restore_left_out(&rewritten, &m[2], &m).unwrap();
+    assert!(!restored.contains("dynamicConfigFile"), "{restored}");
+    assert!(restored.contains("server.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183"));
+    assert_eq!(restore_left_out(&text, &m[2], &m), None, "nothing recorded");
 }
