@@ -91,7 +91,7 @@ const MAX_FN_LINES: usize = 70;
 /// the ratchet began (issue 35): one may shrink (then lower or drop its
 /// entry), never grow, and no other may pass `MAX_FN_LINES`.
 const LONG_FNS: [(&str, &str, usize); 8] = [
-    ("server/src/launcher/supervise.rs", "supervise", 117),
+    ("server/src/launcher/supervise.rs", "supervise", 105),
     ("server/src/runtime/peer/convert.rs", "encode_zab", 85),
     ("server/src/runtime/peer/convert.rs", "decode_single", 76),
     ("server/src/runtime/storage_worker/mod.rs", "execute", 80),

@@ -463,30 +463,7 @@ pub fn prepare(args: &EnsembleArgs) -> Result<Prepared, EnsembleError> {
         false => None,
     };
     for m in &members {
-        let data = node_dir(&dir, m.id).join("data");
-        std::fs::create_dir_all(&data).map_err(|e| io_error(&data, e))?;
-        let myid = data.join("myid");
-        if read_myid(&myid)?.is_none() {
-            std::fs::write(&myid, format!("{}\n", m.id)).map_err(|e| io_error(&myid, e))?;
-        }
-        let data_str = data.to_str().ok_or_else(|| {
-            invalid(format!(
-                "--dir {}: the path must be valid UTF-8 to be written in zoo.cfg",
-                data.display()
-            ))
-        })?;
-        let cfg = node_dir(&dir, m.id).join("zoo.cfg");
-        let old = std::fs::read_to_string(&cfg).ok();
-        let text = match &super_user {
-            Some(user) => {
-                let recorded = old.as_deref().and_then(|t| recorded_dynamic_file(t, m.id));
-                zoo_cfg_with_reconfig(&members, m, data_str, args.tick_time, user, recorded)
-            }
-            None => zoo_cfg(&members, m, data_str, args.tick_time),
-        };
-        if old.as_deref() != Some(text.as_str()) {
-            write_whole(&cfg, &text).map_err(|e| io_error(&cfg, e))?;
-        }
+        write_member_files(&dir, m, &members, args.tick_time, super_user.as_ref())?;
     }
     Ok(Prepared {
         dir,
@@ -494,6 +471,41 @@ pub fn prepare(args: &EnsembleArgs) -> Result<Prepared, EnsembleError> {
         fault_port,
         super_user,
     })
+}
+
+/// Member `m`'s dataDir, myid and zoo.cfg (rewritten only when it changes).
+fn write_member_files(
+    dir: &Path,
+    m: &Member,
+    members: &[Member],
+    tick_time: u64,
+    super_user: Option<&SuperUser>,
+) -> Result<(), EnsembleError> {
+    let data = node_dir(dir, m.id).join("data");
+    std::fs::create_dir_all(&data).map_err(|e| io_error(&data, e))?;
+    let myid = data.join("myid");
+    if read_myid(&myid)?.is_none() {
+        std::fs::write(&myid, format!("{}\n", m.id)).map_err(|e| io_error(&myid, e))?;
+    }
+    let data_str = data.to_str().ok_or_else(|| {
+        invalid(format!(
+            "--dir {}: the path must be valid UTF-8 to be written in zoo.cfg",
+            data.display()
+        ))
+    })?;
+    let cfg = node_dir(dir, m.id).join("zoo.cfg");
+    let old = std::fs::read_to_string(&cfg).ok();
+    let text = match super_user {
+        Some(user) => {
+            let recorded = old.as_deref().and_then(|t| recorded_dynamic_file(t, m.id));
+            zoo_cfg_with_reconfig(members, m, data_str, tick_time, user, recorded)
+        }
+        None => zoo_cfg(members, m, data_str, tick_time),
+    };
+    if old.as_deref() != Some(text.as_str()) {
+        write_whole(&cfg, &text).map_err(|e| io_error(&cfg, e))?;
+    }
+    Ok(())
 }
 
 /// Writes `text` to `path` aside and renames it in, so that a reader (a test

@@ -24,6 +24,40 @@ pub fn run(args: &EnsembleArgs) -> ExitCode {
     runtime.block_on(supervise(prepared))
 }
 
+/// Prints the connect string on stdout and how to reach the ensemble on
+/// stderr; writes the fault API's address to DIR. Returns that file.
+fn announce(dir: &Path, members: &[Member], fault_port: u16, reconfig: bool) -> PathBuf {
+    let connect = connect_string(members);
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{connect}");
+        let _ = out.flush();
+    }
+    status_line(&format!(
+        "{} starting in {}; connect with: zkCli.sh -server {connect}",
+        plural(members.len()),
+        dir.display()
+    ));
+    let api_file = dir.join(FAULT_API_FILE);
+    let url = format!("http://127.0.0.1:{fault_port}");
+    if let Err(e) = write_whole(&api_file, &format!("{url}\n")) {
+        tracing::warn!("cannot write {}: {e}", api_file.display());
+    }
+    status_line(&format!(
+        "fault API on {url} (GET /status, POST /faults), or: zkd fault --dir {} VERB",
+        dir.display()
+    ));
+    if reconfig {
+        status_line(&format!(
+            "reconfig is on: reconfigure as the super user (addauth digest super:PASSWORD, the \
+             password in {}), or: zkd fault --dir {} remove N|leader, add N",
+            dir.join(PASSWORD_FILE).display(),
+            dir.display()
+        ));
+    }
+    api_file
+}
+
 /// A started member.
 struct Running {
     id: usize,
@@ -142,34 +176,7 @@ async fn supervise(prepared: Prepared) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let connect = connect_string(&members);
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{connect}");
-        let _ = out.flush();
-    }
-    status_line(&format!(
-        "{} starting in {}; connect with: zkCli.sh -server {connect}",
-        plural(members.len()),
-        dir.display()
-    ));
-    let api_file = dir.join(FAULT_API_FILE);
-    let url = format!("http://127.0.0.1:{fault_port}");
-    if let Err(e) = write_whole(&api_file, &format!("{url}\n")) {
-        tracing::warn!("cannot write {}: {e}", api_file.display());
-    }
-    status_line(&format!(
-        "fault API on {url} (GET /status, POST /faults), or: zkd fault --dir {} VERB",
-        dir.display()
-    ));
-    if super_user.is_some() {
-        status_line(&format!(
-            "reconfig is on: reconfigure as the super user (addauth digest super:PASSWORD, the \
-             password in {}), or: zkd fault --dir {} remove N|leader, add N",
-            dir.join(PASSWORD_FILE).display(),
-            dir.display()
-        ));
-    }
+    let api_file = announce(&dir, &members, fault_port, super_user.is_some());
     let api_task = tokio::spawn(http::serve(api, Arc::new(Control::new(ensemble.clone()))));
     let watcher = tokio::spawn(watch_leader(members));
     let mut failed = false;
