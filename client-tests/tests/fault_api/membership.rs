@@ -122,6 +122,74 @@ fn remove_and_add_change_the_configuration_under_writes() {
     });
 }
 
+/// Each member's mode in a status answer, by member number.
+fn mode(status: &Value, member: usize) -> String {
+    status["members"][member - 1]["mode"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A member removed while it was down, whose peers have restarted since
+/// (so they know it only as a stranger), comes back with its old
+/// configuration: as with ZooKeeper, its peers answer it, it learns the
+/// current configuration, follows without a vote and serves what was
+/// written meanwhile; `heal` makes it a voter again.
+#[test]
+fn a_member_removed_while_down_follows_when_it_returns() {
+    let ensemble = FaultEnsemble::start_with_reconfig(3);
+    let leader = ensemble.leader().expect("a leader");
+    let (out, other) = match leader {
+        1 => (2, 3),
+        2 => (1, 3),
+        _ => (1, 2),
+    };
+    ensemble.kill(Target::Member(out)).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    ensemble.remove(Target::Member(out)).unwrap();
+    // Both voters restart: neither knows `out`'s addresses any more.
+    for m in [other, leader] {
+        ensemble.restart(m).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ensemble.leader().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "no leader after restarting node{m}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    runtime().block_on(async {
+        let writer = connect(ensemble.connect_string(), SESSION).await;
+        within(writer.create("/while-out", b"x", &persistent()))
+            .await
+            .unwrap();
+        ensemble.restart(out).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while mode(&ensemble.status(), out) != "follower" {
+            assert!(
+                Instant::now() < deadline,
+                "node{out} does not follow: {}\n{}",
+                ensemble.status(),
+                ensemble.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let status = ensemble.status();
+        assert_eq!(removed(&status), [out as u64], "{status}");
+        let reader = connect(&ensemble.address(out), SESSION).await;
+        within(reader.sync("/while-out")).await.unwrap();
+        let (data, _) = within(reader.get_data("/while-out")).await.unwrap();
+        assert_eq!(data, b"x");
+        let (ids, text) = config_ids(&reader).await;
+        assert!(!ids.contains(&out), "{text}");
+        let healed = ensemble.heal().unwrap();
+        assert_eq!(done(&healed), "healed: every member serves", "{healed}");
+        let (ids, text) = config_ids(&reader).await;
+        assert_eq!(ids, BTreeSet::from([1, 2, 3]), "{text}");
+    });
+}
+
 /// A client reconfigures as the super user with the ensemble's password;
 /// without it the answer is NOAUTH, as from ZooKeeper. Bad membership verbs,
 /// and a change the ensemble refuses, change nothing.

@@ -22,6 +22,7 @@ use super::stream::{PeerRead, PeerWrite};
 use super::Accepted;
 use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State};
 use crate::core::election::{Notification, ServerId};
+use crate::core::ServerSpec;
 use crate::runtime::faults::Direction;
 use std::io;
 use std::net::SocketAddr;
@@ -31,6 +32,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use zkd_protocol::peer::election::{election_message::Body, PROTOCOL_VERSION_V1};
 use zkd_protocol::peer::{ElectionHello, ElectionMessage, PeerCodec};
+
+/// Strangers (sids outside the configuration) linked at once at most.
+const MAX_STRANGERS: usize = 16;
 
 /// The first pause between dial attempts to a peer.
 const RETRY_MIN: Duration = Duration::from_millis(100);
@@ -54,10 +58,15 @@ pub(super) fn send(shared: &Arc<Shared>, to: ServerId, n: &Notification) {
         }
     };
     let mut state = shared.lock();
+    let stranger = state.strangers.contains(&to);
     let Some(peer) = state.election.get(&to) else {
         tracing::warn!("notification for {to}, not a member, dropped");
         return;
     };
+    // A stranger has no address to dial: only its own link carries answers.
+    if stranger && peer.task.is_none() {
+        return;
+    }
     peer.outbox.replace(frame);
     if peer.task.is_none() {
         start_dialer(shared, &mut state, to, false);
@@ -85,16 +94,40 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
         Err(end) => return log_end(&format!("election link from {remote}"), &end),
     };
     let sid = ServerId(hello.sid);
-    if !shared.is_peer(sid) {
+    if !shared.may_link(sid) {
         tracing::warn!("election link from {remote}: hello from sid {sid}, not a peer; closing");
         return;
     }
     let mut state = shared.lock();
-    let Some(peer) = state.election.get_mut(&sid) else {
+    let stranger = !state.servers.contains_key(&sid.0);
+    if stranger && !state.strangers.contains(&sid) && state.strangers.len() >= MAX_STRANGERS {
+        tracing::warn!("election link from {remote}: sid {sid} is outside the configuration, and {MAX_STRANGERS} others are linked; closing");
         return;
-    };
+    }
+    if stranger && state.strangers.insert(sid) {
+        tracing::info!(
+            "election link from {remote}: sid {sid} is outside the configuration; it is answered"
+        );
+    }
+    let peer = state.election.entry(sid).or_default();
     if let Some(old) = peer.task.take() {
         old.abort.abort();
+    }
+    if stranger {
+        // A smaller stranger is called back once at the address its hello
+        // gives, as ZooKeeper does; a larger one's connection is the link.
+        peer.call_back = match sid < shared.me {
+            true => match call_back_spec(&hello.election_addr) {
+                Some(spec) => Some(spec),
+                None => {
+                    tracing::warn!("election link from {remote}: sid {sid} gave no address to call back; closing");
+                    state.strangers.remove(&sid);
+                    state.election.remove(&sid);
+                    return;
+                }
+            },
+            false => None,
+        };
     }
     if sid < shared.me {
         // Only the larger sid's connection survives: drop this one, call back.
@@ -195,6 +228,9 @@ async fn dial(shared: Arc<Shared>, peer: ServerId, generation: u64, mut at_least
                 return;
             }
             Ok(_) => tracing::debug!("election: said hello to {peer}, awaiting its call back"),
+            Err(e) if shared.lock().strangers.contains(&peer) => {
+                return forget_stranger(&shared, peer, generation, &e)
+            }
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                 tracing::debug!("election: {peer} refused our connection");
                 // Only a refusal is sure: nothing listens there. A timeout
@@ -210,6 +246,20 @@ async fn dial(shared: Arc<Shared>, peer: ServerId, generation: u64, mut at_least
             }
             Err(e) => tracing::debug!("election: cannot reach {peer}: {e}"),
         }
+    }
+}
+
+/// A stranger could not be called back: nothing is kept for it.
+fn forget_stranger(shared: &Shared, peer: ServerId, generation: u64, e: &io::Error) {
+    tracing::info!("election: cannot call back {peer}, outside the configuration: {e}");
+    let mut state = shared.lock();
+    if state
+        .election
+        .get(&peer)
+        .is_some_and(|p| is_current(p, generation))
+    {
+        state.strangers.remove(&peer);
+        state.election.remove(&peer);
     }
 }
 
@@ -239,6 +289,19 @@ async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(PeerRead, PeerW
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
 }
 
+/// The address in a stranger's hello (`host:port`, `[v6]:port`).
+fn call_back_spec(election_addr: &str) -> Option<ServerSpec> {
+    let (host, port) = election_addr.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some(ServerSpec {
+        host: host.to_owned(),
+        quorum_port: 0,
+        election_port: port.parse().ok().filter(|p| *p != 0)?,
+        observer: false,
+        client_address: None,
+    })
+}
+
 /// One election link: notifications in, the peer's slot out, until either side
 /// ends; then a dialer takes over if something is still queued.
 async fn run_link(
@@ -264,6 +327,14 @@ async fn run_link(
         return;
     }
     p.task = None;
+    if state.strangers.remove(&peer) {
+        // Nothing is kept for a stranger between its links.
+        state.election.remove(&peer);
+        return;
+    }
+    let Some(p) = state.election.get_mut(&peer) else {
+        return;
+    };
     if !p.outbox.is_empty() {
         start_dialer(&shared, &mut state, peer, false);
     }

@@ -301,3 +301,94 @@ async fn dropping_the_network_closes_its_links_and_ports() {
     .await
     .expect("test timed out");
 }
+
+/// Reads one election frame from `stream`.
+async fn read_election(stream: &mut TcpStream) -> ElectionMessage {
+    use tokio_util::codec::Decoder;
+    let mut buf = BytesMut::new();
+    loop {
+        let mut codec = PeerCodec::<ElectionMessage>::new();
+        if let Some(message) = codec.decode(&mut buf.clone()).unwrap() {
+            return message;
+        }
+        let mut byte = [0u8; 1];
+        let n = timeout(EVENT_TIMEOUT, stream.read(&mut byte))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "the link closed");
+        buf.extend_from_slice(&byte[..n]);
+    }
+}
+
+/// With reconfig (`serve_strangers`), a sid outside the configuration is
+/// answered, as ZooKeeper answers any sid: a larger one on its own link, a
+/// smaller one called back once at the address its hello gives. Nothing is
+/// kept for a stranger once its link is gone.
+#[tokio::test]
+async fn with_reconfig_a_stranger_is_answered() {
+    timeout(TEST_TIMEOUT, async {
+        let settings = PeerSettings {
+            serve_strangers: true,
+            ..settings()
+        };
+        let mut m = ensemble(&[2, 3], &[], settings).await;
+        let member = &mut m[0];
+        let wire_n = |sid, epoch| {
+            frame(&ElectionMessage::from(convert::notification_to_wire(
+                &notification(sid, epoch),
+            )))
+        };
+        let notified = |message: ElectionMessage| match message.body {
+            Some(zkd_protocol::peer::election::election_message::Body::Notification(n)) => {
+                convert::notification_from_wire(&n).unwrap()
+            }
+            other => panic!("not a notification: {other:?}"),
+        };
+        // Sid 9, larger: its connection is the link.
+        let mut bytes = hello(9);
+        bytes.extend(wire_n(9, 7));
+        let mut s = stranger(member.net.election_addr(), &bytes).await;
+        assert_eq!(next_notification(member).await, notification(9, 7));
+        member
+            .net
+            .send_notification(ServerId(9), notification(2, 8));
+        assert_eq!(notified(read_election(&mut s).await), notification(2, 8));
+        drop(s);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        member
+            .net
+            .send_notification(ServerId(9), notification(2, 9));
+        assert!(!member.net.shared.lock().election.contains_key(&ServerId(9)));
+
+        // Sid 1, smaller: called back at the address in its hello.
+        let back = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let hello_1 = frame(&ElectionMessage::from(ElectionHello {
+            protocol_version: PROTOCOL_VERSION_V1,
+            sid: 1,
+            election_addr: back.local_addr().unwrap().to_string(),
+        }));
+        let _said = stranger(member.net.election_addr(), &hello_1).await;
+        let (mut called, _) = timeout(EVENT_TIMEOUT, back.accept())
+            .await
+            .unwrap()
+            .unwrap();
+        match read_election(&mut called).await.body {
+            Some(zkd_protocol::peer::election::election_message::Body::Hello(h)) => {
+                assert_eq!(h.sid, 2)
+            }
+            other => panic!("not a hello: {other:?}"),
+        }
+        called.write_all(&wire_n(1, 11)).await.unwrap();
+        assert_eq!(next_notification(member).await, notification(1, 11));
+        member
+            .net
+            .send_notification(ServerId(1), notification(2, 12));
+        assert_eq!(
+            notified(read_election(&mut called).await),
+            notification(2, 12)
+        );
+    })
+    .await
+    .expect("test timed out");
+}

@@ -25,7 +25,9 @@
 //! dialer starts and the acceptor tells from a first frame.
 //!
 //! Faults are per link: a garbage, oversized or stalled frame, an unknown sid
-//! or a peer that does not read closes that link only, with one warning. The
+//! (unless `serve_strangers`: with reconfig such a sid is answered, as
+//! ZooKeeper answers it) or a peer that does not read closes that link
+//! only, with one warning. The
 //! member loop never blocks here: sends only queue. Every task belongs to the
 //! [`PeerNetwork`] and is aborted when it is dropped.
 
@@ -46,7 +48,7 @@ use crate::core::zab::ZabMessage;
 pub use crate::core::ReadPermit;
 use bytes::Bytes;
 use link::Outbox;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -133,6 +135,10 @@ pub struct PeerSettings {
     pub tls: Option<Arc<crate::runtime::tls::QuorumTls>>,
     /// Quorum SASL (`quorum.auth.enableSasl`); None: links are not authenticated.
     pub sasl: Option<Arc<crate::config::QuorumSaslConfig>>,
+    /// Links from sids outside the configuration are served (reconfig: a
+    /// member removed while it was down must hear who leads and follow, as
+    /// ZooKeeper's peers answer any sid); without reconfig they are closed.
+    pub serve_strangers: bool,
 }
 
 impl Default for PeerSettings {
@@ -146,6 +152,7 @@ impl Default for PeerSettings {
             cuts: None,
             tls: None,
             sasl: None,
+            serve_strangers: false,
         }
     }
 }
@@ -226,6 +233,7 @@ impl PeerNetwork {
             next_generation: 0,
             tasks: JoinSet::new(),
             election: peers.map(|id| (id, ElectionPeer::default())).collect(),
+            strangers: BTreeSet::new(),
             quorum: BTreeMap::new(),
         };
         let shared = Arc::new(Shared {
@@ -346,6 +354,7 @@ impl PeerNetwork {
             if id != self.shared.me.0 && !state.servers.contains_key(&id) {
                 tracing::info!(peer = id, "a new member's addresses are known");
                 state.servers.insert(id, spec);
+                state.strangers.remove(&ServerId(id));
                 state.election.entry(ServerId(id)).or_default();
             }
         }
@@ -400,8 +409,10 @@ struct State {
     closed: bool,
     next_generation: u64,
     tasks: JoinSet<()>,
-    /// Every other member, linked or not.
+    /// Every other member, linked or not, and strangers while linked.
     election: BTreeMap<ServerId, ElectionPeer>,
+    /// Sids outside the configuration with an election link (`serve_strangers`).
+    strangers: BTreeSet<ServerId>,
     /// Quorum links that exist or are being dialed.
     quorum: BTreeMap<ServerId, QuorumLink>,
 }
@@ -414,6 +425,8 @@ struct ElectionPeer {
     task: Option<LinkTask>,
     /// The pause before the next dial attempt; zero after a link that delivered.
     retry: Duration,
+    /// A stranger's election address, from its hello: called back once.
+    call_back: Option<ServerSpec>,
 }
 
 /// One quorum link, from dialing to its end.
@@ -474,8 +487,16 @@ impl Shared {
         sid != self.me && self.lock().servers.contains_key(&sid.0)
     }
 
+    /// Whether a link from `sid` may be kept: a peer's, or with
+    /// `serve_strangers` any other member's.
+    fn may_link(&self, sid: ServerId) -> bool {
+        self.is_peer(sid) || (self.settings.serve_strangers && sid != self.me)
+    }
+
     fn spec(&self, sid: ServerId) -> io::Result<ServerSpec> {
-        (self.lock().servers.get(&sid.0).cloned())
+        let state = self.lock();
+        let call_back = || state.election.get(&sid)?.call_back.clone();
+        (state.servers.get(&sid.0).cloned().or_else(call_back))
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no server.{sid}")))
     }
 

@@ -123,7 +123,7 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
         tracing::warn!("quorum link from {remote}: first packet is not FOLLOWERINFO; closing");
         return;
     };
-    if !shared.is_peer(sid) {
+    if !shared.may_link(sid) {
         tracing::warn!(
             "quorum link from {remote}: FOLLOWERINFO from sid {sid}, not a peer; closing"
         );
