@@ -395,7 +395,7 @@ impl Control {
     }
 
     /// Waits until every member serves under one leader.
-    pub(super) async fn wait_serving(&self) -> bool {
+    async fn wait_serving(&self) -> bool {
         let deadline = tokio::time::Instant::now() + HEAL_TIMEOUT;
         while tokio::time::Instant::now() < deadline {
             let states = self.query_all().await;

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 use zkd_protocol::ErrorCode;
 
-/// Pause between attempts to add members back on heal.
+/// Pause between attempts at a reconfig the ensemble cannot take yet.
 const RETRY: Duration = Duration::from_millis(250);
 
 impl Control {
