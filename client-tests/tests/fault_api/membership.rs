@@ -43,6 +43,14 @@ fn removed(status: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// The leader of a 3-member ensemble and its two followers.
+fn leader_and_followers(ensemble: &FaultEnsemble) -> (usize, [usize; 2]) {
+    let leader = ensemble.leader().expect("a leader");
+    let mut followers = (1..=3).filter(|m| *m != leader);
+    let mut next = || followers.next().unwrap();
+    (leader, [next(), next()])
+}
+
 fn done(answer: &Value) -> &str {
     answer["done"].as_str().unwrap_or("")
 }
@@ -105,7 +113,7 @@ fn remove_and_add_change_the_configuration_under_writes() {
         assert_eq!(ids, BTreeSet::from([1, 2, 3]), "{text}");
 
         // A removed follower, killed and restarted, then healed back in.
-        let follower = (1..=3).find(|i| Some(*i) != ensemble.leader()).unwrap();
+        let follower = leader_and_followers(&ensemble).1[0];
         ensemble.remove(Target::Member(follower)).unwrap();
         ensemble.kill(Target::Member(follower)).unwrap();
         ensemble.restart(follower).unwrap();
@@ -138,12 +146,7 @@ fn mode(status: &Value, member: usize) -> String {
 #[test]
 fn a_member_removed_while_down_follows_when_it_returns() {
     let ensemble = FaultEnsemble::start_with_reconfig(3);
-    let leader = ensemble.leader().expect("a leader");
-    let (out, other) = match leader {
-        1 => (2, 3),
-        2 => (1, 3),
-        _ => (1, 2),
-    };
+    let (leader, [out, other]) = leader_and_followers(&ensemble);
     ensemble.kill(Target::Member(out)).unwrap();
     std::thread::sleep(Duration::from_secs(1));
     ensemble.remove(Target::Member(out)).unwrap();
@@ -231,12 +234,7 @@ fn the_super_user_reconfigures_and_bad_membership_verbs_are_refused() {
     }
     // With follower a down, a configuration of the leader and a has no
     // synced quorum.
-    let leader = ensemble.leader().expect("a leader");
-    let (a, b) = match leader {
-        1 => (2, 3),
-        2 => (1, 3),
-        _ => (1, 2),
-    };
+    let (_, [a, b]) = leader_and_followers(&ensemble);
     ensemble.kill(Target::Member(a)).unwrap();
     // The leader sees a's links close at once; a change prepared before
     // that would count a as synced and stall the leader instead.
