@@ -382,6 +382,16 @@ impl Script {
             .collect()
     }
 
+    /// Runs until a leader and every member serve, then a second more so
+    /// that the ensemble settles; returns the leader.
+    pub fn settled_leader(&mut self) -> Result<ServerId, String> {
+        self.run_until("every member serving", 10_000, |s| {
+            s.leader().is_some() && s.ids().iter().all(|id| s.serving(*id))
+        })?;
+        self.run_for(1_000)?;
+        self.leader().ok_or_else(|| "no leader".into())
+    }
+
     /// Runs until a leader serves and more than `writes` creates were
     /// acknowledged; returns the leader.
     pub fn leader_with_writes(&mut self, writes: u64) -> Result<ServerId, String> {

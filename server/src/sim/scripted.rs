@@ -26,11 +26,7 @@ pub(super) enum Rejoin {
 /// Then the disks resume and everything commits.
 pub(super) fn rejoin_with_uncommitted(seed: u64, how: Rejoin) -> Result<(), String> {
     let mut s = Script::new(seed, 5);
-    s.run_until("five members serving", 10_000, |s| {
-        s.leader().is_some() && (1..=5).all(|id| s.serving(ServerId(id)))
-    })?;
-    s.run_for(1_000)?;
-    let leader = s.leader().ok_or("no leader")?;
+    let leader = s.settled_leader()?;
     let others = s.others(leader);
     let (f1, slow) = (others[0], others[1..].to_vec());
     for id in &slow {
@@ -89,11 +85,7 @@ pub(super) fn rejoin_with_uncommitted(seed: u64, how: Rejoin) -> Result<(), Stri
 /// and resync by SNAP.
 pub(super) fn a_damaged_follower_resyncs(seed: u64) -> Result<(), String> {
     let mut s = Script::new(seed, 3);
-    s.run_until("three members serving", 10_000, |s| {
-        s.leader().is_some() && (1..=3).all(|id| s.serving(ServerId(id)))
-    })?;
-    s.run_for(1_000)?;
-    let leader = s.leader().ok_or("no leader")?;
+    let leader = s.settled_leader()?;
     let follower = s.others(leader)[0];
     let since = s.now();
     s.damage_tree(follower);

@@ -41,11 +41,7 @@ fn joining(id: ServerId) -> ReconfigRequest {
 /// which of its pending txns the reconfig was.
 fn reconfig_while_a_follower_syncs(seed: u64) -> Result<(), String> {
     let mut s = Script::with_membership(seed, 5);
-    s.run_until("five members serving", 10_000, |s| {
-        s.leader().is_some() && (1..=5).all(|id| s.serving(ServerId(id)))
-    })?;
-    s.run_for(1_000)?;
-    let leader = s.leader().ok_or("no leader")?;
+    let leader = s.settled_leader()?;
     let others = s.others(leader);
     let (f, g) = (others[0], others[1]);
     let before = s.config_version(leader);
