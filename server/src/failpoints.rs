@@ -136,11 +136,16 @@ pub enum Failpoint {
     /// configuration in `/zookeeper/config` over a later reconfig its tree
     /// holds: leading next, it counts the members that reconfig removed.
     ConfigNodeOverwritten,
+    /// Without reconfig, a leader's NEWLEADER still carries its
+    /// configuration and its followers take it over their own zoo.cfg's
+    /// (ZOOKEEPER-3814): a rolling restart that adds a member never gets
+    /// the new membership into effect (ZOOKEEPER-3829).
+    ConfigHandedOnWithoutReconfig,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 26] = [
+    pub const ALL: [Failpoint; 27] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -167,6 +172,7 @@ impl Failpoint {
         Failpoint::MembersOnlyLearners,
         Failpoint::DiffForEmptyLearner,
         Failpoint::ConfigNodeOverwritten,
+        Failpoint::ConfigHandedOnWithoutReconfig,
     ];
 
     /// The kebab-case name `ZKD_FAILPOINTS` uses.
@@ -198,6 +204,7 @@ impl Failpoint {
             Failpoint::MembersOnlyLearners => "members-only-learners",
             Failpoint::DiffForEmptyLearner => "diff-for-empty-learner",
             Failpoint::ConfigNodeOverwritten => "config-node-overwritten",
+            Failpoint::ConfigHandedOnWithoutReconfig => "config-handed-on-without-reconfig",
         }
     }
 

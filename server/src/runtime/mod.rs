@@ -430,7 +430,6 @@ async fn start_member(
         cuts,
         tls: quorum_tls(config)?,
         sasl: config.quorum_sasl.clone().map(Arc::new),
-        serve_strangers: config.reconfig_enabled,
     };
     let peers = peer::PeerNetwork::start(me, &config.servers, events, settings)
         .await

@@ -79,7 +79,7 @@ impl WholeSim {
             .filter(|(_, disk)| disk.holds_durably(zxid))
             .map(|(id, _)| *id)
             .collect();
-        if !self.counted_by(id).is_quorum(&holders) {
+        if !self.committed_by(id).is_quorum(&holders) {
             return Err(Violation(format!(
                 "visibility: member {id} serves a tree at {zxid}, durable only on {holders:?}\n{}",
                 self.members_now()

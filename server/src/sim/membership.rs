@@ -20,9 +20,21 @@ pub(super) fn server_line(id: u64, observer: bool) -> String {
 /// The configuration every member starts with, unversioned (the first
 /// leader stamps it): `voters` participants, then `observers`.
 pub(super) fn first_config(voters: u64, observers: u64) -> EnsembleConfig {
+    let ids: Vec<u64> = (1..=voters + observers).collect();
+    config_of(&ids, |id| id > voters)
+}
+
+/// A zoo.cfg's static configuration of the participants `ids`, as a
+/// rolling restart's members have it (no reconfig, no version).
+pub(super) fn static_config(ids: &[u64]) -> EnsembleConfig {
+    config_of(ids, |_| false)
+}
+
+/// The unversioned configuration of `ids`, those `observer` picks observing.
+fn config_of(ids: &[u64], observer: impl Fn(u64) -> bool) -> EnsembleConfig {
     let mut text = String::new();
-    for id in 1..=voters + observers {
-        text.push_str(&server_line(id, id > voters));
+    for id in ids {
+        text.push_str(&server_line(*id, observer(*id)));
         text.push('\n');
     }
     text.push_str("version=0");
@@ -58,6 +70,22 @@ impl WholeSim {
         match self.procs.get(&id) {
             Some(Some(p)) => p.member().members().clone(),
             _ => self.voters.clone(),
+        }
+    }
+
+    /// The members whose quorum commits what member `id` serves: its own.
+    /// Without reconfig, its leader's while it follows one that is up: a
+    /// rolling restart's members count the servers of their own zoo.cfg,
+    /// and the leader's commit. (With reconfig, a follower counting other
+    /// members than its leader is what the checks must catch.)
+    pub(super) fn committed_by(&self, id: ServerId) -> Members {
+        let leader = match self.procs.get(&id) {
+            Some(Some(p)) if !self.schedule.membership => p.member().following(),
+            _ => None,
+        };
+        match leader {
+            Some(l) if matches!(self.procs.get(&l), Some(Some(_))) => self.counted_by(l),
+            _ => self.counted_by(id),
         }
     }
 

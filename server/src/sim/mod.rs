@@ -182,8 +182,9 @@ struct WholeSim {
     timing: Timing,
     procs: BTreeMap<ServerId, Option<Process>>,
     disks: BTreeMap<ServerId, MemStorage>,
-    /// Each member's recorded configuration (`membership` runs): it
-    /// survives restarts, as its dynamic config file does.
+    /// Each member's recorded configuration (`membership` runs), or its
+    /// zoo.cfg's server lines (a rolling restart's): it survives restarts,
+    /// as its dynamic config file does.
     configs: BTreeMap<ServerId, EnsembleConfig>,
     incarnations: u64,
     /// (delivery time, sequence) -> (from, to, what)
@@ -298,15 +299,22 @@ pub fn run(schedule: Schedule) -> Result<WholeCounts, String> {
 impl WholeSim {
     fn new(schedule: Schedule) -> WholeSim {
         let all = schedule.members + schedule.observers;
+        let first = membership::first_config(schedule.members, schedule.observers);
+        let configs = match schedule.membership {
+            true => (1..=all).map(|id| (ServerId(id), first.clone())).collect(),
+            false => BTreeMap::new(),
+        };
+        WholeSim::booted(schedule, configs)
+    }
+
+    /// Boots every member, each with its configuration in `configs` (its
+    /// zoo.cfg's server lines, or its dynamic file) if it has one there.
+    fn booted(schedule: Schedule, configs: BTreeMap<ServerId, EnsembleConfig>) -> WholeSim {
+        let all = schedule.members + schedule.observers;
         let ids: BTreeSet<ServerId> = (1..=all).map(ServerId).collect();
         let voters = Members {
             voters: (1..=schedule.members).map(ServerId).collect(),
             observers: (schedule.members + 1..=all).map(ServerId).collect(),
-        };
-        let first = membership::first_config(schedule.members, schedule.observers);
-        let configs = match schedule.membership {
-            true => ids.iter().map(|id| (*id, first.clone())).collect(),
-            false => BTreeMap::new(),
         };
         let mut sim = WholeSim {
             schedule,

@@ -3,6 +3,7 @@
 //! waits for the moments it needs, asserting that each came. Every
 //! invariant of the random runs is checked after every millisecond.
 
+use super::membership::static_config;
 use super::trap::{Action, Moment};
 use super::{SyncKind, WholeSim, Wire};
 use crate::core::election::ServerId;
@@ -33,6 +34,28 @@ impl Script {
         s
     }
 
+    /// `members` whole members without reconfig, each started with the
+    /// server lines `servers_of` gives it: a rolling restart's ensemble.
+    pub fn with_static_configs(
+        seed: u64,
+        members: u64,
+        servers_of: impl Fn(u64) -> Vec<u64>,
+    ) -> Script {
+        let configs = (1..=members)
+            .map(|id| (ServerId(id), static_config(&servers_of(id))))
+            .collect();
+        Script {
+            sim: WholeSim::booted(Script::schedule(seed, members, 40, false), configs),
+        }
+    }
+
+    /// Member `id`, down, starts again with the server lines `servers`
+    /// in its zoo.cfg.
+    pub fn restart_with_servers(&mut self, id: ServerId, servers: &[u64]) -> Result<(), String> {
+        self.sim.configs.insert(id, static_config(servers));
+        self.restart(id)
+    }
+
     /// Asks for `change` through the membership client.
     pub fn reconfig(&mut self, change: ReconfigRequest) {
         self.sim.clients.queue_reconfig(change);
@@ -47,13 +70,29 @@ impl Script {
         }
     }
 
+    /// The voters member `id` counts now (none while it is down).
+    pub fn voters_counted_by(&self, id: ServerId) -> Vec<ServerId> {
+        match self.sim.procs.get(&id) {
+            Some(Some(p)) => p.member().members().voters.iter().copied().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Members that snapshot (and purge their log) after about `snap_count` txns.
     pub fn snapshotting(seed: u64, members: u64, snap_count: u64) -> Script {
         Script::build(seed, members, snap_count, false)
     }
 
     fn build(seed: u64, members: u64, snap_count: u64, membership: bool) -> Script {
-        let schedule = Schedule {
+        let schedule = Script::schedule(seed, members, snap_count, membership);
+        Script {
+            sim: WholeSim::new(schedule),
+        }
+    }
+
+    /// A script's schedule: no random faults, and no end until it finishes.
+    fn schedule(seed: u64, members: u64, snap_count: u64, membership: bool) -> Schedule {
+        Schedule {
             seed,
             members,
             observers: 0,
@@ -63,9 +102,6 @@ impl Script {
             snap_count,
             timing: super::SCRIPT_TIMING,
             membership,
-        };
-        Script {
-            sim: WholeSim::new(schedule),
         }
     }
 

@@ -209,3 +209,78 @@ fn planted_uptodate_announced_only_caught() {
         &["ZOOKEEPER-2172", "membership:"],
     );
 }
+
+/// ZOOKEEPER-3829 (with -3814, -3830 and -3842): the membership changed by
+/// a rolling restart, reconfig disabled. Members 1-3 start with the servers
+/// 1,2,3 and member 4 with 1,2,3,4; 1, 2 and 3 restart one at a time with
+/// 1,2,3,4; then leaders restart until member 4 leads. ZooKeeper's members
+/// took their leader's configuration over their own zoo.cfg's (3814), and
+/// such a leader 4 committed nothing (3829). Each must keep its own: member
+/// 4 leads and commits, and every member counts the four.
+fn a_rolling_restart_adds_a_member(seed: u64) -> Result<(), String> {
+    const OLD: [u64; 3] = [1, 2, 3];
+    const NEW: [u64; 4] = [1, 2, 3, 4];
+    let four = ServerId(4);
+    let mut s = Script::with_static_configs(seed, 4, |id| match id {
+        4 => NEW.to_vec(),
+        _ => OLD.to_vec(),
+    });
+    // Member 4 follows the leader of 1,2,3 without a vote (ZooKeeper's
+    // took that leader's configuration there).
+    s.run_until("member 4 follows", 10_000, |s| s.serving(four))?;
+    counts_its_own(&s, four, &NEW)?;
+    s.more_writes(5, 5_000)?;
+    for id in OLD.map(ServerId) {
+        s.crash(id);
+        s.restart_with_servers(id, &NEW)?;
+        s.run_until("it serves again", 10_000, |s| s.serving(id))?;
+        counts_its_own(&s, id, &NEW)?;
+        s.more_writes(3, 5_000)?;
+    }
+    for _ in 0..NEW.len() {
+        let leader = s.settled_leader()?;
+        if leader == four {
+            break;
+        }
+        s.crash(leader);
+        s.run_until("another leader", 10_000, |s| {
+            s.leader().is_some_and(|l| l != leader)
+        })?;
+        s.restart(leader)?;
+    }
+    if s.leader() != Some(four) {
+        return Err("member 4 never led: the moment was missed".into());
+    }
+    s.more_writes(5, 2_000)
+        .map_err(|e| format!("ZOOKEEPER-3829: leader 4 commits nothing ({e})"))?;
+    for id in s.ids() {
+        counts_its_own(&s, id, &NEW)?;
+    }
+    s.finish()
+}
+
+/// Member `id`, without reconfig, counts the voters of its own zoo.cfg.
+fn counts_its_own(s: &Script, id: ServerId, servers: &[u64]) -> Result<(), String> {
+    let counted = s.voters_counted_by(id);
+    if counted.iter().map(|v| v.0).ne(servers.iter().copied()) {
+        return Err(format!(
+            "ZOOKEEPER-3814: member {id} counts the voters {counted:?}, not its zoo.cfg's"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn zk_3829_a_rolling_restart_adds_a_member_that_then_leads() {
+    super::scripted::each_seed(a_rolling_restart_adds_a_member);
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn planted_config_handed_on_without_reconfig_caught() {
+    super::scripted::assert_script_catches(
+        crate::failpoints::Failpoint::ConfigHandedOnWithoutReconfig,
+        a_rolling_restart_adds_a_member,
+        &["ZOOKEEPER-3814"],
+    );
+}

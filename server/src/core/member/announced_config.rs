@@ -25,12 +25,22 @@ impl Member {
     /// The configuration the leader of `epoch` establishes, with reconfig.
     /// A reconfig its history applied to its tree outranks the one in effect.
     fn established(node: &Node, epoch: Epoch) -> Option<EnsembleConfig> {
-        let config = node.ensemble_config().filter(|_| node.reconfig_enabled())?;
+        let config = node
+            .ensemble_config()
+            .filter(|_| Self::hands_on_config(node))?;
         Some(match (node.logged_ensemble_config(), config.version) {
             (Some(logged), _) => logged,
             (None, 0) => config.with_version(Zxid::new(epoch, 0).0),
             (None, _) => config.clone(),
         })
+    }
+
+    /// Whether an epoch hands its leader's configuration on: only with
+    /// reconfig. Without, each member keeps its zoo.cfg's, as ZooKeeper's
+    /// do since ZOOKEEPER-3829 (a rolling restart changes the membership).
+    fn hands_on_config(node: &Node) -> bool {
+        // Planted (config-handed-on-without-reconfig): ZOOKEEPER-3814 back.
+        node.reconfig_enabled() || active(Failpoint::ConfigHandedOnWithoutReconfig)
     }
 
     /// Follower: the configuration in `from`'s NEWLEADER, kept until UPTODATE.
@@ -60,7 +70,7 @@ impl Member {
                     .into_iter()
                     .flatten()
                     .max_by_key(|c| c.version)
-                    .filter(|_| ctx.node.reconfig_enabled())
+                    .filter(|_| Self::hands_on_config(ctx.node))
             }
         };
         let current = ctx.node.ensemble_config().map(|c| c.version);

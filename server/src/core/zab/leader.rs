@@ -436,8 +436,11 @@ impl Leader {
     /// and only a leader that has led for two initLimits steps down for it:
     /// a real member gets its election, and a connection that merely claims
     /// a member's sid can force one at most that often, not one per frame.
+    /// A learner outside the configuration never gets that election: no
+    /// quorum needs it, and any connection can claim a stranger's sid.
     fn later_epoch_claimed(&mut self, now_ms: u64, from: ServerId, accepted_epoch: Epoch) {
-        if self.phase == Phase::Broadcast && now_ms >= self.may_yield_ms {
+        let yields = self.phase == Phase::Broadcast && now_ms >= self.may_yield_ms;
+        if yields && self.is_member(from) {
             return self.abandon(format!(
                 "follower {from} accepted epoch {accepted_epoch}, above ours {}",
                 self.epoch

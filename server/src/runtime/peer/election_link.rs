@@ -95,7 +95,9 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
     };
     let sid = ServerId(hello.sid);
     if !shared.may_link(sid) {
-        tracing::warn!("election link from {remote}: hello from sid {sid}, not a peer; closing");
+        tracing::warn!(
+            "election link from {remote}: hello from sid {sid}, this member's own; closing"
+        );
         return;
     }
     let mut state = shared.lock();

@@ -1,6 +1,6 @@
-//! Faults on the peer ports: strangers and misbehaving peers lose their own
-//! link, and the member's real links keep delivering; link replacement, dead
-//! leaders, deaf followers and shutdown.
+//! Faults on the peer ports: impostors and misbehaving peers lose their own
+//! link, and the member's real links keep delivering; strangers are
+//! answered; link replacement, dead leaders, deaf followers and shutdown.
 
 use super::*;
 use bytes::BytesMut;
@@ -53,7 +53,7 @@ async fn assert_closed(stream: &mut TcpStream) {
 }
 
 #[tokio::test]
-async fn strangers_are_closed_while_the_real_links_keep_delivering() {
+async fn bad_links_are_closed_while_the_real_links_keep_delivering() {
     timeout(TEST_TIMEOUT, async {
         // Member 3 is configured but absent: a stranger impersonates it.
         let mut m = ensemble(&[1, 2], &[3], settings()).await;
@@ -68,7 +68,6 @@ async fn strangers_are_closed_while_the_real_links_keep_delivering() {
         half.extend([0x08; 10]);
         let cases: Vec<(&str, SocketAddr, Vec<u8>)> = vec![
             ("garbage", election, vec![0, 0, 0, 3, 0xff, 0xff, 0xff]),
-            ("unknown sid hello", election, hello(99)),
             ("own sid hello", election, hello(2)),
             ("oversized length", election, oversized.clone()),
             ("half a frame, then silence", election, half.clone()),
@@ -77,11 +76,6 @@ async fn strangers_are_closed_while_the_real_links_keep_delivering() {
                 "not FOLLOWERINFO first",
                 quorum,
                 frame(&QuorumPacket::from(wire::Ack { zxid: 1 })),
-            ),
-            (
-                "FOLLOWERINFO from an unknown sid",
-                quorum,
-                follower_info(99),
             ),
             ("FOLLOWERINFO from its own sid", quorum, follower_info(2)),
             ("oversized length", quorum, oversized),
@@ -321,18 +315,14 @@ async fn read_election(stream: &mut TcpStream) -> ElectionMessage {
     }
 }
 
-/// With reconfig (`serve_strangers`), a sid outside the configuration is
-/// answered, as ZooKeeper answers any sid: a larger one on its own link, a
-/// smaller one called back once at the address its hello gives. Nothing is
-/// kept for a stranger once its link is gone.
+/// A sid outside the configuration is answered, as ZooKeeper answers any
+/// sid: a larger one on its own link, a smaller one called back once at the
+/// address its hello gives. Nothing is kept for a stranger once its link is
+/// gone.
 #[tokio::test]
-async fn with_reconfig_a_stranger_is_answered() {
+async fn a_stranger_is_answered() {
     timeout(TEST_TIMEOUT, async {
-        let settings = PeerSettings {
-            serve_strangers: true,
-            ..settings()
-        };
-        let mut m = ensemble(&[2, 3], &[], settings).await;
+        let mut m = ensemble(&[2, 3], &[], settings()).await;
         let member = &mut m[0];
         let wire_n = |sid, epoch| {
             frame(&ElectionMessage::from(convert::notification_to_wire(

@@ -24,10 +24,10 @@
 //! `portUnification`), then quorum SASL (`quorum_auth.rs`), which the
 //! dialer starts and the acceptor tells from a first frame.
 //!
-//! Faults are per link: a garbage, oversized or stalled frame, an unknown sid
-//! (unless `serve_strangers`: with reconfig such a sid is answered, as
-//! ZooKeeper answers it) or a peer that does not read closes that link
-//! only, with one warning. The
+//! Faults are per link: a garbage, oversized or stalled frame, or a peer
+//! that does not read closes that link only, with one warning. A sid
+//! outside the configuration is answered, as ZooKeeper answers it (16 at
+//! most at a time). The
 //! member loop never blocks here: sends only queue. Every task belongs to the
 //! [`PeerNetwork`] and is aborted when it is dropped.
 
@@ -135,10 +135,6 @@ pub struct PeerSettings {
     pub tls: Option<Arc<crate::runtime::tls::QuorumTls>>,
     /// Quorum SASL (`quorum.auth.enableSasl`); None: links are not authenticated.
     pub sasl: Option<Arc<crate::config::QuorumSaslConfig>>,
-    /// Links from sids outside the configuration are served (reconfig: a
-    /// member removed while it was down must hear who leads and follow, as
-    /// ZooKeeper's peers answer any sid); without reconfig they are closed.
-    pub serve_strangers: bool,
 }
 
 impl Default for PeerSettings {
@@ -152,7 +148,6 @@ impl Default for PeerSettings {
             cuts: None,
             tls: None,
             sasl: None,
-            serve_strangers: false,
         }
     }
 }
@@ -411,7 +406,7 @@ struct State {
     tasks: JoinSet<()>,
     /// Every other member, linked or not, and strangers while linked.
     election: BTreeMap<ServerId, ElectionPeer>,
-    /// Sids outside the configuration with an election link (`serve_strangers`).
+    /// Sids outside the configuration with an election link.
     strangers: BTreeSet<ServerId>,
     /// Quorum links that exist or are being dialed.
     quorum: BTreeMap<ServerId, QuorumLink>,
@@ -482,15 +477,12 @@ impl Shared {
         self.lock().spawn(task);
     }
 
-    /// Whether `sid` is another member of the ensemble.
-    fn is_peer(&self, sid: ServerId) -> bool {
-        sid != self.me && self.lock().servers.contains_key(&sid.0)
-    }
-
-    /// Whether a link from `sid` may be kept: a peer's, or with
-    /// `serve_strangers` any other member's.
+    /// Whether a link from `sid` may be kept: any sid but this member's.
+    /// One outside the configuration (a stranger) is answered as
+    /// ZooKeeper's `QuorumCnxManager` answers it: a member removed while
+    /// down, or one a rolling restart added, hears who leads and follows.
     fn may_link(&self, sid: ServerId) -> bool {
-        self.is_peer(sid) || (self.settings.serve_strangers && sid != self.me)
+        sid != self.me
     }
 
     fn spec(&self, sid: ServerId) -> io::Result<ServerSpec> {

@@ -125,7 +125,7 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
     };
     if !shared.may_link(sid) {
         tracing::warn!(
-            "quorum link from {remote}: FOLLOWERINFO from sid {sid}, not a peer; closing"
+            "quorum link from {remote}: FOLLOWERINFO from sid {sid}, this member's own; closing"
         );
         return;
     }
