@@ -233,6 +233,14 @@ impl Config {
 
     /// Cross-field rules, checked once.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        // First, as ZooKeeper's QuorumPeer.start: a member whose dynamic file
+        // a reconfig left it out of has no client port either.
+        if let Some(id) = self
+            .my_id
+            .filter(|id| !self.servers.is_empty() && !self.servers.contains_key(id))
+        {
+            return Err(err("myid", format!("My id {id} not in the peer list")));
+        }
         if self.client_port.is_none() && self.tls.as_ref().and_then(|t| t.port).is_none() {
             return Err(err("clientPort", "is required (or secureClientPort)"));
         }
@@ -275,9 +283,6 @@ impl Config {
             return Err(err("myid", "must be between 1 and 255"));
         }
         if let Some(id) = self.my_id {
-            if !self.servers.is_empty() && !self.servers.contains_key(&id) {
-                return Err(err("myid", format!("{id} has no server.{id} line")));
-            }
             if self.extended_types_enabled && id > 254 {
                 return Err(err(
                     "myid",

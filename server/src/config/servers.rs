@@ -200,6 +200,14 @@ mod tests {
         assert_eq!(load(none).unwrap_err().key, "clientPort");
         let bad = "dataDir=/d\nmyid=2\nserver.1=h:1:2;x\nserver.2=h:3:4;2\n";
         assert_eq!(load(bad).unwrap_err().key, "server.1");
+        // A member a reconfig left out (its recorded servers lack it) is
+        // refused as ZooKeeper refuses it, before its missing client port.
+        let left_out = "dataDir=/d\nmyid=3\nserver.1=h:1:2;2181\nserver.2=h:3:4;2182\n";
+        let e = load(left_out).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.message.as_str()),
+            ("myid", "My id 3 not in the peer list")
+        );
     }
 
     #[test]
