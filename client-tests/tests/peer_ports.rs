@@ -195,11 +195,13 @@ async fn assert_unharmed(ensemble: &mut Ensemble, before: (usize, u64), writer: 
 /// under a writer: FOLLOWERINFO claiming the leader's sid to a follower
 /// (finding 9: it went back to election), claiming a follower's sid to the
 /// leader (10: it replaced the live link), accepted epochs of u32::MAX and
-/// of 2^31 (11 and 12: the epoch wrapped, zxids went negative), and a
-/// flood of later accepted epochs (11: 216 elections).
+/// of 2^31 (11 and 12: the epoch wrapped, zxids went negative), a flood
+/// of later accepted epochs (11: 216 elections), and a stranger's later
+/// epoch held open once the leader may yield to a member's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_frames_of_issue_35_harm_nobody() {
     let mut ensemble = Ensemble::start(3);
+    let led_since = Instant::now();
     let before = reign(&ensemble);
     let (leader, epoch) = before;
     let ports = ports(&ensemble);
@@ -261,6 +263,23 @@ async fn the_frames_of_issue_35_harm_nobody() {
         .collect();
     for f in flood {
         f.await.unwrap();
+    }
+    // A stranger (sid 4 is no member) claims a later epoch and stays, by
+    // now past the two initLimits after which a member's claim would
+    // depose the leader (initLimit is 5 s): a stranger's never does.
+    let past_two_init_limits = led_since + Duration::from_secs(12);
+    tokio::time::sleep_until(
+        past_two_init_limits
+            .max(Instant::now() + Duration::from_secs(1))
+            .into(),
+    )
+    .await;
+    for p in &ports {
+        let addr = p.quorum.clone();
+        let bytes = follower_info(4, epoch + 1);
+        tokio::task::spawn_blocking(move || send_raw(&addr, &bytes, Duration::from_millis(500)))
+            .await
+            .unwrap();
     }
     // Long enough for a leader to have led two initLimits, and for any
     // election the frames started to show.

@@ -327,12 +327,12 @@ impl NodeLoop {
     }
 
     /// A configuration took effect: the peer links learn the members it
-    /// adds, and the config files record it, as ZooKeeper's do; a failure
+    /// adds or moves, and the config files record it, as ZooKeeper's do; a failure
     /// to write them is logged (the member runs on, as ZooKeeper's does,
     /// and a restart finds the older files).
     fn record_ensemble_config(&mut self, config: &EnsembleConfig) {
         if let Some(Membership { peers, .. }) = self.member.as_mut() {
-            peers.add_servers(config.servers());
+            peers.learn_servers(config.servers());
         }
         let Some(files) = &self.config_files else {
             return;

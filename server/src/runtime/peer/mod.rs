@@ -341,17 +341,35 @@ impl PeerNetwork {
 
     /// A configuration took effect: the members it lists that this one did
     /// not know become peers (at the addresses it gives), so a server a
-    /// reconfig added can link. Members it dropped stay known, and are
-    /// refused by the roles that no longer count them.
-    pub fn add_servers(&mut self, servers: BTreeMap<u64, ServerSpec>) {
+    /// reconfig added can link, and a member it moved (an existing id at
+    /// new ports or host, as ZooKeeper's reconfig allows) is dialled there
+    /// from now on; a live link stays until it ends. Members it dropped
+    /// stay known, and are refused by the roles that no longer count them.
+    /// This member's own new address needs a restart to be listened on.
+    pub fn learn_servers(&mut self, servers: BTreeMap<u64, ServerSpec>) {
         let mut state = self.shared.lock();
         for (id, spec) in servers {
-            if id != self.shared.me.0 && !state.servers.contains_key(&id) {
-                tracing::info!(peer = id, "a new member's addresses are known");
-                state.servers.insert(id, spec);
-                state.strangers.remove(&ServerId(id));
-                state.election.entry(ServerId(id)).or_default();
+            let known = state.servers.get(&id);
+            let moved = known.is_some_and(|k| !same_addresses(k, &spec));
+            if id == self.shared.me.0 {
+                if moved {
+                    tracing::warn!(
+                        "this member's addresses changed; they take effect at its restart"
+                    );
+                }
+                continue;
             }
+            if known.is_none() {
+                tracing::info!(peer = id, "a new member's addresses are known");
+            } else if moved {
+                tracing::info!(peer = id, host = %spec.host, quorum_port = spec.quorum_port,
+                    election_port = spec.election_port, "a member's addresses changed");
+            } else {
+                continue;
+            }
+            state.servers.insert(id, spec);
+            state.strangers.remove(&ServerId(id));
+            state.election.entry(ServerId(id)).or_default();
         }
     }
 
@@ -618,4 +636,10 @@ async fn accept_loop<F, Fut>(
             drop(permit);
         });
     }
+}
+
+/// Whether two server lines give a peer the same addresses to dial.
+fn same_addresses(a: &ServerSpec, b: &ServerSpec) -> bool {
+    (a.host.as_str(), a.quorum_port, a.election_port)
+        == (b.host.as_str(), b.quorum_port, b.election_port)
 }

@@ -489,3 +489,29 @@ async fn a_follower_holding_its_budget_of_proposals_stops_reading() {
     .await
     .expect("test timed out");
 }
+
+/// A configuration that moves a member (its id at new ports, as a reconfig
+/// that replaces a server's host does): the others dial it there from then
+/// on, on both ports.
+#[tokio::test]
+async fn a_moved_member_is_dialled_at_its_new_addresses() {
+    timeout(TEST_TIMEOUT, async {
+        // Member 2 is configured at ports nothing listens on, and runs elsewhere.
+        let mut m = ensemble(&[1], &[2], settings()).await;
+        let (mut servers, bound) = listeners(&[2], &[]).await;
+        let one = &mut m[0];
+        servers.insert(1, spec(one.net.election_addr(), one.net.quorum_addr()));
+        let (election, quorum) = bound.into_iter().next().unwrap();
+        let (tx, events) = mpsc::channel(64);
+        let net =
+            PeerNetwork::with_listeners(ServerId(2), &servers, election, quorum, tx, settings())
+                .unwrap();
+        let mut two = Member { net, events };
+        one.net.learn_servers(servers);
+        one.net.send_notification(ServerId(2), notification(1, 9));
+        assert_eq!(next_notification(&mut two).await, notification(1, 9));
+        link(one, &mut two, 1, 2).await;
+    })
+    .await
+    .expect("test timed out");
+}
