@@ -306,6 +306,80 @@ async fn a_new_server_joins_by_reconfig_and_votes() {
     assert_eq!(data, b"a");
 }
 
+/// A member moves: server 1 is replaced by a new machine (an empty disk,
+/// other ports), `reconfig -add` giving id 1 its new addresses while it is
+/// down, as ZooKeeper's incremental reconfig allows. The others must dial
+/// it there: 1 is the smallest sid, so each calls it back at the address
+/// its configuration gives. It syncs, serves what was written before, and
+/// votes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_moved_by_reconfig_is_reached_at_its_new_addresses() {
+    require_tool(ZKCLI);
+    // Member 1's new ports are the fourth set, watched as "member 4".
+    let ports = MemberPorts::fresh(4);
+    let [c, q, e] = ports.0[3];
+    let moved = format!("server.1=127.0.0.1:{q}:{e};{c}\n");
+    // As the configuration shows it: `...:participant;0.0.0.0:c`.
+    let moved_to = format!("server.1=127.0.0.1:{q}:{e}:");
+    let mut members: Vec<ZkdProcess> = (1..=3)
+        .map(|id| {
+            let config = |data: &Path| zoo_cfg(&ports, data, &[1, 2, 3]);
+            ZkdProcess::try_start_from(config, "127.0.0.1", ports.0[id - 1][0], id as u64)
+                .unwrap_or_else(|e| panic!("member {id}: {e}"))
+        })
+        .collect();
+    ports.wait_serving(&[1, 2, 3], SETTLE);
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let client = connect(&ports.clients(&[2, 3]), SESSION).await;
+    within(client.create("/before", b"b", &options))
+        .await
+        .expect("a write before the move");
+    members[0].kill9();
+    ports.wait_serving(&[2, 3], SETTLE);
+    let said = run_zkcli(
+        ports.clients(&[2, 3]),
+        &format!("{AUTH}reconfig -add {moved}"),
+    )
+    .await;
+    assert!(said.iter().any(|l| l.starts_with(&moved_to)), "{said:#?}");
+    let new_machine = |data: &Path| {
+        let mut text = zoo_cfg(&ports, data, &[2, 3]);
+        text.push_str(&moved);
+        text
+    };
+    let _moved = ZkdProcess::try_start_from(new_machine, "127.0.0.1", c, 1)
+        .unwrap_or_else(|e| panic!("member 1 at its new ports: {e}"));
+    ports.wait_serving(&[2, 3, 4], SETTLE);
+    let there = connect(&ports.clients(&[4]), SESSION).await;
+    within(there.sync("/before")).await.expect("sync");
+    let (data, _) = within(there.get_data("/before")).await.expect("it reads");
+    assert_eq!(data, b"b");
+    for id in [2, 3, 4] {
+        let reader = connect(&ports.clients(&[id]), SESSION).await;
+        within(reader.sync("/zookeeper/config"))
+            .await
+            .expect("sync");
+        let (config, _) = within(reader.get_data("/zookeeper/config"))
+            .await
+            .expect("config");
+        let config = String::from_utf8_lossy(&config).into_owned();
+        assert!(
+            config.contains(&moved_to),
+            "member at {id}'s ports: {config}"
+        );
+    }
+    // It votes: with a follower of 2 and 3 down, a write needs its ack.
+    let leader = [2, 3]
+        .into_iter()
+        .find(|id| ports.mode(*id).as_deref() == Some("leader"));
+    let down = [2, 3].into_iter().find(|id| Some(*id) != leader).unwrap();
+    members[down - 1].kill9();
+    let writer = connect(&ports.clients(&[4]), SESSION).await;
+    within(writer.create("/after", b"a", &options))
+        .await
+        .expect("a write with the moved member's vote");
+}
+
 /// `kazoo/reconfig.py` against `addr`: what it printed, each line.
 async fn run_kazoo(addr: String, leaving: usize, joining: String) -> Vec<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kazoo/reconfig.py");
