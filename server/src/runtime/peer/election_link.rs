@@ -20,7 +20,7 @@ use super::link::{encode_frames, log_end, write_loop, FrameReader, LinkEnd, Outb
 use super::quorum_auth;
 use super::stream::{PeerRead, PeerWrite};
 use super::Accepted;
-use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State};
+use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State, MAX_STRANGERS};
 use crate::core::election::{Notification, ServerId};
 use crate::core::ServerSpec;
 use crate::runtime::faults::Direction;
@@ -32,9 +32,6 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use zkd_protocol::peer::election::{election_message::Body, PROTOCOL_VERSION_V1};
 use zkd_protocol::peer::{ElectionHello, ElectionMessage, PeerCodec};
-
-/// Strangers (sids outside the configuration) linked at once at most.
-const MAX_STRANGERS: usize = 16;
 
 /// The first pause between dial attempts to a peer.
 const RETRY_MIN: Duration = Duration::from_millis(100);

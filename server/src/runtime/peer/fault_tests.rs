@@ -382,3 +382,28 @@ async fn a_stranger_is_answered() {
     .await
     .expect("test timed out");
 }
+
+/// A leader takes learners outside its configuration, which it does not
+/// pace: at most `MAX_STRANGERS` at a time, then a stranger's FOLLOWERINFO
+/// is closed; a member's is still taken.
+#[tokio::test]
+async fn a_leader_links_a_bounded_number_of_strangers() {
+    timeout(TEST_TIMEOUT, async {
+        let mut m = ensemble(&[2, 3], &[], settings()).await;
+        let (l, f) = m.split_at_mut(1);
+        let (l, f) = (&mut l[0], &mut f[0]);
+        l.net.set_learner_intake(LearnerIntake::Taken);
+        let quorum = l.net.quorum_addr();
+        let mut linked = Vec::new();
+        for sid in 100..100 + MAX_STRANGERS as u64 {
+            linked.push(stranger(quorum, &follower_info(sid)).await);
+            assert_eq!(next_zab(l).await.0, ServerId(sid));
+        }
+        let mut one_more = stranger(quorum, &follower_info(200)).await;
+        assert_closed(&mut one_more).await;
+        link(f, l, 3, 2).await;
+        drop(linked);
+    })
+    .await
+    .expect("test timed out");
+}

@@ -88,6 +88,11 @@ const SNAP_BYTES_IN_FLIGHT: usize = 8 << 20;
 /// that follower fills and closes) instead of that follower's memory growing.
 pub const ZAB_BYTES_IN_FLIGHT: usize = 64 << 20;
 
+/// Strangers (sids outside the configuration) linked at once at most, on
+/// each port: a leader does not pace a learner outside its configuration,
+/// so each may hold up to `max_queued_bytes` until its link closes.
+const MAX_STRANGERS: usize = 16;
+
 #[cfg(test)]
 impl ReadPermit {
     /// `units` KiB of `budget`, which must be free.

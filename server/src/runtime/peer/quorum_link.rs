@@ -18,7 +18,7 @@ use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkE
 use super::quorum_auth;
 use super::stream::{PeerRead, PeerWrite};
 use super::Accepted;
-use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State};
+use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State, MAX_STRANGERS};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
 use crate::runtime::faults::Direction;
@@ -156,6 +156,10 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
         tracing::warn!("quorum link from {remote} as {sid}: another took sid {sid}; closing");
         return;
     }
+    if stranger_links_full(&state, sid) {
+        tracing::warn!("quorum link from {remote}: sid {sid} is outside the configuration, and {MAX_STRANGERS} others are linked; closing");
+        return;
+    }
     if let Some(old) = state.quorum.remove(&sid) {
         tracing::debug!("quorum link from {sid} ({remote}) replaces an idle one");
         old.task.abort.abort();
@@ -210,6 +214,17 @@ async fn sid_free_within(shared: &Shared, sid: ServerId) -> bool {
         }
         tokio::time::sleep(SID_RECHECK).await;
     }
+}
+
+/// Whether `sid` is a stranger and [`MAX_STRANGERS`] others have links.
+fn stranger_links_full(state: &State, sid: ServerId) -> bool {
+    let stranger = |s: &ServerId| !state.servers.contains_key(&s.0);
+    let others = state
+        .quorum
+        .keys()
+        .filter(|s| **s != sid && stranger(s))
+        .count();
+    stranger(&sid) && others >= MAX_STRANGERS
 }
 
 /// Whether `sid` has no quorum link that read or wrote within `live`.
