@@ -239,7 +239,10 @@ impl Config {
             .my_id
             .filter(|id| !self.servers.is_empty() && !self.servers.contains_key(id))
         {
-            return Err(err("myid", format!("My id {id} not in the peer list")));
+            return Err(err(
+                "myid",
+                format!("My id {id} not in the peer list (no server.{id} line)"),
+            ));
         }
         if self.client_port.is_none() && self.tls.as_ref().and_then(|t| t.port).is_none() {
             return Err(err("clientPort", "is required (or secureClientPort)"));

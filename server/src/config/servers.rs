@@ -206,7 +206,7 @@ mod tests {
         let e = load(left_out).unwrap_err();
         assert_eq!(
             (e.key.as_str(), e.message.as_str()),
-            ("myid", "My id 3 not in the peer list")
+            ("myid", "My id 3 not in the peer list (no server.3 line)")
         );
     }
 

@@ -27,7 +27,7 @@
 //! Faults are per link: a garbage, oversized or stalled frame, or a peer
 //! that does not read closes that link only, with one warning. A sid
 //! outside the configuration is answered, as ZooKeeper answers it (16 at
-//! most at a time). The
+//! most at a time on each port). The
 //! member loop never blocks here: sends only queue. Every task belongs to the
 //! [`PeerNetwork`] and is aborted when it is dropped.
 

@@ -152,12 +152,8 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
         return;
     };
     let mut state = shared.lock();
-    if !is_free(&state, sid, shared.settings.live_link) {
-        tracing::warn!("quorum link from {remote} as {sid}: another took sid {sid}; closing");
-        return;
-    }
-    if stranger_links_full(&state, sid) {
-        tracing::warn!("quorum link from {remote}: sid {sid} is outside the configuration, and {MAX_STRANGERS} others are linked; closing");
+    if let Some(why) = refusal(&state, sid, shared.settings.live_link) {
+        tracing::warn!("quorum link from {remote} as {sid}: {why}; closing");
         return;
     }
     if let Some(old) = state.quorum.remove(&sid) {
@@ -214,6 +210,17 @@ async fn sid_free_within(shared: &Shared, sid: ServerId) -> bool {
         }
         tokio::time::sleep(SID_RECHECK).await;
     }
+}
+
+/// Why a link from `sid` is refused as it is registered, if it is:
+/// another took the sid meanwhile, or enough strangers are linked.
+fn refusal(state: &State, sid: ServerId, live: Duration) -> Option<String> {
+    if !is_free(state, sid, live) {
+        return Some(format!("another took sid {sid}"));
+    }
+    stranger_links_full(state, sid).then(|| {
+        format!("sid {sid} is outside the configuration, and {MAX_STRANGERS} others are linked")
+    })
 }
 
 /// Whether `sid` is a stranger and [`MAX_STRANGERS`] others have links.
