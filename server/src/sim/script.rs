@@ -70,12 +70,9 @@ impl Script {
         }
     }
 
-    /// The voters member `id` counts now (none while it is down).
+    /// The voters member `id` counts now (the first ones while it is down).
     pub fn voters_counted_by(&self, id: ServerId) -> Vec<ServerId> {
-        match self.sim.procs.get(&id) {
-            Some(Some(p)) => p.member().members().voters.iter().copied().collect(),
-            _ => Vec::new(),
-        }
+        self.sim.counted_by(id).voters.into_iter().collect()
     }
 
     /// Members that snapshot (and purge their log) after about `snap_count` txns.
