@@ -27,6 +27,11 @@ pub struct Ensemble {
     pub net: Option<Topology>,
 }
 
+/// Member `i`'s loopback address in [`Ensemble::start_spread`].
+pub fn spread_host(i: usize) -> String {
+    format!("127.0.0.{}", 11 + i)
+}
+
 /// The peer endpoints of one member (`server.N=host:quorum_port:election_port`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerAddr {
@@ -78,9 +83,24 @@ impl Ensemble {
     /// waits until every one serves. After a [`port_clash`] every member
     /// starts again on other ports.
     pub fn start_each(options: Vec<ServerOptions>) -> Ensemble {
+        Ensemble::start_on(options, |_| "127.0.0.1".into())
+    }
+
+    /// As [`Ensemble::start`], each member on a loopback address of its own
+    /// ([`spread_host`]: 127.0.0.11, .12, ...), as on hosts of their own: its
+    /// peers tell its connections from anyone else's by their address.
+    pub fn start_spread(n: usize) -> Ensemble {
+        let options = ServerOptions {
+            tick_time_ms: 500,
+            ..ServerOptions::default()
+        };
+        Ensemble::start_on(vec![options; n], spread_host)
+    }
+
+    fn start_on(options: Vec<ServerOptions>, host: fn(usize) -> String) -> Ensemble {
         let mut attempt = 1;
         loop {
-            match Ensemble::try_start_each(options.clone()) {
+            match Ensemble::try_start_each(options.clone(), host) {
                 Ok(ensemble) => break ensemble,
                 Err(e) if port_clash(&e) && attempt < PORT_CLASH_ATTEMPTS => attempt += 1,
                 Err(e) => panic!("{e}"),
@@ -90,11 +110,14 @@ impl Ensemble {
 
     /// As [`Ensemble::start_each`], once; the error says which member did
     /// not start and why (the members started are killed).
-    fn try_start_each(options: Vec<ServerOptions>) -> Result<Ensemble, String> {
+    fn try_start_each(
+        options: Vec<ServerOptions>,
+        host: fn(usize) -> String,
+    ) -> Result<Ensemble, String> {
         let n = options.len();
         let peers: Vec<PeerAddr> = (0..n)
-            .map(|_| PeerAddr {
-                host: "127.0.0.1".into(),
+            .map(|i| PeerAddr {
+                host: host(i),
                 quorum_port: free_port(),
                 election_port: free_port(),
             })
@@ -108,7 +131,7 @@ impl Ensemble {
             .enumerate()
             .map(|(i, member)| {
                 let myid = Some(i as u64 + 1);
-                ZkdProcess::try_start_at(member, "127.0.0.1", free_port(), &servers, myid)
+                ZkdProcess::try_start_at(member, &host(i), free_port(), &servers, myid)
                     .map_err(|e| format!("member {}: {e}", i + 1))
             })
             .collect::<Result<_, _>>()?;

@@ -13,6 +13,7 @@ pub mod nemesis;
 pub mod netns;
 pub mod oracle;
 pub mod oracle_ensemble;
+pub mod peer_wire;
 pub mod process;
 pub mod raw;
 pub mod side_by_side;

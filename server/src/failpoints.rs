@@ -123,10 +123,14 @@ pub enum Failpoint {
     /// carry: one that missed a reconfig (down, or removed and added back)
     /// counts the wrong voters and may never rejoin.
     NotifiedConfigIgnored,
-    /// A leader refuses learners outside its configuration: removed members
-    /// cannot sync, so a reconfig adding several of them back never finds a
-    /// synced quorum (NEWCONFIGNOQUORUM).
-    MembersOnlyLearners,
+    /// A leader syncs learners outside its configuration, as ZooKeeper's
+    /// does: whoever sends FOLLOWERINFO under a stranger's sid is sent the
+    /// whole tree, ACLs aside, and may forward requests once synced.
+    StrangersLearn,
+    /// A looking member takes a newer configuration from any election
+    /// notification, a stranger's included, as ZooKeeper's does: one
+    /// forged frame rewrites its members and its zoo.cfg.dynamic.
+    ConfigsFromAnyone,
     /// A learner with an empty log (last zxid 0) is sent a DIFF of the
     /// leader's history however late it starts, as ZooKeeper's leader did
     /// when its committed log's lower bound read 0 (ZOOKEEPER-4352): a new
@@ -145,7 +149,7 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 27] = [
+    pub const ALL: [Failpoint; 28] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -169,7 +173,8 @@ impl Failpoint {
         Failpoint::BlockingStorageReads,
         Failpoint::UptodateAnnouncedOnly,
         Failpoint::NotifiedConfigIgnored,
-        Failpoint::MembersOnlyLearners,
+        Failpoint::StrangersLearn,
+        Failpoint::ConfigsFromAnyone,
         Failpoint::DiffForEmptyLearner,
         Failpoint::ConfigNodeOverwritten,
         Failpoint::ConfigHandedOnWithoutReconfig,
@@ -201,7 +206,8 @@ impl Failpoint {
             Failpoint::BlockingStorageReads => "blocking-storage-reads",
             Failpoint::UptodateAnnouncedOnly => "uptodate-announced-only",
             Failpoint::NotifiedConfigIgnored => "notified-config-ignored",
-            Failpoint::MembersOnlyLearners => "members-only-learners",
+            Failpoint::StrangersLearn => "strangers-learn",
+            Failpoint::ConfigsFromAnyone => "configs-from-anyone",
             Failpoint::DiffForEmptyLearner => "diff-for-empty-learner",
             Failpoint::ConfigNodeOverwritten => "config-node-overwritten",
             Failpoint::ConfigHandedOnWithoutReconfig => "config-handed-on-without-reconfig",

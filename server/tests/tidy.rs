@@ -96,7 +96,7 @@ const LONG_FNS: [(&str, &str, usize); 8] = [
     ("server/src/runtime/peer/convert.rs", "decode_single", 76),
     ("server/src/runtime/storage_worker/mod.rs", "execute", 80),
     ("server/src/core/pipeline/read.rs", "execute", 83),
-    ("server/src/runtime/peer/quorum_link.rs", "accept", 75),
+    ("server/src/runtime/peer/quorum_link.rs", "accept", 74),
     ("server/src/core/pipeline/prep.rs", "create", 75),
     ("storage/src/data_tree/mod.rs", "apply_body", 73),
 ];

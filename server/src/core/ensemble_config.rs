@@ -16,12 +16,21 @@ pub struct EnsembleConfig {
 }
 
 impl EnsembleConfig {
-    /// The configuration a NEWLEADER carries, read back; None if `text`
-    /// has no `version=` line in hex.
+    /// A configuration a peer sent (a NEWLEADER, a notification), read
+    /// back; None unless it is server lines that read, at least one, then
+    /// a `version=` line in hex that a zxid could be: anything else would
+    /// be written to zoo.cfg.dynamic and stop this member's next start.
     pub fn parse(text: Bytes) -> Option<EnsembleConfig> {
-        let last = std::str::from_utf8(&text).ok()?.lines().last()?;
-        let version = i64::from_str_radix(last.strip_prefix("version=")?, 16).ok()?;
-        Some(EnsembleConfig { text, version })
+        let mut lines = std::str::from_utf8(&text).ok()?.lines().rev();
+        let version = i64::from_str_radix(lines.next()?.strip_prefix("version=")?, 16).ok()?;
+        let mut servers = 0;
+        for line in lines {
+            let (key, value) = line.split_once('=')?;
+            let id: u64 = key.strip_prefix("server.")?.parse().ok()?;
+            ServerSpec::parse(value).ok().filter(|_| id > 0)?;
+            servers += 1;
+        }
+        (servers > 0 && version >= 0).then_some(EnsembleConfig { text, version })
     }
 
     /// The server lines, without the `version=` line.
@@ -83,5 +92,17 @@ mod tests {
         assert!(servers[&2].observer);
         assert_eq!(EnsembleConfig::of(&servers, 0x1_0000_0000), stamped);
         assert_eq!(EnsembleConfig::parse(Bytes::new()), None);
+    }
+
+    #[test]
+    fn a_peer_config_is_server_lines_and_a_version_only() {
+        let read = |text: &'static str| EnsembleConfig::parse(Bytes::from(text));
+        assert!(read("server.1=a:1:2\nversion=1").is_some());
+        assert_eq!(read("server.1=a:1:2\nclientPort=1\nversion=1"), None);
+        assert_eq!(read("server.1=a:1:2\n\nversion=1"), None);
+        assert_eq!(read("server.0=a:1:2\nversion=1"), None);
+        assert_eq!(read("server.1=a:x:2\nversion=1"), None);
+        assert_eq!(read("version=1"), None);
+        assert_eq!(read("server.1=a:1:2\nversion=-1"), None);
     }
 }

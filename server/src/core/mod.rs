@@ -12,6 +12,7 @@
 //! will plug in.
 
 pub mod acl;
+pub mod admission;
 pub mod connection;
 pub mod digest_log;
 pub mod election;

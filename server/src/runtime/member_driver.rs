@@ -12,10 +12,11 @@ use crate::core::member::{Ctx, Fatal, LinkLimits, Member, MemberCommand};
 use crate::core::peer_event::{LearnerIntake, PeerEvent};
 use crate::core::storage_job::{StorageJob, StorageReport};
 use crate::core::zab::{FlowMarks, Members, Timing, ZabMessage};
+use crate::core::ServerSpec;
 use crate::core::{Command, Node, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::Zxid;
 
 /// A member's links to its peers, as the driver reaches them. Sends only
@@ -47,6 +48,8 @@ pub(crate) trait PeerLinks {
     fn close_zab(&mut self, peer: ServerId);
     /// Closes every quorum link.
     fn close_all_zab(&mut self);
+    /// Admits the links of these servers from now on, at their addresses.
+    fn learn_servers(&mut self, servers: BTreeMap<u64, ServerSpec>);
 }
 
 /// A member's storage thread: jobs run strictly in the order submitted,
@@ -242,6 +245,7 @@ pub(crate) fn carry_out(
             } => links.send_snap_chunk(to, offset, data, fuzzy_through),
             MemberCommand::LearnerIntake(intake) => links.set_learner_intake(intake),
             MemberCommand::CloseZab(peer) => links.close_zab(peer),
+            MemberCommand::LearnServers(servers) => links.learn_servers(servers),
             MemberCommand::CloseAllZab => links.close_all_zab(),
             MemberCommand::Storage(job) => {
                 if let Err(e) = io.jobs.submit(job) {
@@ -290,6 +294,9 @@ impl PeerLinks for PeerNetwork {
     }
     fn close_all_zab(&mut self) {
         PeerNetwork::close_all_zab(self)
+    }
+    fn learn_servers(&mut self, servers: BTreeMap<u64, ServerSpec>) {
+        PeerNetwork::learn_servers(self, servers)
     }
 }
 

@@ -107,10 +107,22 @@ impl WholeSim {
         }
     }
 
-    /// Whether every member serves one tree (which then is returned).
+    /// Whether every member serves one tree (which then is returned). A
+    /// server the leader's configuration leaves out (removed by reconfig
+    /// while it was away, and not added back) learns nothing, and is not
+    /// asked to serve.
     pub(super) fn converged(&self) -> Result<&DataTree, Violation> {
         let mut trees = Vec::new();
+        let leading = self
+            .procs
+            .values()
+            .flatten()
+            .find(|p| p.node.mode() == Mode::Leading);
+        let left_out = |id: &ServerId| leading.is_some_and(|l| !l.member().members().contains(*id));
         for (id, p) in &self.procs {
+            if left_out(id) {
+                continue;
+            }
             let Some(p) = p else {
                 return Err(Violation(format!(
                     "liveness: member {id} is down at the end"

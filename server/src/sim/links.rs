@@ -10,6 +10,7 @@ pub(crate) use crate::core::member::weight;
 use crate::core::member::LinkLimits;
 use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::{FlowMarks, ZabMessage};
+use crate::core::ServerSpec;
 use crate::runtime::member_driver::PeerLinks;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -177,4 +178,7 @@ impl PeerLinks for SimLinks {
             self.close(peer);
         }
     }
+
+    // The simulated network knows every member from the start.
+    fn learn_servers(&mut self, _servers: BTreeMap<u64, ServerSpec>) {}
 }

@@ -82,9 +82,10 @@ fn reconfig_while_a_follower_syncs(seed: u64) -> Result<(), String> {
 
 /// ZOOKEEPER-4352: a new, empty member joins by reconfig after the leader's
 /// history no longer starts at zero. Of three members, F is removed, gets
-/// a new disk (as a new server in its place), syncs as a learner outside
-/// the configuration with an empty log, and is added back: the reconfig
-/// counts it as synced. Its sync must be a SNAP; a DIFF of the leader's
+/// a new disk (as a new server in its place), asks to learn and is refused
+/// while the configuration leaves it out (a learner is sent the whole
+/// tree), and is added back: the reconfig counts on it, and it syncs once
+/// the proposal names it. Its sync must be a SNAP; a DIFF of the leader's
 /// history leaves it without the txns before that history, and the new
 /// configuration's quorum with them. ZooKeeper's leader sent that DIFF when
 /// its committed log's lower bound read 0.
@@ -99,11 +100,16 @@ fn an_empty_member_joins_after_the_history_moved_on(seed: u64) -> Result<(), Str
     s.wipe(f)?;
     let since = s.now();
     s.restart(f)?;
-    s.run_until(
-        "F, empty, syncs and follows outside the configuration",
-        5_000,
-        |s| s.serving(f),
-    )?;
+    s.run_for(2_000)?;
+    if s.serving(f) || !s.syncs_to(f, since).is_empty() {
+        return Err("a server the configuration leaves out was synced".into());
+    }
+    let removed = s.config_version(leader);
+    s.reconfig(joining(f));
+    s.run_until("F is added back", 2_000, |s| {
+        s.config_version(leader) > removed
+    })?;
+    s.run_until("F, empty, syncs and serves", 5_000, |s| s.serving(f))?;
     match s.syncs_to(f, since).first() {
         Some((SyncKind::Snap, _)) => {}
         other => {
@@ -112,11 +118,6 @@ fn an_empty_member_joins_after_the_history_moved_on(seed: u64) -> Result<(), Str
             ))
         }
     }
-    let removed = s.config_version(leader);
-    s.reconfig(joining(f));
-    s.run_until("F is added back", 2_000, |s| {
-        s.config_version(leader) > removed
-    })?;
     s.run_until("F counts itself a voter again", 2_000, |s| {
         s.config_version(f) == s.config_version(leader)
     })?;
@@ -217,26 +218,47 @@ fn planted_uptodate_announced_only_caught() {
 /// took their leader's configuration over their own zoo.cfg's (3814), and
 /// such a leader 4 committed nothing (3829). Each must keep its own: member
 /// 4 leads and commits, and every member counts the four.
+///
+/// zkd's leaders take only their configuration's members as learners (a
+/// learner is sent the whole tree), so member 4 does not follow the
+/// leader of 1,2,3 as ZooKeeper's does: it serves once a leader's
+/// configuration names it (here, once the last of 1-3 restarted). The
+/// ensemble commits after every step.
 fn a_rolling_restart_adds_a_member(seed: u64) -> Result<(), String> {
     const OLD: [u64; 3] = [1, 2, 3];
     const NEW: [u64; 4] = [1, 2, 3, 4];
-    let four = ServerId(4);
+    let (four, three) = (ServerId(4), ServerId(3));
     let mut s = Script::with_static_configs(seed, 4, |id| match id {
         4 => NEW.to_vec(),
         _ => OLD.to_vec(),
     });
-    // Member 4 follows the leader of 1,2,3 without a vote (ZooKeeper's
-    // took that leader's configuration there).
-    s.run_until("member 4 follows", 10_000, |s| s.serving(four))?;
-    counts_its_own(&s, four, &NEW)?;
     s.more_writes(5, 5_000)?;
-    for id in OLD.map(ServerId) {
+    s.run_for(2_000)?;
+    if s.serving(four) {
+        return Err("member 4 learned from a leader whose configuration leaves it out".into());
+    }
+    counts_its_own(&s, four, &NEW)?;
+    for id in [1, 2].map(ServerId) {
         s.crash(id);
         s.restart_with_servers(id, &NEW)?;
-        s.run_until("it serves again", 10_000, |s| s.serving(id))?;
+        s.run_for(1_000)?;
         counts_its_own(&s, id, &NEW)?;
-        s.more_writes(3, 5_000)?;
+        s.more_writes(3, 10_000)?;
     }
+    // Member 3, still on the old servers, follows a leader they name
+    // (ZooKeeper's took its leader's configuration there).
+    s.run_until("a leader", 10_000, |s| s.leader().is_some())?;
+    if s.leader() != Some(three) {
+        s.run_until("member 3 follows", 10_000, |s| s.serving(three))?;
+        counts_its_own(&s, three, &OLD)?;
+    }
+    s.crash(three);
+    s.restart_with_servers(three, &NEW)?;
+    s.run_until("all four serve", 10_000, |s| {
+        s.ids().iter().all(|id| s.serving(*id))
+    })?;
+    counts_its_own(&s, three, &NEW)?;
+    s.more_writes(3, 5_000)?;
     for _ in 0..NEW.len() {
         let leader = s.settled_leader()?;
         if leader == four {

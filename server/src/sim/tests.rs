@@ -310,16 +310,6 @@ mod planted {
     }
 
     #[test]
-    fn planted_members_only_learners_is_caught() {
-        assert_caught_in(
-            Failpoint::MembersOnlyLearners,
-            200,
-            &["liveness:", "membership:"],
-            super::membership,
-        );
-    }
-
-    #[test]
     fn planted_config_node_overwritten_is_caught() {
         assert_caught_in(
             Failpoint::ConfigNodeOverwritten,

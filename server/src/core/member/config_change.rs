@@ -2,7 +2,7 @@
 //! reconfig the leader proposes, one a new leader's history holds, and
 //! the members its roles and elections count once one is in effect.
 
-use super::{Ctx, Fatal, Member, Role};
+use super::{Ctx, Fatal, Member, Outbox, Role};
 use crate::core::election::Notification;
 use crate::core::election::ServerId;
 use crate::core::pipeline::reconfig::reconfig_config;
@@ -76,6 +76,13 @@ impl Member {
         {
             return Ok(());
         }
+        // Only a member of the configuration in effect may hand on the next
+        // one: a stranger's notification is answered, never obeyed.
+        // Planted (configs-from-anyone): anyone's is taken.
+        if !self.members.contains(n.sender) && !active(Failpoint::ConfigsFromAnyone) {
+            tracing::warn!(from = %n.sender, "a configuration from outside the members; ignored");
+            return Ok(());
+        }
         tracing::info!(
             from = %n.sender,
             version = %format!("{:x}", config.version),
@@ -119,20 +126,24 @@ impl Member {
     /// A new leader's tree took its whole history, and with it a reconfig
     /// that is not in effect yet: its epoch commits it (NEWLEADER needs a
     /// quorum of that configuration's members too).
-    pub(super) fn logged_next_config(ctx: &Ctx<'_>) -> Option<NextConfig> {
+    pub(super) fn logged_next_config(&mut self, ctx: &Ctx<'_>) -> Option<NextConfig> {
         let config = ctx.node.logged_ensemble_config()?;
-        let members = Members::of(&config.servers());
+        let servers = config.servers();
+        let members = Members::of(&servers);
+        self.out.learn_servers(servers);
         let zxid = Zxid(config.version);
         Some(NextConfig { zxid, members })
     }
 }
 
 /// Proposes the node's `txn` at `zxid`: a reconfig with the members of
-/// the configuration it makes.
-pub(super) fn propose(leader: &mut Leader, zxid: Zxid, txn: &Txn) {
+/// the configuration it makes, whose links the peer ports admit from now on.
+pub(super) fn propose(leader: &mut Leader, out: &mut Outbox, zxid: Zxid, txn: &Txn) {
     match &txn.body {
         TxnBody::Reconfig(t) => {
-            let members = Members::of(&reconfig_config(&t.data, zxid.0).servers());
+            let servers = reconfig_config(&t.data, zxid.0).servers();
+            let members = Members::of(&servers);
+            out.learn_servers(servers);
             leader.propose_reconfig(zxid, txn.to_bytes(), members);
         }
         _ => leader.propose(zxid, txn.to_bytes()),

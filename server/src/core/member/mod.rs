@@ -40,6 +40,7 @@ mod config_change;
 mod decoded;
 mod flow;
 mod inspect;
+mod learner_traffic;
 mod node_commands;
 mod outbox;
 mod role_clocks;
@@ -76,6 +77,11 @@ const TOKEN_DRAINED: u64 = 1001;
 /// be in flight when it reconnects.
 const MAX_FORWARDED_IN_FLIGHT: usize = 2 * MAX_OUTSTANDING;
 
+/// The first and the longest pause before a round after a leader-elect
+/// closed the link before LEADERINFO; it doubles each time in a row.
+const REFUSED_BACKOFF_MIN_MS: u64 = 100;
+const REFUSED_BACKOFF_MAX_MS: u64 = 3_200;
+
 /// ZooKeeper's finalize wait and notification backoff cap.
 const FINALIZE_WAIT_MS: u64 = 200;
 const MAX_NOTIFICATION_INTERVAL_MS: u64 = 1600;
@@ -94,6 +100,12 @@ enum Waiting {
     State,
     /// The role ended; the storage queue drains before the next round.
     Drain,
+    /// Its leader-elect closed the link before LEADERINFO (refused it, or
+    /// could not be reached): the next round waits until then, so a
+    /// member no leader takes does not spin through elections.
+    Backoff {
+        until_ms: u64,
+    },
     /// A TRUNC or a SNAP install: once storage is done, the tree is brought
     /// to what it holds; the role's later commands and messages wait until then.
     Reload {
@@ -155,6 +167,9 @@ pub(crate) struct Member {
     /// The version of the configuration `members` was read from; None: the
     /// members it started with.
     members_version: Option<i64>,
+    /// Following roles in a row whose leader closed the link before
+    /// LEADERINFO (reset once a role serves): the next round's pause.
+    refusals: u32,
 }
 
 impl Member {
@@ -193,6 +208,7 @@ impl Member {
             clocks: RoleClocks::default(),
             announced: None,
             members_version: None,
+            refusals: 0,
         }
     }
 
@@ -236,6 +252,11 @@ impl Member {
     /// thread has read it (the log since the last snapshot may be long; the
     /// node loop keeps serving pings and lookers meanwhile).
     pub fn look(&mut self, ctx: &mut Ctx<'_>) {
+        if let Waiting::Backoff { until_ms } = self.waiting {
+            if ctx.now.mono_ms < until_ms {
+                return;
+            }
+        }
         self.clocks.looking(ctx);
         self.role = Role::Looking;
         self.waiting = Waiting::State;
@@ -270,6 +291,25 @@ impl Member {
         self.after_election(ctx)
     }
 
+    /// After following roles whose leader-elect closed the link before
+    /// LEADERINFO, the next round waits (see [`Waiting::Backoff`]).
+    fn back_off(&mut self, now_ms: u64) {
+        if self.refusals == 0 {
+            return;
+        }
+        // A leader in discovery that gave up looks the same: the pause stays
+        // well within the initLimit the next one gives its followers.
+        let most = REFUSED_BACKOFF_MAX_MS.min(self.timing.init_ms() / 4);
+        let pause = (REFUSED_BACKOFF_MIN_MS << (self.refusals - 1).min(5)).min(most);
+        let until_ms = now_ms + pause;
+        tracing::debug!(
+            refusals = self.refusals,
+            pause,
+            "the last leader-elect closed the link before LEADERINFO; waiting"
+        );
+        self.waiting = Waiting::Backoff { until_ms };
+    }
+
     /// When `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
         let role = match &self.role {
@@ -277,10 +317,15 @@ impl Member {
             Role::Following(f) => f.poll_timeout(),
             Role::Looking => None,
         };
+        let backoff = match self.waiting {
+            Waiting::Backoff { until_ms } => Some(until_ms),
+            _ => None,
+        };
         [
             self.election.poll_timeout(),
             role,
             self.snaps_out.poll_timeout(),
+            backoff,
         ]
         .into_iter()
         .flatten()
@@ -289,6 +334,9 @@ impl Member {
 
     /// Timers of the election and of the role.
     pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Fatal> {
+        if matches!(self.waiting, Waiting::Backoff { .. }) {
+            self.look(ctx);
+        }
         self.election.handle_timeout(ctx.now.mono_ms);
         self.after_election(ctx)?;
         match &mut self.role {
@@ -354,7 +402,12 @@ impl Member {
                 self.snaps_out.cancel(peer);
                 match &mut self.role {
                     Role::Leading(l) => l.peer_disconnected(peer),
-                    Role::Following(f) if f.leader() == peer => f.leader_disconnected(),
+                    Role::Following(f) if f.leader() == peer => {
+                        if f.awaiting_leader_info() {
+                            self.refusals = self.refusals.saturating_add(1);
+                        }
+                        f.leader_disconnected()
+                    }
                     _ => {}
                 }
                 self.after_zab(ctx)
@@ -390,50 +443,7 @@ impl Member {
         }
         match (&mut self.role, message) {
             (Role::Looking, _) => self.out.close_zab(from),
-            // Client traffic a follower relays goes to the node; the
-            // leader's role sees only the protocol.
-            (Role::Leading(_), ZabMessage::Request(_))
-                if ctx.node.forwarded_in_flight(from.0) >= MAX_FORWARDED_IN_FLIGHT =>
-            {
-                // A follower's own gate keeps it far below this: a peer past
-                // it is not one, and would fill the leader's memory.
-                tracing::warn!(peer = %from, "too many forwarded requests in flight; closing");
-                self.out.close_zab(from);
-            }
-            (Role::Leading(_), ZabMessage::Request(request)) => ctx.node.handle_event(
-                ctx.now,
-                Event::Forwarded {
-                    from: from.0,
-                    request,
-                },
-            ),
-            (Role::Leading(l), ZabMessage::Ping { zxid, touches }) => {
-                ctx.node.handle_event(ctx.now, Event::Touched(touches));
-                let touches = Vec::new();
-                l.handle_message(ctx.now.mono_ms, from, ZabMessage::Ping { zxid, touches });
-            }
-            (
-                Role::Leading(_),
-                ZabMessage::Revalidate {
-                    session,
-                    timeout_ms,
-                },
-            ) => ctx.node.handle_event(
-                ctx.now,
-                Event::Revalidate {
-                    from: from.0,
-                    session,
-                    timeout_ms,
-                },
-            ),
-            (Role::Leading(l), message) => {
-                if message.is_learner_info() {
-                    // A new handshake comes on a new link: an image still
-                    // streaming to this follower belonged to the old one.
-                    self.snaps_out.cancel(from);
-                }
-                l.handle_message(ctx.now.mono_ms, from, message)
-            }
+            (Role::Leading(_), message) => self.learner_message(ctx, from, message),
             (Role::Following(_), ZabMessage::RevalidateReply { session, valid }) => ctx
                 .node
                 .handle_event(ctx.now, Event::Revalidated { session, valid }),
@@ -458,6 +468,7 @@ impl Member {
                     // The diverged tree is rebuilt from disk before the vote.
                     self.out.submit(StorageJob::Rebuild);
                 } else {
+                    self.back_off(ctx.now.mono_ms);
                     self.look(ctx);
                 }
                 return Ok(());
@@ -555,6 +566,7 @@ impl Member {
                 _ => follower.asking_for_snapshot(),
             })
         } else {
+            let next = self.logged_next_config(ctx);
             let leader = Leader::new(
                 self.id,
                 self.members.clone(),
@@ -563,7 +575,7 @@ impl Member {
                 tree_zxid,
                 now_ms,
             )
-            .with_next_config(Self::logged_next_config(ctx));
+            .with_next_config(next);
             Role::Leading(leader.with_flow(self.out.flow_marks()))
         };
         self.out.set_learner_intake(match self.role {

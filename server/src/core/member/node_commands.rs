@@ -55,7 +55,7 @@ impl Member {
         if let Role::Leading(l) = &mut self.role {
             match l.next_zxid() {
                 Some(next) if next == txn.zxid() => {
-                    super::config_change::propose(l, next, &txn);
+                    super::config_change::propose(l, &mut self.out, next, &txn);
                     ctx.node.metrics_mut().add(Count::Proposals, 1);
                     self.decoded.keep(txn);
                 }

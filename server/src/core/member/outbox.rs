@@ -9,6 +9,7 @@ use crate::core::election::{Notification, ServerId};
 use crate::core::peer_event::LearnerIntake;
 use crate::core::storage_job::StorageJob;
 use crate::core::zab::{FlowMarks, ZabMessage};
+use crate::core::ServerSpec;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use zkd_protocol::Zxid;
@@ -41,6 +42,10 @@ pub enum MemberCommand {
     LearnerIntake(LearnerIntake),
     /// Close the quorum link with this peer, if any.
     CloseZab(ServerId),
+    /// A reconfig this member leads proposes these servers: their links
+    /// are admitted from now on, at the addresses given (a joiner syncs
+    /// before the proposal commits).
+    LearnServers(BTreeMap<u64, ServerSpec>),
     /// Close every quorum link.
     CloseAllZab,
     /// Queue a job for the storage thread (run in the order submitted).
@@ -179,6 +184,11 @@ impl Outbox {
     pub fn set_learner_intake(&mut self, intake: LearnerIntake) {
         self.commands
             .push_back(MemberCommand::LearnerIntake(intake));
+    }
+
+    pub fn learn_servers(&mut self, servers: BTreeMap<u64, ServerSpec>) {
+        self.commands
+            .push_back(MemberCommand::LearnServers(servers));
     }
 
     pub fn close_zab(&mut self, peer: ServerId) {

@@ -144,6 +144,7 @@ impl Member {
                 tracing::info!(epoch, zxid = %ctx.node.tree().last_zxid(), "leading: serving clients");
             }
             Role::Following(f) => {
+                self.refusals = 0;
                 let epoch = f.current_epoch();
                 self.election.update_peer_epoch(epoch);
                 ctx.node.start_following(ctx.now, f.is_observer());

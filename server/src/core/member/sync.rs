@@ -199,7 +199,7 @@ impl Member {
                 }
                 Ok(())
             }
-            Waiting::Nothing | Waiting::State => Ok(()),
+            Waiting::Nothing | Waiting::State | Waiting::Backoff { .. } => Ok(()),
         }
     }
 

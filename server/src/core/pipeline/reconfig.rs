@@ -26,7 +26,8 @@ pub struct ReconfigContext {
     pub enabled: bool,
     /// The configuration in effect; None standalone.
     pub config: Option<EnsembleConfig>,
-    /// The leader and the followers synced with it.
+    /// The leader, the followers synced with it, and the servers outside
+    /// the configuration asking to learn (see `ZabCommand::Synced`).
     pub synced: Vec<ServerId>,
     /// `standaloneEnabled`: a configuration then needs two voters.
     pub standalone_enabled: bool,
@@ -76,7 +77,8 @@ impl Prep<'_> {
     }
 }
 
-/// Enough voters, and a synced quorum of them (NEWCONFIGNOQUORUM).
+/// Enough voters, and a quorum of them synced or ready to sync
+/// (NEWCONFIGNOQUORUM).
 fn check_voters(servers: &Servers, ctx: &ReconfigContext) -> Result<(), ErrorCode> {
     let voters = servers.values().filter(|s| !s.observer).count();
     if voters < 1 || (ctx.standalone_enabled && voters < 2) {

@@ -263,6 +263,12 @@ impl Follower {
     /// ZooKeeper's learner does five times, a second apart): the election
     /// finds the leader at once (issue 35, finding 13: a joiner that chose a
     /// follower waited 8 s).
+    /// Whether it sent FOLLOWERINFO and heard no LEADERINFO yet.
+    pub fn awaiting_leader_info(&self) -> bool {
+        self.phase == Phase::AwaitingLeaderInfo
+    }
+
+    /// The link to the leader closed.
     pub fn leader_disconnected(&mut self) {
         if self.phase != Phase::Done {
             self.abandon("lost the connection to the leader".into());

@@ -36,6 +36,13 @@ enum Phase {
     Done,
 }
 
+/// How far a learner's acceptedEpoch may be ahead of the leader's own.
+/// Each leader takes one more than the highest of a quorum's, so an honest
+/// lead counts the elections this leader missed (its quorum did not);
+/// without a bound one forged FOLLOWERINFO would spend every epoch left,
+/// and then no leader could ever be chosen again.
+pub const EPOCH_LEAP: Epoch = 1 << 16;
+
 const TOKEN_ACCEPTED_EPOCH: u64 = 1;
 const TOKEN_CURRENT_EPOCH: u64 = 2;
 
@@ -50,6 +57,14 @@ pub struct Leader {
     /// It committed a reconfig that leaves it out, designating this
     /// member: it proposes and commits nothing more, and steps down.
     handed_to: Option<ServerId>,
+    /// Servers outside the configuration that asked to learn, and when
+    /// last: refused, and counted on by a reconfig that adds them.
+    knocked: BTreeMap<ServerId, u64>,
+    /// The servers last reported ready for a reconfig ([`ZabCommand::Synced`]).
+    ready_sent: Vec<ServerId>,
+    /// Until then a proposed configuration's joiners have time to sync:
+    /// its quorum is not yet required of the synced followers.
+    joiners_sync_until_ms: Option<u64>,
     timing: Timing,
     state: DurableState,
     phase: Phase,
@@ -101,6 +116,9 @@ impl Leader {
             members,
             next: None,
             handed_to: None,
+            knocked: BTreeMap::new(),
+            ready_sent: Vec::new(),
+            joiners_sync_until_ms: None,
             timing,
             phase: Phase::Discovery,
             epoch: 0,
@@ -137,11 +155,15 @@ impl Leader {
         if self.phase == Phase::Done {
             return;
         }
-        // A learner outside the configuration is served as ZooKeeper serves
-        // it (a member that was removed, to be added back): it syncs and
-        // follows, and its acks count for no quorum.
-        // Planted (members-only-learners): those outside are refused.
-        let outside = active(Failpoint::MembersOnlyLearners) && !self.is_member(from);
+        // A learner receives the whole tree, ACLs aside: only a sid the
+        // current or the proposed configuration names may become one (the
+        // runtime checked that it came from that member's address). A
+        // member removed while down learns again once a reconfig adds it.
+        // Planted (strangers-learn): those outside are served, as ZooKeeper serves them.
+        let outside = !active(Failpoint::StrangersLearn) && !self.is_member(from);
+        if outside && message.is_learner_info() {
+            self.knocked(now_ms, from);
+        }
         if from == self.me || outside {
             return self
                 .commands
@@ -223,7 +245,10 @@ impl Leader {
         if self.phase == Phase::Done {
             return;
         }
-        if self.phase != Phase::Broadcast && now_ms >= self.deadline_ms {
+        if self.phase != Phase::Broadcast
+            && now_ms >= self.deadline_ms
+            && !self.snaps_moving(now_ms)
+        {
             return self.abandon(format!(
                 "no quorum of followers within initLimit (synced: {:?})",
                 self.synced()
@@ -246,9 +271,10 @@ impl Leader {
             tracing::info!(peer = %sid, "leader: dropping a silent follower");
             self.drop_learner(sid);
         }
+        self.report_ready(now_ms);
         if self.phase == Phase::Broadcast {
             let synced = self.synced();
-            if !self.is_quorum_for(self.last_proposed, &synced) {
+            if !self.keeps_quorum(now_ms, &synced) {
                 if active(Failpoint::DeposedLeaderServes) {
                     // Planted: the lost quorum is noticed and ignored; the
                     // leader keeps its clients (and answers their syncs
@@ -387,6 +413,18 @@ impl Leader {
         self.learners.values()
     }
 
+    /// Whether a follower this establishment waits for is still reading
+    /// its SNAP (heard from within syncLimit while syncing): a joiner a
+    /// pending reconfig names may need the whole tree first. The wait
+    /// ends when it acks or falls silent.
+    fn snaps_moving(&self, now_ms: u64) -> bool {
+        self.phase == Phase::Synchronizing
+            && (self.learners.values()).any(|h| {
+                h.phase == HandlerPhase::Syncing
+                    && now_ms.saturating_sub(h.last_heard_ms) <= self.timing.sync_ms()
+            })
+    }
+
     fn silence_limit_ms(&self, h: &LearnerHandler) -> u64 {
         match h.phase {
             HandlerPhase::Synced => self.timing.sync_ms(),
@@ -406,9 +444,11 @@ impl Leader {
             tracing::warn!(peer = %from, observer, "learner announced a role not its own; dropping it");
             return self.drop_learner(from);
         }
-        if accepted_epoch >= MAX_EPOCH {
-            // No epoch above it exists: choosing one would wrap.
-            tracing::warn!(peer = %from, accepted_epoch, "follower claims the last epoch; dropping it");
+        let ours = (self.state.accepted_epoch.max(self.state.current_epoch)).max(self.epoch);
+        if accepted_epoch >= MAX_EPOCH || accepted_epoch > ours.saturating_add(EPOCH_LEAP) {
+            // No epoch above the last exists: choosing one would wrap. And
+            // no member got this far ahead of a leader its quorum elected.
+            tracing::warn!(peer = %from, accepted_epoch, ours, "follower claims an epoch no leader could have chosen; dropping it");
             return self.drop_learner(from);
         }
         let chosen = !matches!(
@@ -772,11 +812,16 @@ impl Leader {
     }
 
     fn synced_changed(&mut self) {
-        let synced = self.synced();
-        self.commands.push_back(ZabCommand::Synced(synced));
+        self.send_ready();
     }
 
-    fn drop_learner(&mut self, sid: ServerId) {
+    /// Whether `sid` is a learner that acknowledged NEWLEADER.
+    pub fn is_synced(&self, sid: ServerId) -> bool {
+        (self.learners.get(&sid)).is_some_and(|h| h.phase == HandlerPhase::Synced)
+    }
+
+    /// Forgets `sid`'s handler and closes its link.
+    pub fn drop_learner(&mut self, sid: ServerId) {
         self.forget_learner(sid);
         self.commands
             .push_back(ZabCommand::Disconnect { peer: sid });

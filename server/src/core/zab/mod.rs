@@ -205,8 +205,10 @@ pub enum ZabCommand {
     },
     /// Close the link to a peer.
     Disconnect { peer: ServerId },
-    /// Leader: the followers synced with it, and itself, since they
-    /// changed (a reconfig needs a synced quorum of its configuration).
+    /// Leader: the followers synced with it, itself, and the servers
+    /// outside its configuration asking to learn, since they changed (a
+    /// reconfig needs a quorum of its configuration among them; a joiner
+    /// syncs once the proposal names it).
     Synced(Vec<ServerId>),
     /// The role can serve clients: a leader is established, a follower up to date.
     Serving,

@@ -453,44 +453,48 @@ fn a_leader_yields_to_a_later_accepted_epoch_only_once_it_has_led_a_while() {
     assert!(!l.is_established());
 }
 
-/// Epochs never wrap (finding 11): a follower claiming the last epoch is
-/// dropped in discovery, and a leader whose own disk is there cannot lead.
+/// Epochs never wrap (finding 11), and no peer can spend them (issue 49):
+/// a follower claiming the last epoch, or one further ahead of the
+/// leader's than [`EPOCH_LEAP`], is dropped in discovery; a claim within
+/// the leap is taken; a leader whose own disk is at the last epoch cannot lead.
 #[test]
-fn no_epoch_is_chosen_past_the_last() {
+fn no_epoch_is_chosen_past_the_last_nor_leapt_to() {
+    use super::leader::EPOCH_LEAP;
     let last = zkd_protocol::MAX_EPOCH;
-    let mut l = Leader::new(
-        ServerId(1),
-        voters(3),
-        TIMING,
-        state(1, 1, &[]),
-        Zxid::ZERO,
-        0,
-    );
-    l.handle_message(
-        0,
-        ServerId(2),
-        ZabMessage::FollowerInfo {
-            accepted_epoch: last,
-        },
-    );
-    assert_eq!(
-        drain_leader(&mut l),
-        vec![ZabCommand::Disconnect { peer: ServerId(2) }]
-    );
-    l.handle_message(
-        0,
-        ServerId(2),
-        ZabMessage::FollowerInfo {
-            accepted_epoch: last - 1,
-        },
-    );
+    let fresh = || {
+        Leader::new(
+            ServerId(1),
+            voters(3),
+            TIMING,
+            state(1, 1, &[]),
+            Zxid::ZERO,
+            0,
+        )
+    };
+    for claim in [last, last - 1, 2 + EPOCH_LEAP] {
+        let mut l = fresh();
+        let info = ZabMessage::FollowerInfo {
+            accepted_epoch: claim,
+        };
+        l.handle_message(0, ServerId(2), info);
+        assert_eq!(
+            drain_leader(&mut l),
+            vec![ZabCommand::Disconnect { peer: ServerId(2) }],
+            "a claim of {claim} is dropped"
+        );
+    }
+    let mut l = fresh();
+    let info = ZabMessage::FollowerInfo {
+        accepted_epoch: 1 + EPOCH_LEAP,
+    };
+    l.handle_message(0, ServerId(2), info);
     assert_eq!(
         drain_leader(&mut l),
         vec![
-            ZabCommand::Storage(StorageOp::SetAcceptedEpoch(last)),
+            ZabCommand::Storage(StorageOp::SetAcceptedEpoch(2 + EPOCH_LEAP)),
             ZabCommand::Storage(StorageOp::Barrier(1)),
         ],
-        "the last epoch itself may still be used"
+        "a lead within the leap is followed"
     );
 
     let mut exhausted = Leader::new(

@@ -93,13 +93,25 @@ pub fn notification_from_wire(
         Ok(wire_election::ServerState::Observing) => return bad("notification from an observer"),
         Err(_) => return bad(format!("unknown server state {}", n.state)),
     };
+    let peer_epoch = epoch_from_wire(n.peer_epoch, "peer epoch")?;
+    // A vote's zxid is its leader's last: of its current epoch or earlier
+    // (or the next, logged in a sync before NEWLEADER made it current), or
+    // -1 (ZooKeeper's observers vote with it). A forged one would
+    // outvote every log.
+    let past_epoch = n.zxid >= 0 && Zxid(n.zxid).epoch() > peer_epoch.saturating_add(1);
+    if n.zxid < -1 || past_epoch {
+        return bad(format!(
+            "vote zxid {:#x} past its peer epoch {peer_epoch}",
+            n.zxid
+        ));
+    }
     Ok(Notification {
         sender: ServerId(n.sid),
         state,
         vote: Vote {
             leader: ServerId(n.leader),
             zxid: Zxid(n.zxid),
-            peer_epoch: epoch_from_wire(n.peer_epoch, "peer epoch")?,
+            peer_epoch,
         },
         election_epoch: match n.election_epoch {
             round @ 0..=MAX_ELECTION_EPOCH => round,

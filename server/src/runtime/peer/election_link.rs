@@ -21,15 +21,14 @@ use super::quorum_auth;
 use super::stream::{PeerRead, PeerWrite};
 use super::Accepted;
 use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State, MAX_STRANGERS};
+use crate::core::admission::{Port, Verdict};
 use crate::core::election::{Notification, ServerId};
-use crate::core::ServerSpec;
 use crate::runtime::faults::Direction;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use zkd_protocol::peer::election::{election_message::Body, PROTOCOL_VERSION_V1};
 use zkd_protocol::peer::{ElectionHello, ElectionMessage, PeerCodec};
 
@@ -60,7 +59,7 @@ pub(super) fn send(shared: &Arc<Shared>, to: ServerId, n: &Notification) {
         tracing::warn!("notification for {to}, not a member, dropped");
         return;
     };
-    // A stranger has no address to dial: only its own link carries answers.
+    // A stranger is never dialled: only its own link carries answers.
     if stranger && peer.task.is_none() {
         return;
     }
@@ -70,8 +69,10 @@ pub(super) fn send(shared: &Arc<Shared>, to: ServerId, n: &Notification) {
     }
 }
 
-/// A connection on our election port: expects a hello from another member.
+/// A connection on our election port: expects a hello from another member
+/// (or a stranger, answered on its own link if its sid is the larger).
 pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: SocketAddr) {
+    let authenticated = accepted.authenticated;
     let (mut reader, write) =
         accepted.framed::<ElectionMessage>(shared.election_max_frame(), &shared.settings);
     let first = match tokio::time::timeout(shared.settings.connect_timeout, reader.next()).await {
@@ -91,14 +92,26 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
         Err(end) => return log_end(&format!("election link from {remote}"), &end),
     };
     let sid = ServerId(hello.sid);
-    if !shared.may_link(sid) {
-        tracing::warn!(
-            "election link from {remote}: hello from sid {sid}, this member's own; closing"
+    let stranger = match shared
+        .admit(Port::Election, sid, remote, authenticated)
+        .await
+    {
+        Verdict::Member => false,
+        Verdict::Stranger => true,
+        Verdict::Refused(why) => {
+            tracing::warn!("election link from {remote}: {why}; closing");
+            return;
+        }
+    };
+    if stranger && sid < shared.me {
+        // It hangs up after its hello, waiting to be called back, and a
+        // member dials only the addresses of its configuration.
+        tracing::debug!(
+            "election link from {remote}: sid {sid}, a smaller stranger; not called back"
         );
         return;
     }
     let mut state = shared.lock();
-    let stranger = !state.servers.contains_key(&sid.0);
     if stranger && !state.strangers.contains(&sid) && state.strangers.len() >= MAX_STRANGERS {
         tracing::warn!("election link from {remote}: sid {sid} is outside the configuration, and {MAX_STRANGERS} others are linked; closing");
         return;
@@ -111,22 +124,6 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
     let peer = state.election.entry(sid).or_default();
     if let Some(old) = peer.task.take() {
         old.abort.abort();
-    }
-    if stranger {
-        // A smaller stranger is called back once at the address its hello
-        // gives, as ZooKeeper does; a larger one's connection is the link.
-        peer.call_back = match sid < shared.me {
-            true => match call_back_spec(&hello.election_addr) {
-                Some(spec) => Some(spec),
-                None => {
-                    tracing::warn!("election link from {remote}: sid {sid} gave no address to call back; closing");
-                    state.strangers.remove(&sid);
-                    state.election.remove(&sid);
-                    return;
-                }
-            },
-            false => None,
-        };
     }
     if sid < shared.me {
         // Only the larger sid's connection survives: drop this one, call back.
@@ -227,9 +224,6 @@ async fn dial(shared: Arc<Shared>, peer: ServerId, generation: u64, mut at_least
                 return;
             }
             Ok(_) => tracing::debug!("election: said hello to {peer}, awaiting its call back"),
-            Err(e) if shared.lock().strangers.contains(&peer) => {
-                return forget_stranger(&shared, peer, generation, &e)
-            }
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                 tracing::debug!("election: {peer} refused our connection");
                 // Only a refusal is sure: nothing listens there. A timeout
@@ -248,20 +242,6 @@ async fn dial(shared: Arc<Shared>, peer: ServerId, generation: u64, mut at_least
     }
 }
 
-/// A stranger could not be called back: nothing is kept for it.
-fn forget_stranger(shared: &Shared, peer: ServerId, generation: u64, e: &io::Error) {
-    tracing::info!("election: cannot call back {peer}, outside the configuration: {e}");
-    let mut state = shared.lock();
-    if state
-        .election
-        .get(&peer)
-        .is_some_and(|p| is_current(p, generation))
-    {
-        state.strangers.remove(&peer);
-        state.election.remove(&peer);
-    }
-}
-
 /// Connects to `peer`'s election port and sends our hello.
 async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(PeerRead, PeerWrite)> {
     let spec = shared.spec(peer)?;
@@ -275,7 +255,7 @@ async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(PeerRead, PeerW
     let frame = encode_frames(&mut codec, [&hello]).map_err(io::Error::other)?;
     shared.refuse_if_cut_off(peer).await?;
     let connect_and_greet = async {
-        let stream = TcpStream::connect((spec.host.as_str(), spec.election_port)).await?;
+        let stream = shared.dial_tcp(&spec.host, spec.election_port).await?;
         stream.set_nodelay(true)?;
         let stream = shared.secure_dialed(stream, &spec.host).await?;
         let (mut read, mut write) = stream.split();
@@ -286,19 +266,6 @@ async fn connect(shared: &Shared, peer: ServerId) -> io::Result<(PeerRead, PeerW
     tokio::time::timeout(shared.settings.connect_timeout, connect_and_greet)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
-}
-
-/// The address in a stranger's hello (`host:port`, `[v6]:port`).
-fn call_back_spec(election_addr: &str) -> Option<ServerSpec> {
-    let (host, port) = election_addr.rsplit_once(':')?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    Some(ServerSpec {
-        host: host.to_owned(),
-        quorum_port: 0,
-        election_port: port.parse().ok().filter(|p| *p != 0)?,
-        observer: false,
-        client_address: None,
-    })
 }
 
 /// One election link: notifications in, the peer's slot out, until either side

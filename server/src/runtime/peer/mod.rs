@@ -24,10 +24,15 @@
 //! `portUnification`), then quorum SASL (`quorum_auth.rs`), which the
 //! dialer starts and the acceptor tells from a first frame.
 //!
+//! Who may speak is decided by the sans-IO [`Admission`] (`core/admission`):
+//! a member's sid only from its host (or authenticated by quorum TLS or
+//! SASL), a sid outside the configuration answered with votes on the
+//! election port (16 at most at a time) and refused on the quorum port,
+//! handshake slots per remote address. This member dials only the
+//! addresses of its configuration, from its own `server.N` host.
+//!
 //! Faults are per link: a garbage, oversized or stalled frame, or a peer
-//! that does not read closes that link only, with one warning. A sid
-//! outside the configuration is answered, as ZooKeeper answers it (16 at
-//! most at a time on each port). The
+//! that does not read closes that link only, with one warning. The
 //! member loop never blocks here: sends only queue. Every task belongs to the
 //! [`PeerNetwork`] and is aborted when it is dropped.
 
@@ -42,6 +47,7 @@ mod stream;
 pub(super) mod tests;
 
 use crate::config::ServerSpec;
+use crate::core::admission::{Admission, HandshakeSlot, Port, Refusal, Verdict};
 use crate::core::election::{Notification, ServerId};
 pub use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::ZabMessage;
@@ -62,9 +68,6 @@ use zkd_protocol::peer::election::MAX_ELECTION_PAYLOAD;
 use zkd_protocol::peer::frame::DEFAULT_MAX_PEER_FRAME;
 use zkd_protocol::peer::zab::MAX_SNAP_CHUNK;
 use zkd_protocol::Zxid;
-
-/// Connections on one port still in their handshake; more are closed at once.
-const MAX_PENDING_HANDSHAKES: usize = 16;
 
 /// The largest `max_frame` allowed: 1 GiB, below the first half of a
 /// quorum SASL packet read as a frame's length.
@@ -88,10 +91,12 @@ const SNAP_BYTES_IN_FLIGHT: usize = 8 << 20;
 /// that follower fills and closes) instead of that follower's memory growing.
 pub const ZAB_BYTES_IN_FLIGHT: usize = 64 << 20;
 
-/// Strangers (sids outside the configuration) linked at once at most, on
-/// each port: a leader does not pace a learner outside its configuration,
-/// so each may hold up to `max_queued_bytes` until its link closes.
+/// Strangers (sids outside the configuration) with an election link at
+/// once at most: each is answered with this member's vote, nothing more.
 const MAX_STRANGERS: usize = 16;
+
+/// How long resolving a member's host again (after a refusal) may take.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 impl ReadPermit {
@@ -227,7 +232,12 @@ impl PeerNetwork {
             .keys()
             .map(|&id| ServerId(id))
             .filter(|&id| id != me);
+        let mut admission = Admission::new(me);
+        for (&id, spec) in servers {
+            admission.set_member(ServerId(id), literal_addresses(&spec.host));
+        }
         let state = State {
+            admission,
             servers: servers.clone(),
             closed: false,
             next_generation: 0,
@@ -344,12 +354,13 @@ impl PeerNetwork {
         self.shared.intake.send_replace(intake);
     }
 
-    /// A configuration took effect: the members it lists that this one did
-    /// not know become peers (at the addresses it gives), so a server a
-    /// reconfig added can link, and a member it moved (an existing id at
-    /// new ports or host, as ZooKeeper's reconfig allows) is dialled there
-    /// from now on; a live link stays until it ends. Members it dropped
-    /// stay known, and are refused by the roles that no longer count them.
+    /// A configuration took effect, or one this member leads was proposed:
+    /// the members it lists that this one did not know become peers (at the
+    /// addresses it gives), so a server a reconfig adds can link and sync,
+    /// and a member it moved (an existing id at new ports or host, as
+    /// ZooKeeper's reconfig allows) is dialled and admitted there from now
+    /// on; a live link stays until it ends. Members it dropped stay known,
+    /// and are refused by the roles that no longer count them.
     /// This member's own new address needs a restart to be listened on.
     pub fn learn_servers(&mut self, servers: BTreeMap<u64, ServerSpec>) {
         let mut state = self.shared.lock();
@@ -372,6 +383,8 @@ impl PeerNetwork {
             } else {
                 continue;
             }
+            let addrs = literal_addresses(&spec.host);
+            state.admission.set_member(ServerId(id), addrs);
             state.servers.insert(id, spec);
             state.strangers.remove(&ServerId(id));
             state.election.entry(ServerId(id)).or_default();
@@ -420,6 +433,8 @@ struct Shared {
 
 /// The links, under one short-held lock (never across an await).
 struct State {
+    /// Who may speak on the ports, and the handshakes under way.
+    admission: Admission,
     /// Every member's addresses, this one's included: those it started
     /// with, and those a reconfig added since.
     servers: BTreeMap<u64, ServerSpec>,
@@ -443,8 +458,6 @@ struct ElectionPeer {
     task: Option<LinkTask>,
     /// The pause before the next dial attempt; zero after a link that delivered.
     retry: Duration,
-    /// A stranger's election address, from its hello: called back once.
-    call_back: Option<ServerSpec>,
 }
 
 /// One quorum link, from dialing to its end.
@@ -500,19 +513,76 @@ impl Shared {
         self.lock().spawn(task);
     }
 
-    /// Whether a link from `sid` may be kept: any sid but this member's.
-    /// One outside the configuration (a stranger) is answered as
-    /// ZooKeeper's `QuorumCnxManager` answers it: a member removed while
-    /// down, or one a rolling restart added, hears who leads and follows.
-    fn may_link(&self, sid: ServerId) -> bool {
-        sid != self.me
+    /// What becomes of a connection from `remote` on `port` whose first
+    /// frame claims `sid` (see [`Admission::admit`]). A member's sid from
+    /// another address has its host resolved again first: the member may
+    /// have moved, or its name now points elsewhere (a rescheduled pod).
+    async fn admit(
+        &self,
+        port: Port,
+        sid: ServerId,
+        remote: SocketAddr,
+        authenticated: bool,
+    ) -> Verdict {
+        let admit = |state: &State| state.admission.admit(port, sid, remote.ip(), authenticated);
+        let verdict = admit(&self.lock());
+        if !matches!(verdict, Verdict::Refused(Refusal::WrongAddress { .. })) {
+            return verdict;
+        }
+        let Some(host) = self.lock().servers.get(&sid.0).map(|s| s.host.clone()) else {
+            return verdict;
+        };
+        let lookup = tokio::net::lookup_host((host.as_str(), 0));
+        let resolved = tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await;
+        match resolved {
+            Ok(Ok(found)) => {
+                let addrs: Vec<_> = found.map(|a| a.ip()).collect();
+                tracing::debug!(peer = %sid, %host, ?addrs, "a member's host resolved again");
+                let mut state = self.lock();
+                state.admission.set_member(sid, addrs);
+                admit(&state)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(peer = %sid, %host, "cannot resolve a member's host: {e}");
+                verdict
+            }
+            Err(_) => verdict,
+        }
     }
 
     fn spec(&self, sid: ServerId) -> io::Result<ServerSpec> {
-        let state = self.lock();
-        let call_back = || state.election.get(&sid)?.call_back.clone();
-        (state.servers.get(&sid.0).cloned().or_else(call_back))
+        (self.lock().servers.get(&sid.0).cloned())
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no server.{sid}")))
+    }
+
+    /// A TCP connection to `host:port`, from this member's own `server.N`
+    /// host when that is an address of this machine: its peers admit a
+    /// member's sid only from its host, and the kernel would otherwise
+    /// pick the source (on loopback, 127.0.0.1 for any 127.x peer).
+    async fn dial_tcp(&self, host: &str, port: u16) -> io::Result<TcpStream> {
+        let own = self.spec(self.me)?.host;
+        let source = own
+            .parse::<std::net::IpAddr>()
+            .ok()
+            .filter(|ip| !ip.is_unspecified());
+        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"));
+        for addr in tokio::net::lookup_host((host, port)).await? {
+            let socket = match addr {
+                SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+            };
+            if let Some(ip) = source.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
+                // An address this machine lacks (a NAT's, say): the kernel picks.
+                if let Err(e) = socket.bind(SocketAddr::new(ip, 0)) {
+                    tracing::debug!("dialing {addr} from {ip}: {e}; from any address");
+                }
+            }
+            match socket.connect(addr).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     fn election_max_frame(&self) -> usize {
@@ -544,15 +614,23 @@ impl Shared {
     /// connect timeout: secured (quorum TLS), split, and authenticated
     /// (quorum SASL).
     async fn ready_accepted(&self, stream: TcpStream, remote: SocketAddr) -> io::Result<Accepted> {
-        let (mut read, mut write) = self.secure_accepted(stream, remote).await?.split();
+        let secure = self.secure_accepted(stream, remote).await?;
+        let tls_authenticated = secure.is_authenticated();
+        let (mut read, mut write) = secure.split();
         let auth = quorum_auth::accept(self, &mut read, &mut write, remote);
-        let buffered = tokio::time::timeout(self.settings.connect_timeout, auth)
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "quorum SASL timed out"))??;
+        let why = match self.settings.sasl {
+            Some(_) => "quorum SASL timed out",
+            None => "no first frame within the connect timeout",
+        };
+        let (buffered, sasl_authenticated) =
+            tokio::time::timeout(self.settings.connect_timeout, auth)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, why))??;
         Ok(Accepted {
             read,
             write,
             buffered,
+            authenticated: tls_authenticated || sasl_authenticated,
         })
     }
 
@@ -585,6 +663,8 @@ struct Accepted {
     read: stream::PeerRead,
     write: stream::PeerWrite,
     buffered: bytes::BytesMut,
+    /// Quorum TLS (a verified certificate) or SASL proved it one of the ensemble's.
+    authenticated: bool,
 }
 
 impl Accepted {
@@ -602,8 +682,8 @@ impl Accepted {
 }
 
 /// Accepts connections on one port, handing each (made ready, see
-/// [`Shared::ready_accepted`]) to `handshake` in a task of its own, at
-/// most [`MAX_PENDING_HANDSHAKES`] at a time.
+/// [`Shared::ready_accepted`]) to `handshake` in a task of its own, while
+/// its remote address has a handshake slot ([`Admission::start_handshake`]).
 async fn accept_loop<F, Fut>(
     shared: Arc<Shared>,
     listener: TcpListener,
@@ -613,7 +693,6 @@ async fn accept_loop<F, Fut>(
     F: Fn(Arc<Shared>, Accepted, SocketAddr) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
     let handshake = Arc::new(handshake);
     loop {
         let (stream, remote) = match listener.accept().await {
@@ -624,9 +703,12 @@ async fn accept_loop<F, Fut>(
                 continue;
             }
         };
-        let Ok(permit) = pending.clone().try_acquire_owned() else {
-            tracing::warn!("{port} port: too many handshakes in progress, closing {remote}");
-            continue;
+        let slot = match shared.lock().admission.start_handshake(remote.ip()) {
+            Ok(slot) => SlotGuard(shared.clone(), Some(slot)),
+            Err(why) => {
+                tracing::warn!("{port} port: {remote}: {why}; closing");
+                continue;
+            }
         };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("{port} port: {remote}: {e}");
@@ -638,9 +720,27 @@ async fn accept_loop<F, Fut>(
                 Ok(accepted) => handshake(shared_, accepted, remote).await,
                 Err(e) => tracing::warn!("{port} port: {remote}: {e}; closing"),
             }
-            drop(permit);
+            drop(slot);
         });
     }
+}
+
+/// A handshake's slot, given back when the handshake ends however it ends.
+struct SlotGuard(Arc<Shared>, Option<HandshakeSlot>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        if let Some(slot) = self.1.take() {
+            self.0.lock().admission.end_handshake(slot);
+        }
+    }
+}
+
+/// The addresses `host` is, if it is written as one (a name is resolved
+/// when a connection first claims its member's sid).
+fn literal_addresses(host: &str) -> Vec<std::net::IpAddr> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.parse().into_iter().collect()
 }
 
 /// Whether two server lines give a peer the same addresses to dial.

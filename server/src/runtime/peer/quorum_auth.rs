@@ -101,13 +101,13 @@ async fn receive(read: &mut PeerRead) -> io::Result<(Status, Vec<u8>)> {
 
 /// The accepting side, before the link's first frame: runs the exchange if
 /// the peer starts one, and hands back the bytes read that belong to the
-/// protocol. An error closes the link.
+/// protocol, and whether the peer authenticated. An error closes the link.
 pub(super) async fn accept(
     shared: &Shared,
     read: &mut PeerRead,
     write: &mut PeerWrite,
     remote: SocketAddr,
-) -> io::Result<BytesMut> {
+) -> io::Result<(BytesMut, bool)> {
     let mut head = [0u8; 4];
     read.read_exact(&mut head).await?;
     let magic = MAGIC.to_be_bytes();
@@ -122,7 +122,7 @@ pub(super) async fn accept(
                 "no quorum SASL, which quorum.auth.serverRequireSasl requires",
             ));
         }
-        return Ok(BytesMut::from(&head[..]));
+        return Ok((BytesMut::from(&head[..]), false));
     }
     if read.read_u32().await?.to_be_bytes() != magic[4..] {
         return Err(refused("a broken AUTH packet"));
@@ -131,7 +131,7 @@ pub(super) async fn accept(
     let Some(sasl) = &shared.settings.sasl else {
         // No quorum SASL here: say so; a peer that does not require it goes on.
         send(write, Status::Error, b"").await?;
-        return Ok(BytesMut::new());
+        return Ok((BytesMut::new(), false));
     };
     let mut server = DigestMd5::new(QUORUM_SERVICE, crate::runtime::os_nonce());
     for _ in 0..MAX_ROUNDS {
@@ -143,7 +143,7 @@ pub(super) async fn accept(
             Ok(Step::Authenticated { token, user }) => {
                 tracing::debug!("quorum SASL: {remote} authenticated as {user}");
                 send(write, Status::Success, &token).await?;
-                return Ok(BytesMut::new());
+                return Ok((BytesMut::new(), true));
             }
             Err(why) => {
                 let _ = send(write, Status::Error, b"").await;

@@ -18,7 +18,8 @@ use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkE
 use super::quorum_auth;
 use super::stream::{PeerRead, PeerWrite};
 use super::Accepted;
-use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State, MAX_STRANGERS};
+use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State};
+use crate::core::admission::{Port, Verdict};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
 use crate::runtime::faults::Direction;
@@ -26,7 +27,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zkd_protocol::peer::{PeerCodec, QuorumPacket};
 
@@ -104,9 +104,10 @@ pub(super) fn send_packets(shared: &Arc<Shared>, to: ServerId, packets: &[Quorum
     }
 }
 
-/// A connection on our quorum port: its first packet must be FOLLOWERINFO from
-/// another member.
+/// A connection on our quorum port: its first packet must be FOLLOWERINFO
+/// (or OBSERVERINFO) from another member, from that member's host.
 pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: SocketAddr) {
+    let authenticated = accepted.authenticated;
     let (mut reader, write) =
         accepted.framed::<QuorumPacket>(shared.settings.max_frame, &shared.settings);
     let first = match tokio::time::timeout(shared.settings.connect_timeout, reader.next()).await {
@@ -123,10 +124,8 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
         tracing::warn!("quorum link from {remote}: first packet is not FOLLOWERINFO; closing");
         return;
     };
-    if !shared.may_link(sid) {
-        tracing::warn!(
-            "quorum link from {remote}: FOLLOWERINFO from sid {sid}, this member's own; closing"
-        );
+    if let Verdict::Refused(why) = shared.admit(Port::Quorum, sid, remote, authenticated).await {
+        tracing::warn!("quorum link from {remote}: {why}; closing");
         return;
     }
     if !taken_within(&shared).await {
@@ -152,8 +151,8 @@ pub(super) async fn accept(shared: Arc<Shared>, accepted: Accepted, remote: Sock
         return;
     };
     let mut state = shared.lock();
-    if let Some(why) = refusal(&state, sid, shared.settings.live_link) {
-        tracing::warn!("quorum link from {remote} as {sid}: {why}; closing");
+    if !is_free(&state, sid, shared.settings.live_link) {
+        tracing::warn!("quorum link from {remote} as {sid}: another took sid {sid}; closing");
         return;
     }
     if let Some(old) = state.quorum.remove(&sid) {
@@ -212,28 +211,6 @@ async fn sid_free_within(shared: &Shared, sid: ServerId) -> bool {
     }
 }
 
-/// Why a link from `sid` is refused as it is registered, if it is:
-/// another took the sid meanwhile, or enough strangers are linked.
-fn refusal(state: &State, sid: ServerId, live: Duration) -> Option<String> {
-    if !is_free(state, sid, live) {
-        return Some(format!("another took sid {sid}"));
-    }
-    stranger_links_full(state, sid).then(|| {
-        format!("sid {sid} is outside the configuration, and {MAX_STRANGERS} others are linked")
-    })
-}
-
-/// Whether `sid` is a stranger and [`MAX_STRANGERS`] others have links.
-fn stranger_links_full(state: &State, sid: ServerId) -> bool {
-    let stranger = |s: &ServerId| !state.servers.contains_key(&s.0);
-    let others = state
-        .quorum
-        .keys()
-        .filter(|s| **s != sid && stranger(s))
-        .count();
-    stranger(&sid) && others >= MAX_STRANGERS
-}
-
 /// Whether `sid` has no quorum link that read or wrote within `live`.
 fn is_free(state: &State, sid: ServerId, live: Duration) -> bool {
     state
@@ -281,7 +258,7 @@ async fn dial(shared: &Shared, leader: ServerId) -> io::Result<(PeerRead, PeerWr
     let deadline = Instant::now() + shared.settings.connect_timeout;
     let mut pause = CONNECT_RETRY_MIN;
     for attempt in 1.. {
-        let connect = TcpStream::connect((spec.host.as_str(), spec.quorum_port));
+        let connect = shared.dial_tcp(&spec.host, spec.quorum_port);
         let error = match tokio::time::timeout_at(deadline, connect).await {
             Ok(Ok(stream)) => {
                 stream.set_nodelay(true)?;

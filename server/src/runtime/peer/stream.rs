@@ -17,6 +17,17 @@ pub enum PeerStream {
 }
 
 impl PeerStream {
+    /// Whether quorum TLS proved who the other end is: it presented a
+    /// certificate the quorum's trust store verified.
+    pub(super) fn is_authenticated(&self) -> bool {
+        match self {
+            PeerStream::Plain(_) => false,
+            PeerStream::Tls(tls) => {
+                (tls.get_ref().1.peer_certificates()).is_some_and(|c| !c.is_empty())
+            }
+        }
+    }
+
     /// Splits the connection for a reader and a writer task.
     pub(super) fn split(self) -> (PeerRead, PeerWrite) {
         match self {

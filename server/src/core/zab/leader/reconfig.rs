@@ -6,6 +6,13 @@
 //! COMMITANDACTIVATE: this one if it still votes, else the follower that
 //! acknowledged most; a leader left out then commits nothing more and
 //! steps down at its next tick, and the followers elect again.
+//!
+//! Only the members of the current and the proposed configuration may
+//! learn (a learner is sent the whole tree). A server outside that asks to
+//! (a member removed while it was down, one an operator is adding back) is
+//! refused and counted as ready: a reconfig's prep may count on it for the
+//! next configuration's quorum, and once the proposal names it, it has
+//! initLimit to sync before that quorum is required of the synced.
 
 use super::{Leader, Phase};
 use crate::core::election::ServerId;
@@ -40,6 +47,56 @@ impl Leader {
     /// Whether `sid` is a member, or one the next configuration adds.
     pub(super) fn is_member(&self, sid: ServerId) -> bool {
         self.members.contains(sid) || self.next.as_ref().is_some_and(|n| n.members.contains(sid))
+    }
+
+    /// `sid`, outside the configuration, asked to learn at `now_ms`.
+    pub(super) fn knocked(&mut self, now_ms: u64, sid: ServerId) {
+        if self.knocked.insert(sid, now_ms).is_none() {
+            tracing::info!(peer = %sid, "leader: a server outside the configuration asks to learn; refused");
+        }
+        self.send_ready();
+    }
+
+    /// Forgets the servers that have not asked to learn within initLimit,
+    /// and reports the ready ones if they changed.
+    pub(super) fn report_ready(&mut self, now_ms: u64) {
+        let limit = self.timing.init_ms();
+        self.knocked
+            .retain(|_, at| now_ms.saturating_sub(*at) <= limit);
+        self.send_ready();
+    }
+
+    /// Reports the servers a reconfig may count on (the synced ones, and
+    /// those outside asking to learn) if they changed since last said.
+    pub(super) fn send_ready(&mut self) {
+        let mut ready = self.synced();
+        let outside = self.knocked.keys().filter(|s| !self.is_member(**s));
+        ready.extend(outside);
+        ready.sort_unstable();
+        ready.dedup();
+        if ready != self.ready_sent {
+            self.ready_sent = ready.clone();
+            self.commands.push_back(ZabCommand::Synced(ready));
+        }
+    }
+
+    /// Whether `synced` keeps this established leader's quorums: of its
+    /// members, and of a proposed configuration's, counting its joiners
+    /// while they sync (a silent one is dropped) and for initLimit after
+    /// the proposal while they connect.
+    pub(super) fn keeps_quorum(&mut self, now_ms: u64, synced: &[ServerId]) -> bool {
+        if !self.members.is_quorum(synced) {
+            return false;
+        }
+        let Some(next) = &self.next else {
+            self.joiners_sync_until_ms = None;
+            return true;
+        };
+        let until = *self
+            .joiners_sync_until_ms
+            .get_or_insert(now_ms + self.timing.init_ms());
+        let syncing = self.learners.keys().filter(|s| next.members.contains(**s));
+        now_ms < until || next.members.is_quorum(synced.iter().chain(syncing))
     }
 
     /// Whether `acked` holds a quorum for `zxid`: of the members, and from
