@@ -127,6 +127,9 @@ pub enum Failpoint {
     /// does: whoever sends FOLLOWERINFO under a stranger's sid is sent the
     /// whole tree, ACLs aside, and may forward requests once synced.
     StrangersLearn,
+    /// The peer ports take a member's sid from any address, as ZooKeeper's
+    /// do: an impostor from elsewhere replaces a member's link and learns.
+    AnyAddress,
     /// A looking member takes a newer configuration from any election
     /// notification, a stranger's included, as ZooKeeper's does: one
     /// forged frame rewrites its members and its zoo.cfg.dynamic.
@@ -149,7 +152,7 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 28] = [
+    pub const ALL: [Failpoint; 29] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -174,6 +177,7 @@ impl Failpoint {
         Failpoint::UptodateAnnouncedOnly,
         Failpoint::NotifiedConfigIgnored,
         Failpoint::StrangersLearn,
+        Failpoint::AnyAddress,
         Failpoint::ConfigsFromAnyone,
         Failpoint::DiffForEmptyLearner,
         Failpoint::ConfigNodeOverwritten,
@@ -207,6 +211,7 @@ impl Failpoint {
             Failpoint::UptodateAnnouncedOnly => "uptodate-announced-only",
             Failpoint::NotifiedConfigIgnored => "notified-config-ignored",
             Failpoint::StrangersLearn => "strangers-learn",
+            Failpoint::AnyAddress => "any-address",
             Failpoint::ConfigsFromAnyone => "configs-from-anyone",
             Failpoint::DiffForEmptyLearner => "diff-for-empty-learner",
             Failpoint::ConfigNodeOverwritten => "config-node-overwritten",

@@ -28,6 +28,7 @@ mod checks;
 mod clients;
 mod clock;
 mod disk;
+mod hostile;
 mod links;
 mod membership;
 mod network;
@@ -109,6 +110,9 @@ pub struct WholeCounts {
     pub shortcuts: u64,
     /// Leaders' reads of their log for a follower catching up.
     pub catch_up_reads: u64,
+    /// Frames hostile peers sent, and their connections admission refused.
+    pub hostile_frames: u64,
+    pub hostile_refused: u64,
     pub clients: ClientCounts,
 }
 
@@ -130,6 +134,8 @@ impl std::ops::AddAssign for WholeCounts {
         self.decisions += o.decisions;
         self.catch_up_reads += o.catch_up_reads;
         self.shortcuts += o.shortcuts;
+        self.hostile_frames += o.hostile_frames;
+        self.hostile_refused += o.hostile_refused;
         self.clients += o.clients;
     }
 }
@@ -253,6 +259,8 @@ struct WholeSim {
     digests: BTreeMap<Zxid, u64>,
     quorum_durable: BTreeSet<Zxid>,
     counts: WholeCounts,
+    /// Hostile peers (`hostile` runs).
+    hostile: Option<hostile::Hostile>,
     trace: bool,
 }
 
@@ -286,12 +294,15 @@ pub fn run(schedule: Schedule) -> Result<WholeCounts, String> {
     match sim.run() {
         Ok(()) => Ok(WholeCounts {
             clients: sim.clients.counts,
+            hostile_frames: sim.hostile.as_ref().map_or(0, |h| h.frames),
+            hostile_refused: sim.hostile.as_ref().map_or(0, |h| h.refused),
             ..sim.counts
         }),
         Err(Violation(v)) => Err(format!(
-            "seed {}: {v} (at {} ms)\nreplay: ZKD_SIM_SEED={}{} cargo test -p zkd-server sim::tests::replay -- --ignored",
+            "seed {}: {v} (at {} ms)\nreplay: ZKD_SIM_SEED={}{}{} cargo test -p zkd-server sim::tests::replay -- --ignored",
             schedule.seed, sim.now, schedule.seed,
-            if schedule.membership { " ZKD_SIM_MEMBERSHIP=1" } else { "" }
+            if schedule.membership { " ZKD_SIM_MEMBERSHIP=1" } else { "" },
+            if schedule.hostile { " ZKD_SIM_HOSTILE=1" } else { "" }
         )),
     }
 }
@@ -364,6 +375,7 @@ impl WholeSim {
             local_snapshots: 0,
             quorum_durable: BTreeSet::new(),
             counts: WholeCounts::default(),
+            hostile: schedule.hostile.then(hostile::Hostile::default),
             trace: std::env::var_os("ZKD_SIM_TRACE").is_some(),
         };
         for id in ids {
@@ -485,6 +497,7 @@ impl WholeSim {
             self.feed_nodes(events)?;
         }
         self.faults()?;
+        self.hostile_due()?;
         for id in ids {
             self.check_epochs(id)?;
             self.check_member(id)?;

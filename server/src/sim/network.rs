@@ -28,6 +28,9 @@ impl WholeSim {
     /// Puts what `from` sent on the link to `to`. A quorum message that
     /// cannot get there breaks its connection, and the sender learns.
     pub(super) fn send(&mut self, from: ServerId, to: ServerId, wire: Wire) {
+        if self.hostile_reads(from, &wire) {
+            return;
+        }
         match &wire {
             Wire::Notification(n) => {
                 self.last_notification.insert((from, to), n.clone());

@@ -23,6 +23,9 @@ pub struct Schedule {
     /// Reconfig is enabled, and a client removes voters and adds them
     /// back now and then; all of them are back by the end.
     pub membership: bool,
+    /// Hostile peers (strangers, impostors from elsewhere) speak the peer
+    /// wire to the members while faults happen (see `hostile`).
+    pub hostile: bool,
 }
 
 /// What the scripts run with, and a quarter of the random schedules.

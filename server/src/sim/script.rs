@@ -99,6 +99,7 @@ impl Script {
             snap_count,
             timing: super::SCRIPT_TIMING,
             membership,
+            hostile: false,
         }
     }
 

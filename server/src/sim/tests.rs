@@ -25,6 +25,7 @@ fn schedule(seed: u64, faults_until_ms: u64) -> Schedule {
         snap_count: 40,
         timing: timing(seed),
         membership: false,
+        hostile: false,
     }
 }
 
@@ -164,6 +165,43 @@ fn membership_changes_under_crashes_and_partitions_keep_what_clients_saw() {
     );
 }
 
+/// A hostile run's schedule: strangers and impostors speak to the members
+/// while they crash, partition and pause; every fourth changes membership
+/// too (forged configurations then target it).
+fn hostile(seed: u64) -> Schedule {
+    let base = match seed % 4 {
+        0 => membership(seed),
+        _ => schedule(seed, 12_000),
+    };
+    Schedule {
+        hostile: true,
+        ..base
+    }
+}
+
+/// Hostile peers (issue 49): strangers' forged votes and configurations,
+/// strangers and impostors from elsewhere asking to learn with forged
+/// epochs, snapshot requests and requests as `super`, under the faults of
+/// the other runs. Every invariant holds, and nothing of the tree is sent
+/// to a hostile peer.
+#[test]
+fn hostile_peers_under_crashes_and_partitions_harm_no_client() {
+    let mut counts = WholeCounts::default();
+    let first = first_seed();
+    for seed in first..first + seeds() {
+        match run(hostile(seed)) {
+            Ok(c) => counts += c,
+            Err(e) => panic!("hostile run: {e}"),
+        }
+    }
+    eprintln!("hostile runs: {counts:?}");
+    assert!(
+        counts.hostile_frames > 0 && counts.hostile_refused > 0,
+        "{counts:?}"
+    );
+    assert!(counts.clients.creates_acked > 0, "{counts:?}");
+}
+
 /// Replays one schedule: `ZKD_SIM_SEED=N cargo test -p zkd-server sim::tests::replay -- --ignored`
 /// (with `ZKD_SIM_MEMBERSHIP=1` for a membership run).
 #[test]
@@ -180,11 +218,12 @@ fn replay() {
             .with_test_writer()
             .try_init();
     }
-    // ZKD_SIM_MEMBERSHIP=1 replays a membership run.
-    let schedule = match std::env::var_os("ZKD_SIM_MEMBERSHIP") {
+    // ZKD_SIM_MEMBERSHIP=1 replays a membership run, ZKD_SIM_HOSTILE=1 a hostile one.
+    let mut schedule = match std::env::var_os("ZKD_SIM_MEMBERSHIP") {
         Some(_) => membership(seed),
         None => schedule(seed, 12_000),
     };
+    schedule.hostile = std::env::var_os("ZKD_SIM_HOSTILE").is_some();
     if let Err(e) = run(schedule) {
         panic!("{e}");
     }
@@ -310,6 +349,48 @@ mod planted {
     }
 
     #[test]
+    fn planted_strangers_learn_is_caught() {
+        assert_caught_in(
+            Failpoint::StrangersLearn,
+            20,
+            &["confidentiality:"],
+            super::hostile,
+        );
+    }
+
+    #[test]
+    fn planted_any_address_is_caught() {
+        assert_caught_in(
+            Failpoint::AnyAddress,
+            20,
+            &["confidentiality:", "leader completeness:"],
+            super::hostile,
+        );
+    }
+
+    #[test]
+    fn planted_configs_from_anyone_is_caught() {
+        assert_caught_in(
+            Failpoint::ConfigsFromAnyone,
+            200,
+            &[
+                "leader completeness:",
+                "leadership:",
+                "membership:",
+                "visibility:",
+                "durability:",
+            ],
+            super::hostile,
+        );
+    }
+
+    /// The situation this plant needs, a member whose tree holds a later
+    /// reconfig than its configuration in effect, came from removed members
+    /// synced outside the configuration; since issue 49 they learn nothing
+    /// until a reconfig names them again, and 1,000 membership runs no
+    /// longer reach it (ZKD_PLANT surveys it). Kept, not asserted.
+    #[test]
+    #[ignore = "issue 49 took away the path that reached it; a survey, not a check"]
     fn planted_config_node_overwritten_is_caught() {
         assert_caught_in(
             Failpoint::ConfigNodeOverwritten,

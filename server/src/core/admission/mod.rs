@@ -18,6 +18,7 @@
 //!   and everyone else shares a few.
 
 use crate::core::election::ServerId;
+use crate::failpoints::{active, Failpoint};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -173,10 +174,15 @@ impl Admission {
         if sid == self.me {
             return Verdict::Refused(Refusal::OwnSid);
         }
+        // Planted: any address passes (any-address); strangers learn
+        // (strangers-learn), as on ZooKeeper's ports.
+        let vouched = authenticated || active(Failpoint::AnyAddress);
         match self.members.get(&sid) {
-            Some(addrs) if authenticated || from_host(addrs, remote) => Verdict::Member,
+            Some(addrs) if vouched || from_host(addrs, remote) => Verdict::Member,
             Some(_) => Verdict::Refused(Refusal::WrongAddress { sid, remote }),
-            None if port == Port::Election => Verdict::Stranger,
+            None if port == Port::Election || active(Failpoint::StrangersLearn) => {
+                Verdict::Stranger
+            }
             None => Verdict::Refused(Refusal::NotAMember { sid }),
         }
     }
