@@ -36,6 +36,7 @@
 //! member loop never blocks here: sends only queue. Every task belongs to the
 //! [`PeerNetwork`] and is aborted when it is dropped.
 
+mod admit;
 pub mod convert;
 mod election_link;
 mod gate;
@@ -47,11 +48,12 @@ mod stream;
 pub(super) mod tests;
 
 use crate::config::ServerSpec;
-use crate::core::admission::{Admission, HandshakeSlot, Port, Refusal, Verdict};
+use crate::core::admission::Admission;
 use crate::core::election::{Notification, ServerId};
 pub use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::ZabMessage;
 pub use crate::core::ReadPermit;
+use admit::{literal_addresses, SlotGuard};
 use bytes::Bytes;
 use link::Outbox;
 use std::collections::{BTreeMap, BTreeSet};
@@ -513,76 +515,9 @@ impl Shared {
         self.lock().spawn(task);
     }
 
-    /// What becomes of a connection from `remote` on `port` whose first
-    /// frame claims `sid` (see [`Admission::admit`]). A member's sid from
-    /// another address has its host resolved again first: the member may
-    /// have moved, or its name now points elsewhere (a rescheduled pod).
-    async fn admit(
-        &self,
-        port: Port,
-        sid: ServerId,
-        remote: SocketAddr,
-        authenticated: bool,
-    ) -> Verdict {
-        let admit = |state: &State| state.admission.admit(port, sid, remote.ip(), authenticated);
-        let verdict = admit(&self.lock());
-        if !matches!(verdict, Verdict::Refused(Refusal::WrongAddress { .. })) {
-            return verdict;
-        }
-        let Some(host) = self.lock().servers.get(&sid.0).map(|s| s.host.clone()) else {
-            return verdict;
-        };
-        let lookup = tokio::net::lookup_host((host.as_str(), 0));
-        let resolved = tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await;
-        match resolved {
-            Ok(Ok(found)) => {
-                let addrs: Vec<_> = found.map(|a| a.ip()).collect();
-                tracing::debug!(peer = %sid, %host, ?addrs, "a member's host resolved again");
-                let mut state = self.lock();
-                state.admission.set_member(sid, addrs);
-                admit(&state)
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(peer = %sid, %host, "cannot resolve a member's host: {e}");
-                verdict
-            }
-            Err(_) => verdict,
-        }
-    }
-
     fn spec(&self, sid: ServerId) -> io::Result<ServerSpec> {
         (self.lock().servers.get(&sid.0).cloned())
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no server.{sid}")))
-    }
-
-    /// A TCP connection to `host:port`, from this member's own `server.N`
-    /// host when that is an address of this machine: its peers admit a
-    /// member's sid only from its host, and the kernel would otherwise
-    /// pick the source (on loopback, 127.0.0.1 for any 127.x peer).
-    async fn dial_tcp(&self, host: &str, port: u16) -> io::Result<TcpStream> {
-        let own = self.spec(self.me)?.host;
-        let source = own
-            .parse::<std::net::IpAddr>()
-            .ok()
-            .filter(|ip| !ip.is_unspecified());
-        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"));
-        for addr in tokio::net::lookup_host((host, port)).await? {
-            let socket = match addr {
-                SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-                SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-            };
-            if let Some(ip) = source.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
-                // An address this machine lacks (a NAT's, say): the kernel picks.
-                if let Err(e) = socket.bind(SocketAddr::new(ip, 0)) {
-                    tracing::debug!("dialing {addr} from {ip}: {e}; from any address");
-                }
-            }
-            match socket.connect(addr).await {
-                Ok(stream) => return Ok(stream),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
     }
 
     fn election_max_frame(&self) -> usize {
@@ -723,24 +658,6 @@ async fn accept_loop<F, Fut>(
             drop(slot);
         });
     }
-}
-
-/// A handshake's slot, given back when the handshake ends however it ends.
-struct SlotGuard(Arc<Shared>, Option<HandshakeSlot>);
-
-impl Drop for SlotGuard {
-    fn drop(&mut self) {
-        if let Some(slot) = self.1.take() {
-            self.0.lock().admission.end_handshake(slot);
-        }
-    }
-}
-
-/// The addresses `host` is, if it is written as one (a name is resolved
-/// when a connection first claims its member's sid).
-fn literal_addresses(host: &str) -> Vec<std::net::IpAddr> {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.parse().into_iter().collect()
 }
 
 /// Whether two server lines give a peer the same addresses to dial.
