@@ -120,6 +120,31 @@ async fn locked_node(ensemble: &Ensemble, path: &str) {
         .expect("create the locked node");
 }
 
+/// Sends `bytes` from `from` to member `i`'s quorum port; what it answers
+/// within 3 s.
+async fn to_quorum_port(
+    ensemble: &Ensemble,
+    i: usize,
+    from: Option<IpAddr>,
+    bytes: &[u8],
+) -> Answer {
+    send_and_read(
+        from,
+        &quorum_addr(ensemble, i),
+        bytes,
+        Duration::from_secs(3),
+    )
+    .await
+    .expect("the quorum port takes connections")
+}
+
+/// A moment later, `path` is not on member `i`: the requests that would
+/// have created it were not executed.
+async fn assert_not_created(ensemble: &Ensemble, i: usize, path: &str, what: &str) {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!exists(ensemble, i, path).await, "{what} was executed");
+}
+
 /// Whether the other side has not closed `s` (nothing to read is open).
 fn is_open(s: &tokio::net::TcpStream) -> bool {
     matches!(s.try_read(&mut [0u8; 64]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
@@ -153,20 +178,15 @@ async fn a_stranger_learns_nothing_and_forwards_nothing() {
         wants_snapshot: true,
     }));
     bytes.extend(requests_as_super(0x4_0000_0001, "/locked/stranger"));
-    let answer = send_and_read(
-        None,
-        &quorum_addr(&ensemble, leader),
-        &bytes,
-        Duration::from_secs(3),
-    )
-    .await
-    .expect("the quorum port takes connections");
+    let answer = to_quorum_port(&ensemble, leader, None, &bytes).await;
     assert_refused(&answer, "a stranger's FOLLOWERINFO");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        !exists(&ensemble, leader, "/locked/stranger").await,
-        "a stranger's request was executed"
-    );
+    assert_not_created(
+        &ensemble,
+        leader,
+        "/locked/stranger",
+        "a stranger's request",
+    )
+    .await;
 }
 
 /// Hole 1 for a member's sid: while member F is down, a connection from
@@ -182,23 +202,18 @@ async fn requests_before_the_sync_are_not_taken() {
     let e = epoch(&ensemble, leader).unwrap();
     let mut bytes = follower_info(f as u64 + 1, e);
     bytes.extend(requests_as_super(0x4_0000_0002, "/locked/unsynced"));
-    let answer = send_and_read(
-        None,
-        &quorum_addr(&ensemble, leader),
-        &bytes,
-        Duration::from_secs(3),
-    )
-    .await
-    .expect("the quorum port takes connections");
+    let answer = to_quorum_port(&ensemble, leader, None, &bytes).await;
     assert!(
         answer.closed,
         "the leader kept a link that sent requests before its sync"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        !exists(&ensemble, leader, "/locked/unsynced").await,
-        "a request before the sync was executed"
-    );
+    assert_not_created(
+        &ensemble,
+        leader,
+        "/locked/unsynced",
+        "a request before the sync",
+    )
+    .await;
 }
 
 /// Hole 6: members on hosts of their own (127.0.0.11-13). From another
@@ -219,14 +234,7 @@ async fn an_impostor_from_another_host_is_refused() {
         log_base: 0,
         wants_snapshot: true,
     }));
-    let answer = send_and_read(
-        elsewhere(),
-        &quorum_addr(&ensemble, leader),
-        &bytes,
-        Duration::from_secs(3),
-    )
-    .await
-    .expect("the quorum port takes connections");
+    let answer = to_quorum_port(&ensemble, leader, elsewhere(), &bytes).await;
     assert_refused(&answer, "an impostor's FOLLOWERINFO");
     let own = format!("{}:1", spread_host(f));
     for i in (0..3).filter(|i| *i != f) {

@@ -363,7 +363,7 @@ mod planted {
         assert_caught_in(
             Failpoint::AnyAddress,
             20,
-            &["confidentiality:", "leader completeness:"],
+            &["confidentiality:", "leader completeness:", "election:"],
             super::hostile,
         );
     }
