@@ -124,11 +124,6 @@ impl Admission {
         self.members.insert(sid, addrs);
     }
 
-    /// Whether `sid` is a member this one knows.
-    pub fn is_member(&self, sid: ServerId) -> bool {
-        self.members.contains_key(&sid)
-    }
-
     /// Whether `remote` is some member's address.
     fn is_member_address(&self, remote: IpAddr) -> bool {
         self.members.values().any(|addrs| addrs.contains(&remote))
@@ -163,6 +158,7 @@ impl Admission {
     }
 
     /// Handshakes in progress from `remote`.
+    #[cfg(test)]
     pub fn handshakes_from(&self, remote: IpAddr) -> usize {
         self.pending.get(&remote).copied().unwrap_or(0)
     }
