@@ -10,6 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use zkd_protocol::peer::election::{self as wire_election, ElectionHello, ElectionMessage};
 use zkd_protocol::peer::zab::{self as wire, QuorumPacket, ZAB_PROTOCOL_VERSION};
+use zkd_protocol::records::{Acl, CreateRequest, Id};
+use zkd_protocol::{OpCode, Record};
 
 /// One peer frame: a 4-byte big-endian length, then the prost body.
 pub fn frame(body: &[u8]) -> Vec<u8> {
@@ -43,6 +45,59 @@ pub fn hello(sid: u64, election_addr: &str) -> Vec<u8> {
         })
         .encode_to_vec(),
     )
+}
+
+/// A REQUEST as a follower forwards it, with `auth` as the session's ids.
+pub fn request(
+    session_id: i64,
+    cxid: i32,
+    op: OpCode,
+    body: Vec<u8>,
+    auth: &[(&str, &str)],
+) -> Vec<u8> {
+    quorum_frame(wire::Request {
+        session_id,
+        cxid,
+        op_type: op as i32,
+        body: body.into(),
+        auth: (auth.iter())
+            .map(|(scheme, id)| wire::Id {
+                scheme: scheme.to_string(),
+                id: id.to_string(),
+            })
+            .collect(),
+    })
+}
+
+/// createSession (for `session_id`), then a create of `path` as `super`.
+pub fn requests_as_super(session_id: i64, path: &str) -> Vec<u8> {
+    let mut out = create_session(session_id);
+    out.extend(create_as_super(session_id, path));
+    out
+}
+
+/// A forwarded createSession for `session_id` (10 s).
+pub fn create_session(session_id: i64) -> Vec<u8> {
+    let timeout = 10_000i32.to_be_bytes().to_vec();
+    request(session_id, 0, OpCode::CreateSession, timeout, &[])
+}
+
+/// A forwarded create of `path` (open to anyone) in `session_id`, as `super`.
+pub fn create_as_super(session_id: i64, path: &str) -> Vec<u8> {
+    let create = CreateRequest {
+        path: path.to_string(),
+        data: Some(bytes::Bytes::from_static(b"owned")),
+        acl: vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }],
+        flags: 0,
+    };
+    let body = create.to_bytes().to_vec();
+    request(session_id, 1, OpCode::Create, body, &[("super", "")])
 }
 
 /// A LOOKING notification from `sid` voting for itself with `zxid`, carrying

@@ -9,13 +9,12 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 use zkd_client_tests::ensemble::{spread_host, Ensemble};
 use zkd_client_tests::peer_wire::{
-    dial_from, follower_info, hello, looking, quorum_frame, send_and_read, Answer,
+    dial_from, follower_info, hello, looking, quorum_frame, requests_as_super, send_and_read,
+    Answer,
 };
 use zkd_client_tests::process::four_letter_word_at;
 use zkd_client_tests::{connect, persistent, within, ServerOptions};
 use zkd_protocol::peer::zab as wire;
-use zkd_protocol::records::{Acl, CreateRequest, Id};
-use zkd_protocol::{OpCode, Record};
 use zookeeper_client as zk;
 
 const SESSION: Duration = Duration::from_secs(10);
@@ -42,59 +41,6 @@ fn epoch(ensemble: &Ensemble, i: usize) -> Option<u64> {
     let reply = four_letter_word_at(&m.host, m.port, "srvr").ok()?;
     let hex = reply.lines().find_map(|l| l.strip_prefix("Zxid: 0x"))?;
     Some(u64::from_str_radix(hex.trim(), 16).ok()? >> 32)
-}
-
-/// A REQUEST as a follower forwards it, with `auth` as the session's ids.
-fn request(
-    session_id: i64,
-    cxid: i32,
-    op: OpCode,
-    body: Vec<u8>,
-    auth: &[(&str, &str)],
-) -> Vec<u8> {
-    quorum_frame(wire::Request {
-        session_id,
-        cxid,
-        op_type: op as i32,
-        body: body.into(),
-        auth: (auth.iter())
-            .map(|(scheme, id)| wire::Id {
-                scheme: scheme.to_string(),
-                id: id.to_string(),
-            })
-            .collect(),
-    })
-}
-
-/// createSession (for `session_id`), then a create of `path` as `super`.
-fn requests_as_super(session_id: i64, path: &str) -> Vec<u8> {
-    let mut out = request(
-        session_id,
-        0,
-        OpCode::CreateSession,
-        10_000i32.to_be_bytes().to_vec(),
-        &[],
-    );
-    let create = CreateRequest {
-        path: path.to_string(),
-        data: Some(bytes::Bytes::from_static(b"owned")),
-        acl: vec![Acl {
-            perms: 31,
-            id: Id {
-                scheme: "world".into(),
-                id: "anyone".into(),
-            },
-        }],
-        flags: 0,
-    };
-    out.extend(request(
-        session_id,
-        1,
-        OpCode::Create,
-        create.to_bytes().to_vec(),
-        &[("super", "")],
-    ));
-    out
 }
 
 /// Whether `path` exists, read through member `i` after a sync.

@@ -17,10 +17,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zkd_client_tests::ensemble::Ensemble;
+use zkd_client_tests::peer_wire::{
+    create_as_super, create_session, follower_info, frame, hello, quorum_frame, request,
+};
 use zkd_client_tests::process::four_letter_word_at;
-use zkd_client_tests::{connect, persistent, within};
-use zkd_protocol::peer::election::{self as wire_election, ElectionHello, ElectionMessage};
-use zkd_protocol::peer::zab::{self as wire, QuorumPacket, ZAB_PROTOCOL_VERSION};
+use zkd_client_tests::{connect, ephemeral, persistent, within, ServerOptions};
+use zkd_protocol::peer::election::{self as wire_election, ElectionMessage};
+use zkd_protocol::peer::zab::{self as wire, QuorumPacket};
+use zkd_protocol::OpCode;
 use zookeeper_client as zk;
 
 const SESSION: Duration = Duration::from_secs(10);
@@ -40,50 +44,29 @@ fn ports(ensemble: &Ensemble) -> Vec<Ports> {
         .collect()
 }
 
-/// One peer frame: a 4-byte big-endian length, then the prost body.
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = (body.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(body);
-    out
-}
-
-fn quorum_frame(packet: impl Into<QuorumPacket>) -> Vec<u8> {
-    frame(&packet.into().encode_to_vec())
-}
-
-fn follower_info(sid: u64, accepted_epoch: u64) -> Vec<u8> {
-    quorum_frame(wire::FollowerInfo {
-        accepted_epoch,
-        sid,
-        protocol_version: ZAB_PROTOCOL_VERSION,
-        config_version: 0,
-    })
-}
-
-fn hello(sid: u64, port: &str) -> Vec<u8> {
-    frame(
-        &ElectionMessage::from(ElectionHello {
-            protocol_version: wire_election::PROTOCOL_VERSION_V1,
-            sid,
-            election_addr: port.to_string(),
-        })
-        .encode_to_vec(),
-    )
-}
-
-/// Writes `bytes` on a new connection to `addr`, keeps it open for `hold`
-/// (reading and dropping whatever comes back), and closes it. Refusals and
-/// resets are what a hostile peer should get: ignored here.
-fn send_raw(addr: &str, bytes: &[u8], hold: Duration) {
+/// Writes `bytes` on a new connection to `addr`, `later` 100 ms after
+/// (if any), keeps it open for `hold` (reading and dropping whatever comes
+/// back), and closes it. Refusals and resets are what a hostile peer
+/// should get: ignored here.
+fn send_raw(addr: &str, bytes: &[u8], later: &[u8], hold: Duration) {
     let Ok(mut stream) = TcpStream::connect(addr) else {
         return;
     };
     let _ = stream.write_all(bytes);
+    if !later.is_empty() {
+        drain(&mut stream, Duration::from_millis(100));
+        let _ = stream.write_all(later);
+    }
+    drain(&mut stream, hold);
+}
+
+/// Reads and drops what `stream` receives for `hold`, or until it closes.
+fn drain(stream: &mut TcpStream, hold: Duration) {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
     let end = Instant::now() + hold;
     let mut buf = [0u8; 4096];
     while Instant::now() < end {
-        match std::io::Read::read(&mut stream, &mut buf) {
+        match std::io::Read::read(stream, &mut buf) {
             Ok(0) => return,
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -109,8 +92,10 @@ fn reign(ensemble: &Ensemble) -> (usize, u64) {
 }
 
 /// Creates sequential nodes under `/w` until `stop`, recording each one
-/// whose create was acknowledged.
+/// whose create was acknowledged. Its session owns the ephemeral
+/// `/w-alive`, so a session closed by anyone else shows.
 struct Writer {
+    session: i64,
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<usize>,
@@ -123,6 +108,10 @@ impl Writer {
             Ok(_) | Err(zk::Error::NodeExists) => {}
             Err(e) => panic!("create /w: {e}"),
         }
+        within(client.create("/w-alive", b"", &ephemeral()))
+            .await
+            .expect("create /w-alive");
+        let session = client.session_id().0;
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(Mutex::new(Vec::new()));
         let (s, a) = (stop.clone(), acked.clone());
@@ -141,7 +130,12 @@ impl Writer {
             }
             failures
         });
-        Writer { stop, acked, task }
+        Writer {
+            session,
+            stop,
+            acked,
+            task,
+        }
     }
 
     /// Stops it; the acknowledged names and the failed attempts.
@@ -173,8 +167,8 @@ async fn assert_everywhere(ensemble: &Ensemble, acked: &[String]) {
 }
 
 /// After the hostile traffic: every process is alive, the same member
-/// leads in the same epoch, every member serves, and every write the
-/// writer saw acknowledged is on every member.
+/// leads in the same epoch, every member serves, the writer's session
+/// lives, and every write it saw acknowledged is on every member.
 async fn assert_unharmed(ensemble: &mut Ensemble, before: (usize, u64), writer: Writer) {
     for (i, m) in ensemble.members.iter_mut().enumerate() {
         assert!(m.running(), "member {} died; logs:\n{}", i + 1, m.log());
@@ -186,6 +180,10 @@ async fn assert_unharmed(ensemble: &mut Ensemble, before: (usize, u64), writer: 
         "(leader, epoch) changed; logs:\n{}",
         ensemble.logs()
     );
+    let client = connect(&ensemble.all(), SESSION).await;
+    within(client.sync("/")).await.expect("sync");
+    let alive = within(client.check_stat("/w-alive")).await.expect("stat");
+    assert!(alive.is_some(), "the writer's session was closed");
     let (acked, failures) = writer.stop().await;
     assert_everywhere(ensemble, &acked).await;
     eprintln!("{} writes acknowledged, {failures} failed", acked.len());
@@ -241,7 +239,7 @@ async fn the_frames_of_issue_35_harm_nobody() {
         for (what, bytes) in &frames {
             for (i, p) in ports.iter().enumerate() {
                 let (addr, bytes) = (p.quorum.clone(), bytes.clone());
-                tokio::task::spawn_blocking(move || send_raw(&addr, &bytes, hold))
+                tokio::task::spawn_blocking(move || send_raw(&addr, &bytes, &[], hold))
                     .await
                     .unwrap();
                 assert!(
@@ -258,7 +256,7 @@ async fn the_frames_of_issue_35_harm_nobody() {
             let p = &ports[(n % 3) as usize];
             let bytes = follower_info(n % 4 + 1, epoch + 1 + n);
             let addr = p.quorum.clone();
-            tokio::task::spawn_blocking(move || send_raw(&addr, &bytes, Duration::ZERO))
+            tokio::task::spawn_blocking(move || send_raw(&addr, &bytes, &[], Duration::ZERO))
         })
         .collect();
     for f in flood {
@@ -277,9 +275,11 @@ async fn the_frames_of_issue_35_harm_nobody() {
     for p in &ports {
         let addr = p.quorum.clone();
         let bytes = follower_info(4, epoch + 1);
-        tokio::task::spawn_blocking(move || send_raw(&addr, &bytes, Duration::from_millis(500)))
-            .await
-            .unwrap();
+        tokio::task::spawn_blocking(move || {
+            send_raw(&addr, &bytes, &[], Duration::from_millis(500))
+        })
+        .await
+        .unwrap();
     }
     // Long enough for a leader to have led two initLimits, and for any
     // election the frames started to show.
@@ -294,21 +294,71 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// What the fuzzer sends on one connection.
-fn fuzz_bytes(rng: &mut StdRng, epoch: u64, own_election_port: &str) -> (bool, Vec<u8>) {
-    let sid = rng.gen_range(0..6u64);
+/// What the fuzzer aims at: the ensemble's epoch, the writer's session
+/// (a closeSession for it must not be taken), and each member's
+/// election port and `server.N` line (a configuration naming it alone).
+struct Target {
+    epoch: u64,
+    writer_session: i64,
+    election_ports: Vec<String>,
+    lines: Vec<String>,
+}
+
+/// Which port a fuzzed connection goes to, what it sends at once and
+/// what a moment later (a request in a session created meanwhile), and
+/// how long it stays.
+struct Fuzzed {
+    to_quorum: bool,
+    bytes: Vec<u8>,
+    later: Vec<u8>,
+    hold: Duration,
+}
+
+/// One connection: a learner's handshake and traffic (REQUESTs as
+/// `super`, snapshot requests, acks, pings) on the quorum port, votes and
+/// configurations on the election port, or a silent socket; `n` names the
+/// nodes its requests would create (`/fuzzed-n`).
+fn fuzz(rng: &mut StdRng, target: &Target, member: usize, n: u64) -> Fuzzed {
+    let silent = rng.gen_bool(0.1);
+    let to_quorum = rng.gen_bool(0.6);
+    let mut later = Vec::new();
+    let mut bytes = match (silent, to_quorum) {
+        (true, _) => Vec::new(),
+        (false, true) => learner_bytes(rng, target, n, &mut later),
+        (false, false) => election_bytes(rng, target, member),
+    };
+    damage(rng, &mut bytes);
+    let hold = match silent {
+        true => Duration::from_millis(rng.gen_range(500..4000)),
+        false => Duration::from_millis(rng.gen_range(0..300)),
+    };
+    Fuzzed {
+        to_quorum,
+        bytes,
+        later,
+        hold,
+    }
+}
+
+/// An epoch from the ones that could matter: none, the ensemble's, just
+/// past it, far past it, and at or past the wrap.
+fn any_epoch(rng: &mut StdRng, epoch: u64) -> u64 {
     let epochs = [
         0,
         1,
         epoch,
         epoch + 1,
         epoch + rng.gen_range(2..1000),
+        (1 << 31) - 2,
         (1 << 31) - 1,
         1 << 31,
         u32::MAX.into(),
         u64::MAX,
     ];
-    let any_epoch = epochs[rng.gen_range(0..epochs.len())];
+    epochs[rng.gen_range(0..epochs.len())]
+}
+
+fn any_zxid(rng: &mut StdRng, epoch: u64) -> i64 {
     let zxids = [
         0,
         -1,
@@ -316,70 +366,152 @@ fn fuzz_bytes(rng: &mut StdRng, epoch: u64, own_election_port: &str) -> (bool, V
         i64::MIN,
         (epoch << 32) as i64 + rng.gen_range(0..100),
     ];
-    let any_zxid = zxids[rng.gen_range(0..zxids.len())];
-    let mut out = Vec::new();
-    let to_quorum = rng.gen_bool(0.6);
-    if to_quorum {
-        out.extend(follower_info(sid, any_epoch));
-        for _ in 0..rng.gen_range(0..4) {
-            let packet: QuorumPacket = match rng.gen_range(0..5) {
-                0 => wire::AckEpoch {
-                    current_epoch: any_epoch as i64,
-                    last_logged_zxid: any_zxid,
-                    log_base: any_zxid,
-                    wants_snapshot: rng.gen(),
-                }
-                .into(),
-                1 => wire::Ack { zxid: any_zxid }.into(),
-                2 => wire::Ping {
-                    zxid: any_zxid,
-                    ..Default::default()
-                }
-                .into(),
-                3 => wire::Commit {
-                    zxid: any_zxid,
-                    digest: None,
-                }
-                .into(),
-                _ => wire::Revalidate {
-                    session_id: rng.gen(),
-                    timeout_ms: rng.gen(),
-                }
-                .into(),
-            };
-            out.extend(quorum_frame(packet));
-        }
-    } else {
-        out.extend(hello(sid, own_election_port));
-        for _ in 0..rng.gen_range(0..4) {
-            let n = wire_election::Notification {
-                state: rng.gen_range(-1..5),
-                leader: rng.gen_range(0..6),
-                zxid: any_zxid,
-                election_epoch: if rng.gen() { any_epoch } else { u64::MAX },
-                peer_epoch: any_epoch,
-                sid,
-                config_version: 0,
-                config: Default::default(),
-            };
-            out.extend(frame(&ElectionMessage::from(n).encode_to_vec()));
-        }
+    zxids[rng.gen_range(0..zxids.len())]
+}
+
+/// FOLLOWERINFO under any sid (a member's or a stranger's), half the time
+/// the rest of a learner's handshake as ZooKeeper's would send it, then
+/// what a learner may send, in any order and phase.
+fn learner_bytes(rng: &mut StdRng, target: &Target, n: u64, later: &mut Vec<u8>) -> Vec<u8> {
+    let sid = rng.gen_range(0..6);
+    let epoch = any_epoch(rng, target.epoch);
+    let mut out = follower_info(sid, epoch);
+    if rng.gen() {
+        out = follower_info(sid, target.epoch);
+        out.extend(quorum_frame(wire::AckEpoch {
+            current_epoch: target.epoch as i64,
+            last_logged_zxid: 0,
+            log_base: 0,
+            wants_snapshot: true,
+        }));
+        let new_leader = (target.epoch << 32) as i64;
+        out.extend(quorum_frame(wire::Ack { zxid: new_leader }));
     }
-    // Sometimes damaged: a byte flipped, or cut short.
+    for _ in 0..rng.gen_range(0..5) {
+        let zxid = any_zxid(rng, target.epoch);
+        let packet: QuorumPacket = match rng.gen_range(0..7) {
+            0 => wire::AckEpoch {
+                current_epoch: epoch as i64,
+                last_logged_zxid: zxid,
+                log_base: zxid,
+                wants_snapshot: rng.gen(),
+            }
+            .into(),
+            1 => wire::Ack { zxid }.into(),
+            2 => wire::Ping {
+                zxid,
+                ..Default::default()
+            }
+            .into(),
+            3 => wire::Revalidate {
+                session_id: target.writer_session,
+                timeout_ms: rng.gen(),
+            }
+            .into(),
+            4 => {
+                // The create waits for the session to be committed.
+                let session = 0x7_0000_0000 + n as i64;
+                out.extend(create_session(session));
+                later.extend(create_as_super(session, &format!("/fuzzed-{n}")));
+                continue;
+            }
+            5 => {
+                let close = OpCode::CloseSession;
+                out.extend(request(target.writer_session, 9, close, vec![], &[]));
+                continue;
+            }
+            _ => wire::Commit { zxid, digest: None }.into(),
+        };
+        out.extend(quorum_frame(packet));
+    }
+    out
+}
+
+/// A hello under any sid, then votes: any state, leader, zxid and epoch,
+/// sometimes with a configuration naming `member` alone at a later version.
+fn election_bytes(rng: &mut StdRng, target: &Target, member: usize) -> Vec<u8> {
+    let sid = rng.gen_range(0..6u64);
+    let mut out = hello(sid, &target.election_ports[member]);
+    for _ in 0..rng.gen_range(0..4) {
+        let epoch = any_epoch(rng, target.epoch);
+        let (config_version, config) = match rng.gen_bool(0.3) {
+            true => {
+                let version = rng.gen_range(1..u32::MAX as i64) << 16;
+                let text = format!("{}\nversion={version:x}", target.lines[member]);
+                (version, bytes::Bytes::from(text))
+            }
+            false => (0, Default::default()),
+        };
+        let n = wire_election::Notification {
+            state: rng.gen_range(-1..5),
+            leader: rng.gen_range(0..6),
+            zxid: any_zxid(rng, target.epoch),
+            election_epoch: if rng.gen() { epoch } else { u64::MAX },
+            peer_epoch: epoch,
+            sid,
+            config_version,
+            config,
+        };
+        out.extend(frame(&ElectionMessage::from(n).encode_to_vec()));
+    }
+    out
+}
+
+/// Sometimes damaged: a byte flipped, cut short, or replaced by noise.
+fn damage(rng: &mut StdRng, out: &mut Vec<u8>) {
     match rng.gen_range(0..6) {
         0 if !out.is_empty() => {
             let at = rng.gen_range(0..out.len());
             out[at] ^= 1 << rng.gen_range(0..8);
         }
         1 if out.len() > 1 => out.truncate(rng.gen_range(1..out.len())),
-        2 => out = (0..rng.gen_range(1..64)).map(|_| rng.gen()).collect(),
+        2 => *out = (0..rng.gen_range(1..64)).map(|_| rng.gen()).collect(),
         _ => {}
     }
-    (to_quorum, out)
+}
+
+/// The members' `server.N` lines, from the leader's configuration.
+async fn server_lines(ensemble: &Ensemble) -> Vec<String> {
+    let client = connect(&ensemble.all(), SESSION).await;
+    let config = within(client.get_config()).await.expect("getConfig").0;
+    let text = String::from_utf8_lossy(&config).to_string();
+    (1..=ensemble.members.len())
+        .map(|sid| {
+            let prefix = format!("server.{sid}=");
+            let line = text.lines().find(|l| l.starts_with(&prefix));
+            line.expect("the member's server line").to_string()
+        })
+        .collect()
+}
+
+/// After the fuzzer: no request it sent was executed, and every member
+/// serves the configuration it started with.
+async fn assert_nothing_taken(ensemble: &Ensemble, sent: u64, config: &[u8]) {
+    for (i, m) in ensemble.members.iter().enumerate() {
+        let client = connect(&m.addr(), SESSION).await;
+        within(client.sync("/")).await.expect("sync");
+        let root = within(client.list_children("/")).await.expect("ls /");
+        let fuzzed: Vec<&String> = root.iter().filter(|c| c.starts_with("fuzzed-")).collect();
+        assert!(
+            fuzzed.is_empty(),
+            "member {} holds {fuzzed:?}: a fuzzed REQUEST as super was executed ({sent} connections)",
+            i + 1
+        );
+        let served = within(client.get_config()).await.expect("getConfig").0;
+        assert_eq!(
+            String::from_utf8_lossy(&served),
+            String::from_utf8_lossy(config),
+            "member {} serves another configuration",
+            i + 1
+        );
+    }
 }
 
 /// Strangers and impostors on both ports of every member, seeded and
-/// replayable, at most 8 connections at once, under a writer.
+/// replayable, at most 8 connections at once, under a writer, with
+/// reconfig enabled (so a configuration taken would show). Besides
+/// [`assert_unharmed`]: no fuzzed REQUEST ran, the writer's session
+/// lives, and the configuration did not change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_port_fuzzer_harms_nobody() {
     let seed = std::env::var("ZKD_PEER_FUZZ_SEED")
@@ -392,10 +524,24 @@ async fn a_peer_port_fuzzer_harms_nobody() {
         .unwrap_or(20);
     eprintln!("peer-port fuzzer: seed {seed} (ZKD_PEER_FUZZ_SEED={seed} replays it), {secs} s");
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut ensemble = Ensemble::start(3);
+    let options = ServerOptions {
+        extra: vec![("reconfigEnabled".into(), "true".into())],
+        ..ServerOptions::default()
+    };
+    let mut ensemble = Ensemble::start_with(3, options);
     let before = reign(&ensemble);
     let ports = ports(&ensemble);
     let writer = Writer::start(&ensemble).await;
+    let config = {
+        let client = connect(&ensemble.all(), SESSION).await;
+        within(client.get_config()).await.expect("getConfig").0
+    };
+    let target = Target {
+        epoch: before.1,
+        writer_session: writer.session,
+        election_ports: ports.iter().map(|p| p.election.clone()).collect(),
+        lines: server_lines(&ensemble).await,
+    };
     let end = Instant::now() + Duration::from_secs(secs);
     let mut in_flight = tokio::task::JoinSet::new();
     let mut sent = 0u64;
@@ -404,18 +550,19 @@ async fn a_peer_port_fuzzer_harms_nobody() {
             in_flight.join_next().await;
         }
         let member = rng.gen_range(0..ports.len());
-        let (to_quorum, bytes) = fuzz_bytes(&mut rng, before.1, &ports[member].election);
-        let addr = match to_quorum {
+        let fuzzed = fuzz(&mut rng, &target, member, sent);
+        let addr = match fuzzed.to_quorum {
             true => ports[member].quorum.clone(),
             false => ports[member].election.clone(),
         };
-        let hold = Duration::from_millis(rng.gen_range(0..300));
-        in_flight.spawn_blocking(move || send_raw(&addr, &bytes, hold));
+        in_flight
+            .spawn_blocking(move || send_raw(&addr, &fuzzed.bytes, &fuzzed.later, fuzzed.hold));
         sent += 1;
         tokio::time::sleep(Duration::from_millis(rng.gen_range(0..20))).await;
     }
     while in_flight.join_next().await.is_some() {}
     eprintln!("peer-port fuzzer: {sent} connections");
     tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_nothing_taken(&ensemble, sent, &config).await;
     assert_unharmed(&mut ensemble, before, writer).await;
 }
