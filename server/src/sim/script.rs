@@ -26,6 +26,17 @@ impl Script {
         Script::snapshotting(seed, members, 40)
     }
 
+    /// [`new`](Self::new) with a syncLimit of `ticks`: for a row whose
+    /// followers must hold unacknowledged proposals longer than the
+    /// default's half second without their leader dropping them.
+    pub fn with_sync_limit(seed: u64, members: u64, ticks: u64) -> Script {
+        let mut schedule = Script::schedule(seed, members, 40, false);
+        schedule.timing.sync_limit = ticks;
+        Script {
+            sim: WholeSim::new(schedule),
+        }
+    }
+
     /// `members` whole members with reconfig enabled; their membership
     /// changes only by [`reconfig`](Self::reconfig).
     pub fn with_membership(seed: u64, members: u64) -> Script {

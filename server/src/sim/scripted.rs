@@ -25,7 +25,10 @@ pub(super) enum Rejoin {
 /// visibility check runs every millisecond; F1's clients read meanwhile).
 /// Then the disks resume and everything commits.
 pub(super) fn rejoin_with_uncommitted(seed: u64, how: Rejoin) -> Result<(), String> {
-    let mut s = Script::new(seed, 5);
+    // The stalled members acknowledge nothing until the end: a leader drops
+    // such a follower after syncLimit (ZooKeeper's SyncLimitCheck), so
+    // syncLimit here (10 s) outlasts the row.
+    let mut s = Script::with_sync_limit(seed, 5, 100);
     let leader = s.settled_leader()?;
     let others = s.others(leader);
     let (f1, slow) = (others[0], others[1..].to_vec());

@@ -76,6 +76,38 @@ fn slow_for_a_while(seed: u64, slow: Slow) -> Result<u64, String> {
     s.finish().map(|()| reads)
 }
 
+/// A follower whose disk stalls acknowledges nothing and leaves its
+/// leader after syncLimit, not before: its leader drops it (ZooKeeper's
+/// SyncLimitCheck, `leader/sync_limit.rs`), or it hears its leader's pings
+/// too late behind the proposals it cannot log and leaves on its own. It
+/// stops serving reads it can no longer keep up with, the leader stays,
+/// and once the disk resumes the follower syncs again and serves.
+pub(super) fn a_stalled_follower_is_dropped_and_returns(seed: u64) -> Result<(), String> {
+    let mut s = Script::new(seed, 3);
+    let leader = s.leader_with_writes(20)?;
+    let follower = s.others(leader)[0];
+    s.stall_disk(follower);
+    let stalled_at = s.now();
+    s.run_until("it stops serving", 1_000, |s| !s.serving(follower))?;
+    if s.now() - stalled_at < s.sim.schedule.timing.sync_ms() {
+        return Err(format!(
+            "dropped {} ms after its disk stalled",
+            s.now() - stalled_at
+        ));
+    }
+    s.more_writes(50, 5_000)?;
+    s.unstall_disk(follower);
+    s.run_until("it follows and serves again", 10_000, |s| {
+        s.serving(follower) && s.following(follower) == Some(leader)
+    })?;
+    s.finish()
+}
+
+#[test]
+fn a_follower_whose_disk_stalls_past_sync_limit_is_dropped_and_returns() {
+    each_seed(a_stalled_follower_is_dropped_and_returns);
+}
+
 /// What a member's clients see: it serves them.
 fn keeps_serving(s: &Script, id: ServerId) -> Result<(), String> {
     match s.serving(id) {

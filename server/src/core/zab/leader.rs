@@ -16,6 +16,7 @@ use zkd_protocol::{Zxid, MAX_EPOCH};
 
 mod flow;
 mod reconfig;
+mod sync_limit;
 
 /// Where the leader is in establishing its epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,6 +272,7 @@ impl Leader {
             tracing::info!(peer = %sid, "leader: dropping a silent follower");
             self.drop_learner(sid);
         }
+        self.drop_unacknowledging(now_ms);
         self.report_ready(now_ms);
         if self.phase == Phase::Broadcast {
             let synced = self.synced();
@@ -724,7 +726,10 @@ impl Leader {
                 tracing::warn!(peer = %from, %zxid, "ack for a zxid never proposed");
                 return self.drop_learner(from);
             }
-            h.acked = h.acked.max(zxid);
+            if zxid > h.acked {
+                h.acked = zxid;
+                h.acks_awaited_since_ms = None;
+            }
         }
         self.try_commit();
     }

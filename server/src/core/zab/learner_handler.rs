@@ -37,6 +37,9 @@ pub struct LearnerHandler {
     pub sync_point: Zxid,
     /// Every proposal up to here is durable on the follower.
     pub acked: Zxid,
+    /// Since when proposals sent to it wait for an ack that moves `acked`
+    /// (None: nothing outstanding, or it just acknowledged).
+    pub acks_awaited_since_ms: Option<u64>,
     /// When it was last heard from.
     pub last_heard_ms: u64,
     /// Every proposal up to here was queued for it: its send cursor.
@@ -72,6 +75,7 @@ impl LearnerHandler {
             wants_snapshot: false,
             sync_point: Zxid::ZERO,
             acked: Zxid::ZERO,
+            acks_awaited_since_ms: None,
             last_heard_ms: now_ms,
             sent: Zxid::ZERO,
             commit_sent: Zxid::ZERO,

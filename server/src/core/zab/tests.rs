@@ -886,3 +886,6 @@ mod observer_tests;
 #[cfg(test)]
 #[path = "reconfig_tests.rs"]
 mod reconfig_tests;
+
+#[path = "sync_limit_tests.rs"]
+mod sync_limit_tests;
