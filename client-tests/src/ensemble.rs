@@ -94,6 +94,11 @@ impl Ensemble {
             tick_time_ms: 500,
             ..ServerOptions::default()
         };
+        Ensemble::start_spread_with(n, options)
+    }
+
+    /// As [`start_spread`](Self::start_spread), each member with `options`.
+    pub fn start_spread_with(n: usize, options: ServerOptions) -> Ensemble {
         Ensemble::start_on(vec![options; n], spread_host)
     }
 

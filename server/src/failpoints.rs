@@ -130,6 +130,10 @@ pub enum Failpoint {
     /// The peer ports take a member's sid from any address, as ZooKeeper's
     /// do: an impostor from elsewhere replaces a member's link and learns.
     AnyAddress,
+    /// Handshake slots are one pool for every remote address, as
+    /// ZooKeeper's: silent sockets from one host hold them all, and a
+    /// restarted member cannot rejoin while they are held.
+    SharedHandshakeSlots,
     /// A looking member takes a newer configuration from any election
     /// notification, a stranger's included, as ZooKeeper's does: one
     /// forged frame rewrites its members and its zoo.cfg.dynamic.
@@ -152,7 +156,7 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 29] = [
+    pub const ALL: [Failpoint; 30] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -178,6 +182,7 @@ impl Failpoint {
         Failpoint::NotifiedConfigIgnored,
         Failpoint::StrangersLearn,
         Failpoint::AnyAddress,
+        Failpoint::SharedHandshakeSlots,
         Failpoint::ConfigsFromAnyone,
         Failpoint::DiffForEmptyLearner,
         Failpoint::ConfigNodeOverwritten,
@@ -212,6 +217,7 @@ impl Failpoint {
             Failpoint::NotifiedConfigIgnored => "notified-config-ignored",
             Failpoint::StrangersLearn => "strangers-learn",
             Failpoint::AnyAddress => "any-address",
+            Failpoint::SharedHandshakeSlots => "shared-handshake-slots",
             Failpoint::ConfigsFromAnyone => "configs-from-anyone",
             Failpoint::DiffForEmptyLearner => "diff-for-empty-learner",
             Failpoint::ConfigNodeOverwritten => "config-node-overwritten",

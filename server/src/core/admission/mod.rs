@@ -132,11 +132,16 @@ impl Admission {
     /// A connection from `remote` starts its handshake: a slot, to be
     /// given back to [`end_handshake`](Self::end_handshake), or why not.
     pub fn start_handshake(&mut self, remote: IpAddr) -> Result<HandshakeSlot, Refusal> {
-        let stranger = !self.is_member_address(remote);
+        // Planted (shared-handshake-slots): one pool for every address.
+        let shared = active(Failpoint::SharedHandshakeSlots);
+        let stranger = shared || !self.is_member_address(remote);
         let now = self.pending.get(&remote).copied().unwrap_or(0);
-        let full = match stranger {
-            false => now >= MEMBER_HANDSHAKES,
-            true => now >= ADDRESS_HANDSHAKES || self.pending_strangers >= STRANGER_HANDSHAKES,
+        let full = match (stranger, shared) {
+            (false, _) => now >= MEMBER_HANDSHAKES,
+            (true, true) => self.pending_strangers >= STRANGER_HANDSHAKES,
+            (true, false) => {
+                now >= ADDRESS_HANDSHAKES || self.pending_strangers >= STRANGER_HANDSHAKES
+            }
         };
         if full {
             return Err(Refusal::HandshakesFull { remote });
