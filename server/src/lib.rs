@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod core;
+pub mod driver;
 pub mod failpoints;
 pub mod launcher;
 pub mod runtime;

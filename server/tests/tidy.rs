@@ -68,6 +68,52 @@ fn core_is_sans_io_and_deterministic() {
     );
 }
 
+/// Lines of code (comments aside) in `dir`'s files that hold any of
+/// `words`; with `skip_tests`, files of test code only are passed over.
+fn code_holding(dir: &Path, words: &[&str], skip_tests: bool, findings: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            code_holding(&path, words, skip_tests, findings);
+        } else if path.extension().is_some_and(|e| e == "rs") && !(skip_tests && test_only(&path)) {
+            let text = std::fs::read_to_string(&path).expect("read source");
+            for (n, line) in text.lines().enumerate() {
+                if words.iter().any(|w| code_of(line).contains(w)) {
+                    findings.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+}
+
+/// The driver the runtime and the simulator share brings no async runtime
+/// and reaches nothing of the runtime's (issue 49, item 4).
+#[test]
+fn the_shared_driver_holds_no_tokio_and_no_runtime() {
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/driver");
+    let mut findings = Vec::new();
+    code_holding(&driver, &["tokio", "runtime::"], true, &mut findings);
+    assert!(
+        findings.is_empty(),
+        "in server/src/driver:\n{}",
+        findings.join("\n")
+    );
+}
+
+/// The simulator drives the members as the runtime does, through the
+/// shared driver, and imports nothing of the runtime.
+#[test]
+fn the_simulator_imports_nothing_of_the_runtime() {
+    let sim = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sim");
+    let mut findings = Vec::new();
+    code_holding(&sim, &["runtime::"], false, &mut findings);
+    assert!(
+        findings.is_empty(),
+        "in server/src/sim:\n{}",
+        findings.join("\n")
+    );
+}
+
 #[test]
 fn the_scanner_finds_what_it_should() {
     let mut findings = Vec::new();
@@ -92,9 +138,9 @@ const MAX_FN_LINES: usize = 70;
 /// entry), never grow, and no other may pass `MAX_FN_LINES`.
 const LONG_FNS: [(&str, &str, usize); 8] = [
     ("server/src/launcher/supervise.rs", "supervise", 105),
-    ("server/src/runtime/peer/convert.rs", "encode_zab", 85),
-    ("server/src/runtime/peer/convert.rs", "decode_single", 76),
-    ("server/src/runtime/storage_worker/mod.rs", "execute", 80),
+    ("server/src/driver/peer_wire.rs", "encode_zab", 85),
+    ("server/src/driver/peer_wire.rs", "decode_single", 76),
+    ("server/src/driver/storage_worker/mod.rs", "execute", 80),
     ("server/src/core/pipeline/read.rs", "execute", 83),
     ("server/src/runtime/peer/quorum_link.rs", "accept", 74),
     ("server/src/core/pipeline/prep.rs", "create", 75),

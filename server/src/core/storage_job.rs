@@ -1,5 +1,5 @@
 //! What a member asks of its storage thread, and what that thread reports:
-//! the runtime's worker (`runtime::storage_worker`) and the simulator's
+//! the runtime's worker (`driver::storage_worker`) and the simulator's
 //! disk both carry out these jobs, in the order submitted.
 
 use crate::core::election::ServerId;

@@ -17,17 +17,16 @@ pub mod connection;
 pub mod faults;
 pub mod four_letter;
 mod http;
-pub(crate) mod member_driver;
+
 pub mod metrics_report;
 mod node_loop;
 pub mod operator;
 pub mod peer;
 mod prometheus;
-pub mod recovery;
 pub mod server_info;
 #[cfg(test)]
 mod snap_sender_tests;
-pub mod storage_worker;
+
 pub mod tls;
 
 use crate::config::Config;
@@ -35,6 +34,8 @@ use crate::core::acl::AclRules;
 use crate::core::election::ServerId;
 use crate::core::metrics::Timing;
 use crate::core::{Command, ConnId, CoreConfig, EnsembleConfig, Event, Node, Now};
+pub use crate::driver::ServeError;
+use crate::driver::{member_driver, recovery, storage_worker};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
@@ -84,26 +85,6 @@ pub struct FourLetterWord {
     pub word: String,
     pub reply: oneshot::Sender<String>,
 }
-
-/// Why the server stopped.
-#[derive(Debug)]
-pub enum ServeError {
-    /// Storage failed or is corrupt: restart from disk.
-    Storage(String),
-    /// The listener failed.
-    Io(std::io::Error),
-}
-
-impl std::fmt::Display for ServeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ServeError::Storage(e) => write!(f, "storage: {e}"),
-            ServeError::Io(e) => write!(f, "io: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ServeError {}
 
 /// Capacity of the channel from connections to the node loop.
 const INBOUND_CAPACITY: usize = 8192;
@@ -329,7 +310,9 @@ impl StorageThread {
                     storage,
                     retain,
                     job_rx,
-                    report_tx,
+                    Box::new(move |report| {
+                        let _ = report_tx.send(report);
+                    }),
                     disk_faults,
                     counted,
                     measured,
@@ -439,7 +422,7 @@ async fn start_member(
         members = config.servers.len(),
         "ensemble member starting"
     );
-    let limits = member_driver::runtime_limits(&peers);
+    let limits = peer::runtime_limits(&peers);
     Ok(Membership {
         member: member_driver::MemberDriver::new(me, members, timing, limits),
         peers,

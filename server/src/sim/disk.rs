@@ -8,7 +8,7 @@ use super::trap::{JobKind, Moment};
 use super::{Violation, WholeSim, Wire};
 use crate::core::election::ServerId;
 use crate::core::storage_job::{StorageJob, StorageReport};
-use crate::runtime::recovery;
+use crate::driver::recovery;
 
 /// Bytes a simulated disk reads (and the storage thread decodes) per ms:
 /// scaled down with the simulator's small txns and trees, so that a read

@@ -22,7 +22,7 @@ use super::{Violation, WholeSim, Wire};
 use crate::core::admission::{Admission, Port, Verdict};
 use crate::core::election::ServerId;
 use crate::core::zab::{ForwardedRequest, ZabMessage};
-use crate::runtime::peer::convert::notification_from_wire;
+use crate::driver::peer_wire::notification_from_wire;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use zkd_protocol::peer::election as wire_election;

@@ -11,7 +11,7 @@ use crate::core::member::LinkLimits;
 use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::{FlowMarks, ZabMessage};
 use crate::core::ServerSpec;
-use crate::runtime::member_driver::PeerLinks;
+use crate::driver::member_driver::PeerLinks;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use zkd_protocol::Zxid;

@@ -4,7 +4,7 @@
 //! one-line replay command.
 //!
 //! Each member is what a `zkd` process runs, the runtime's own member
-//! lifecycle (`core::member::Member`, driven by `runtime::member_driver`: election rounds from durable
+//! lifecycle (`core::member::Member`, driven by `driver::member_driver`: election rounds from durable
 //! state, the Zab role, TRUNC and SNAP reloads, the drain barrier,
 //! divergence) around the client-facing `core::Node` (sessions, reads,
 //! `sync`, watches, forwarding, local snapshots), with the storage thread's
@@ -56,9 +56,9 @@ use crate::core::peer_event::PeerEvent;
 use crate::core::storage_job::{StorageJob, StorageReport};
 use crate::core::zab::{Members, Timing};
 use crate::core::{Command, CoreConfig, EnsembleConfig, Event, Mode, Node, Now};
-use crate::runtime::member_driver::{MemberDriver, MemberIo, StorageJobs};
-use crate::runtime::storage_worker::InlineWorker;
-use crate::runtime::{recovery, ServeError};
+use crate::driver::member_driver::{MemberDriver, MemberIo, StorageJobs};
+use crate::driver::storage_worker::InlineWorker;
+use crate::driver::{recovery, ServeError};
 use clients::{ClientCounts, Clients, Load};
 use clock::MemberClock;
 use links::{SimLinks, Wire};
@@ -435,7 +435,13 @@ impl WholeSim {
             submitted: VecDeque::new(),
             disk: VecDeque::new(),
             sync_at: None,
-            worker: InlineWorker::new(disk, 3, reports_tx),
+            worker: InlineWorker::new(
+                disk,
+                3,
+                Box::new(move |report| {
+                    let _ = reports_tx.send(report);
+                }),
+            ),
             reports,
             reported: VecDeque::new(),
         };

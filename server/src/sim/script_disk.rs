@@ -4,7 +4,7 @@
 
 use super::script::Script;
 use crate::core::election::ServerId;
-use crate::runtime::recovery;
+use crate::driver::recovery;
 use std::collections::BTreeMap;
 use zkd_protocol::Zxid;
 use zkd_storage::{DataTree, DivergenceMark, EpochStore, SnapshotStore, TxnLog};

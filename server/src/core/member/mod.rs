@@ -1,7 +1,7 @@
 //! An ensemble member: fast leader election, the member's Zab role, and
 //! what it asks of its peer links and its storage thread, as commands (see
 //! `outbox`). The runtime's node loop and the simulator drive it with the
-//! same driver (`runtime::member_driver`). The client-facing `Node` follows
+//! same driver (`driver::member_driver`). The client-facing `Node` follows
 //! the role: it serves clients only while the role says `Serving`.
 //!
 //! ```text

@@ -34,17 +34,11 @@ impl NodeLoop {
             }
             FaultCommand::SlowDisk(ms) => {
                 tracing::warn!(ms, "fault: each txn-log fsync takes longer");
-                faults
-                    .disk
-                    .slow_ms
-                    .store(ms, std::sync::atomic::Ordering::Relaxed);
+                faults.disk.set_slow_ms(ms);
             }
             FaultCommand::DiskError => {
                 tracing::warn!("fault: the next txn-log fsync fails");
-                faults
-                    .disk
-                    .fail_next
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                faults.disk.arm_failure(true);
             }
             FaultCommand::ExpireSession(session) => {
                 if !self.node.expire_session(self.now, session) {
@@ -58,14 +52,8 @@ impl NodeLoop {
             FaultCommand::Heal => {
                 faults.cuts.send_replace(PeerCuts::default());
                 faults.clients_cut = false;
-                faults
-                    .disk
-                    .slow_ms
-                    .store(0, std::sync::atomic::Ordering::Relaxed);
-                faults
-                    .disk
-                    .fail_next
-                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                faults.disk.set_slow_ms(0);
+                faults.disk.arm_failure(false);
                 tracing::warn!("fault: healed");
             }
             FaultCommand::Status => return Ok(self.fault_status()),
@@ -102,8 +90,8 @@ impl NodeLoop {
                 list(&cuts.send),
                 list(&cuts.recv),
                 faults.clients_cut,
-                disk.slow_ms.load(std::sync::atomic::Ordering::Relaxed),
-                disk.fail_next.load(std::sync::atomic::Ordering::Relaxed),
+                disk.slow_ms(),
+                disk.failure_armed(),
             ));
         }
         status

@@ -18,10 +18,10 @@ pub use control::SOCKET_NAME;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
+
+pub use crate::driver::storage_worker::DiskFaults;
 
 /// Peers this member's links neither send to nor receive from: a blocked
 /// direction holds its bytes (the socket is neither read nor written), as a
@@ -56,28 +56,6 @@ impl PeerCuts {
     /// Whether no connection to `peer` can be made (either way held).
     pub fn isolates(&self, peer: u64) -> bool {
         self.send.contains(&peer) || self.recv.contains(&peer)
-    }
-}
-
-/// Disk faults the storage thread applies at each txn-log fsync.
-#[derive(Debug, Default)]
-pub struct DiskFaults {
-    slow_ms: AtomicU64,
-    fail_next: AtomicBool,
-}
-
-impl DiskFaults {
-    /// Called before each txn-log fsync: waits the added latency, then
-    /// fails once if a failure was armed (the member then exits as on EIO).
-    pub fn before_sync(&self) -> Result<(), String> {
-        let slow = self.slow_ms.load(Ordering::Relaxed);
-        if slow > 0 {
-            std::thread::sleep(Duration::from_millis(slow));
-        }
-        match self.fail_next.swap(false, Ordering::Relaxed) {
-            true => Err("injected fsync failure (zkd fault disk-error)".into()),
-            false => Ok(()),
-        }
     }
 }
 

@@ -15,7 +15,6 @@
 //! still queued. Dial attempts back off from 100 ms to 2 s until a link
 //! delivers a notification.
 
-use super::convert::{notification_from_wire, notification_to_wire};
 use super::link::{encode_frames, log_end, write_loop, FrameReader, LinkEnd, Outbox};
 use super::quorum_auth;
 use super::stream::{PeerRead, PeerWrite};
@@ -23,6 +22,7 @@ use super::Accepted;
 use super::{ElectionPeer, LinkTask, PeerEvent, Shared, State, MAX_STRANGERS};
 use crate::core::admission::{Port, Verdict};
 use crate::core::election::{Notification, ServerId};
+use crate::driver::peer_wire::{notification_from_wire, notification_to_wire};
 use crate::runtime::faults::Direction;
 use std::io;
 use std::net::SocketAddr;

@@ -37,7 +37,7 @@
 //! [`PeerNetwork`] and is aborted when it is dropped.
 
 mod admit;
-pub mod convert;
+mod driven;
 mod election_link;
 mod gate;
 mod link;
@@ -53,8 +53,10 @@ use crate::core::election::{Notification, ServerId};
 pub use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::ZabMessage;
 pub use crate::core::ReadPermit;
+use crate::driver::peer_wire as convert;
 use admit::{literal_addresses, SlotGuard};
 use bytes::Bytes;
+pub(crate) use driven::runtime_limits;
 use link::Outbox;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

@@ -13,7 +13,6 @@
 //! `close_zab`, `close_all_zab`, `connect_zab` or a newer link from the same
 //! sid has replaced it, nothing more comes from it, not even `ZabClosed`.
 
-use super::convert::{encode_zab, follower_info_sid, Inbound, ZabDecoder};
 use super::link::{encode_frames, log_end, write_loop, Closed, FrameReader, LinkEnd, Outbox, Push};
 use super::quorum_auth;
 use super::stream::{PeerRead, PeerWrite};
@@ -22,6 +21,7 @@ use super::{LearnerIntake, LinkTask, PeerEvent, QuorumLink, Shared, State};
 use crate::core::admission::{Port, Verdict};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
+use crate::driver::peer_wire::{encode_zab, follower_info_sid, Inbound, ZabDecoder};
 use crate::runtime::faults::Direction;
 use std::io;
 use std::net::SocketAddr;

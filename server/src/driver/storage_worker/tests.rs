@@ -193,8 +193,12 @@ impl Running {
         let progress = SnapshotProgress::default();
         let counted = progress.clone();
         let metrics = super::StorageMetrics::default();
-        let thread =
-            std::thread::spawn(move || run(storage, 3, rx, report_tx, None, counted, metrics));
+        let thread = std::thread::spawn(move || {
+            let reports = Box::new(move |r| {
+                let _ = report_tx.send(r);
+            });
+            run(storage, 3, rx, reports, None, counted, metrics)
+        });
         Running {
             jobs: Some(tx),
             reports,
@@ -358,7 +362,7 @@ fn an_installed_snapshot_replaces_the_history_before_later_jobs() {
         .map(|r| r.unwrap().0 .0)
         .collect();
     assert_eq!(log, [11]);
-    let tree = crate::runtime::recovery::recover(&mut disk).unwrap();
+    let tree = crate::driver::recovery::recover(&mut disk).unwrap();
     assert_eq!(tree.last_zxid(), Zxid(11));
 }
 
@@ -489,7 +493,7 @@ fn local_snapshots_arriving_while_one_is_saved_are_skipped() {
     let mut disk = storage.inner.clone();
     assert_eq!(disk.purged_through().unwrap(), Some(Zxid(1)));
     assert_eq!(
-        crate::runtime::recovery::recover(&mut disk)
+        crate::driver::recovery::recover(&mut disk)
             .unwrap()
             .last_zxid(),
         Zxid(6)

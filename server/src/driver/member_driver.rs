@@ -5,13 +5,12 @@
 //! storage thread. The runtime plugs in its peer network and the storage
 //! thread's channel; the simulator its simulated links and disk.
 
-use super::peer::PeerNetwork;
 use super::ServeError;
 use crate::core::election::{Notification, ServerId};
 use crate::core::member::{Ctx, Fatal, LinkLimits, Member, MemberCommand};
 use crate::core::peer_event::{LearnerIntake, PeerEvent};
 use crate::core::storage_job::{StorageJob, StorageReport};
-use crate::core::zab::{FlowMarks, Members, Timing, ZabMessage};
+use crate::core::zab::{Members, Timing, ZabMessage};
 use crate::core::ServerSpec;
 use crate::core::{Command, Node, Now};
 use crate::failpoints::{active, Failpoint};
@@ -258,60 +257,9 @@ pub(crate) fn carry_out(
     Ok(())
 }
 
-impl PeerLinks for PeerNetwork {
-    fn send_notification(&mut self, to: ServerId, n: Notification) {
-        PeerNetwork::send_notification(self, to, n)
-    }
-    fn connect_zab(&mut self, leader: ServerId) {
-        PeerNetwork::connect_zab(self, leader)
-    }
-    fn is_stale(&self, event: &PeerEvent) -> bool {
-        PeerNetwork::is_stale(self, event)
-    }
-    fn send_zab(&mut self, to: ServerId, message: ZabMessage) {
-        PeerNetwork::send_zab(self, to, message)
-    }
-    fn send_snap_start(&mut self, to: ServerId, zxid: Zxid) {
-        PeerNetwork::send_snap_start(self, to, zxid)
-    }
-    fn send_snap_chunk(
-        &mut self,
-        to: ServerId,
-        offset: u64,
-        data: Bytes,
-        fuzzy_through: Option<Zxid>,
-    ) {
-        PeerNetwork::send_snap_chunk(self, to, offset, data, fuzzy_through)
-    }
-    fn queued_bytes(&self, to: ServerId) -> Option<usize> {
-        PeerNetwork::queued_bytes(self, to)
-    }
-    fn set_learner_intake(&mut self, intake: LearnerIntake) {
-        PeerNetwork::set_learner_intake(self, intake)
-    }
-    fn close_zab(&mut self, peer: ServerId) {
-        PeerNetwork::close_zab(self, peer)
-    }
-    fn close_all_zab(&mut self) {
-        PeerNetwork::close_all_zab(self)
-    }
-    fn learn_servers(&mut self, servers: BTreeMap<u64, ServerSpec>) {
-        PeerNetwork::learn_servers(self, servers)
-    }
-}
-
 impl StorageJobs for std::sync::mpsc::Sender<StorageJob> {
     fn submit(&mut self, job: StorageJob) -> Result<(), ServeError> {
         self.send(job)
             .map_err(|_| ServeError::Storage("storage worker stopped".into()))
-    }
-}
-
-/// The runtime's link limits: its peer network's bound, and flow marks
-/// well under it.
-pub(crate) fn runtime_limits(peers: &PeerNetwork) -> LinkLimits {
-    LinkLimits {
-        max_queued: peers.max_queued_bytes(),
-        flow: FlowMarks::RUNTIME,
     }
 }

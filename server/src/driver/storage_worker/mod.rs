@@ -19,19 +19,19 @@
 //! snapshot can land after (and past) a TRUNC. Barriers do not wait for local
 //! snapshots: the log already holds what they contain.
 
-use crate::runtime::faults::DiskFaults;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedSender;
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotSlot;
 use zkd_storage::store::VerifiedSnapshots;
 use zkd_storage::{StorageError, Store};
 
+mod disk_faults;
 mod local_snapshots;
 mod storage_metrics;
 pub use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
+pub use disk_faults::DiskFaults;
 use local_snapshots::LocalSnapshots;
 pub use local_snapshots::SnapshotProgress;
 pub use storage_metrics::{StorageFigures, StorageMetrics};
@@ -47,6 +47,11 @@ const PURGE_STEP: i64 = 256;
 /// A log fsync this slow is logged (ZooKeeper's fsync.warningthresholdms).
 const SLOW_SYNC: Duration = Duration::from_secs(1);
 
+/// Where the storage thread's reports go, in the order it makes them: the
+/// runtime's channel to its node loop, the simulator's queue. A closed
+/// channel means the node loop is gone, and the jobs end soon too.
+pub type Reports = Box<dyn Fn(StorageReport) + Send>;
+
 /// How often the worker looks at a purge or a background snapshot in progress.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -55,7 +60,7 @@ pub fn run<S: Store>(
     storage: S,
     retain: usize,
     jobs: Receiver<StorageJob>,
-    reports: UnboundedSender<StorageReport>,
+    reports: Reports,
     disk_faults: Option<Arc<DiskFaults>>,
     progress: SnapshotProgress,
     metrics: StorageMetrics,
@@ -64,7 +69,7 @@ pub fn run<S: Store>(
     {
         Ok(s) => s,
         Err(e) => {
-            let _ = reports.send(StorageReport::Failed(format!(
+            reports(StorageReport::Failed(format!(
                 "cannot start the snapshot thread: {e}"
             )));
             std::mem::forget(storage);
@@ -87,7 +92,7 @@ pub fn run<S: Store>(
         // Nothing more is acknowledged. The store is not dropped: after an
         // I/O error sled's destructor flushes again and panics. The snapshot
         // thread ends after its current image; its clone is not the last.
-        let _ = worker.reports.send(StorageReport::Failed(e.to_string()));
+        (worker.reports)(StorageReport::Failed(e.to_string()));
         worker.snapshots.detach();
         std::mem::forget(worker);
     }
@@ -103,7 +108,7 @@ pub struct InlineWorker<S>(Worker<S>);
 #[cfg(test)]
 impl<S: Store> InlineWorker<S> {
     /// A worker on `storage` that keeps `retain` snapshots and reports to `reports`.
-    pub fn new(storage: S, retain: usize, reports: UnboundedSender<StorageReport>) -> Self {
+    pub fn new(storage: S, retain: usize, reports: Reports) -> Self {
         InlineWorker(Worker {
             snapshots: LocalSnapshots::inline(storage.clone(), retain),
             storage,
@@ -154,11 +159,11 @@ struct Worker<S> {
     /// The last zxid appended and not yet synced.
     unsynced: Option<Zxid>,
     /// The permits of the appends not yet synced (see `StorageJob::Persist`).
-    unsynced_permits: Vec<super::peer::ReadPermit>,
+    unsynced_permits: Vec<crate::core::ReadPermit>,
     /// How many appends wait for the next fsync.
     unsynced_count: u64,
     snapshots: LocalSnapshots,
-    reports: UnboundedSender<StorageReport>,
+    reports: Reports,
     /// A test's slow or failing disk (`zkd.faults.enable` only).
     disk_faults: Option<Arc<DiskFaults>>,
     /// Snapshots read whole once already, for the durable state's lowest cut.
@@ -294,7 +299,7 @@ impl<S: Store> Worker<S> {
         &mut self,
         zxid: Zxid,
         record: bytes::Bytes,
-        permit: Option<super::peer::ReadPermit>,
+        permit: Option<crate::core::ReadPermit>,
     ) -> Result<(), StorageError> {
         self.storage.append(zxid, record)?;
         self.unsynced = Some(zxid);
@@ -372,8 +377,7 @@ impl<S: Store> Worker<S> {
     }
 
     fn report(&self, report: StorageReport) {
-        // A closed channel means the node loop is gone; the jobs end soon too.
-        let _ = self.reports.send(report);
+        (self.reports)(report);
     }
 
     fn purge_step(&mut self) -> Result<(), StorageError> {

@@ -521,5 +521,5 @@ fn check_protocol_version(version: i32) -> Result<(), ConvertError> {
 }
 
 #[cfg(test)]
-#[path = "convert_tests.rs"]
+#[path = "peer_wire_tests.rs"]
 mod tests;
