@@ -68,6 +68,9 @@ pub struct SimLinks {
     /// yet read by the other end: a slow or stopped reader holds the
     /// leader's image back, and makes its flow control pause that follower.
     unread: BTreeMap<u64, usize>,
+    /// Connections this member closed at their bound: the member itself
+    /// hears of each as a closed link, as the runtime's links report it.
+    pub over_bound: Vec<(ServerId, u64)>,
 }
 
 impl SimLinks {
@@ -80,7 +83,23 @@ impl SimLinks {
             snapping: BTreeMap::new(),
             next_conn: first_conn,
             unread: BTreeMap::new(),
+            over_bound: Vec::new(),
         }
+    }
+
+    /// Counts `bytes` more sent to `to` on `conn`, unless what is unread
+    /// plus them would pass the bound (a lone message may be larger, as on
+    /// the runtime's links): then the link closes, and its end is reported.
+    fn within_bound(&mut self, to: ServerId, conn: u64, bytes: usize) -> bool {
+        let unread = self.unread.entry(conn).or_default();
+        if *unread > 0 && *unread + bytes > SIM_MAX_QUEUED {
+            tracing::warn!(peer = %to, "sim: quorum link over its bound; closing");
+            self.over_bound.push((to, conn));
+            self.close(to);
+            return false;
+        }
+        *unread += bytes;
+        true
     }
 
     /// The other end read `bytes` sent on `conn`.
@@ -125,14 +144,9 @@ impl PeerLinks for SimLinks {
         let Some(&conn) = self.quorum.get(&to) else {
             return;
         };
-        let unread = self.unread.entry(conn).or_default();
-        *unread += weight(&message);
-        if *unread > SIM_MAX_QUEUED {
-            // As the runtime's link closes past its bound.
-            tracing::warn!(peer = %to, "sim: quorum link over its bound; closing");
-            return self.close(to);
+        if self.within_bound(to, conn, weight(&message)) {
+            self.outbox.push((to, Wire::Zab { conn, message }));
         }
-        self.outbox.push((to, Wire::Zab { conn, message }));
     }
 
     fn send_snap_start(&mut self, to: ServerId, zxid: Zxid) {
@@ -149,7 +163,9 @@ impl PeerLinks for SimLinks {
         let (Some(&conn), Some(&zxid)) = (self.quorum.get(&to), self.snapping.get(&to)) else {
             return;
         };
-        *self.unread.entry(conn).or_default() += data.len();
+        if !self.within_bound(to, conn, data.len()) {
+            return;
+        }
         let piece = SnapPiece {
             zxid,
             offset,
@@ -181,4 +197,67 @@ impl PeerLinks for SimLinks {
 
     // The simulated network knows every member from the start.
     fn learn_servers(&mut self, _servers: BTreeMap<u64, ServerSpec>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leader's links with a quorum connection (id 7) to follower 2.
+    fn links() -> SimLinks {
+        let mut links = SimLinks::new(100);
+        links.quorum.insert(ServerId(2), 7);
+        links
+    }
+
+    fn closed(links: &SimLinks) -> bool {
+        (links.outbox.iter())
+            .any(|(to, w)| *to == ServerId(2) && matches!(w, Wire::Closed { conn: 7 }))
+    }
+
+    #[test]
+    fn a_link_at_its_bound_closes_and_its_own_end_is_told() {
+        let mut links = links();
+        let txn = Bytes::from(vec![0; 1000]);
+        let proposal = |n| ZabMessage::Proposal {
+            zxid: Zxid(n),
+            txn: txn.clone(),
+        };
+        let fits = SIM_MAX_QUEUED / weight(&proposal(1));
+        for n in 0..fits as i64 {
+            links.send_zab(ServerId(2), proposal(n));
+        }
+        assert!(!closed(&links) && links.over_bound.is_empty());
+        links.send_zab(ServerId(2), proposal(fits as i64));
+        assert!(closed(&links), "the follower's end hears it closed");
+        assert_eq!(
+            links.over_bound,
+            vec![(ServerId(2), 7)],
+            "and so does the leader"
+        );
+        assert_eq!(links.queued_bytes(ServerId(2)), None);
+    }
+
+    #[test]
+    fn snap_chunks_obey_the_link_bound_and_a_lone_one_may_pass_it() {
+        let mut links = links();
+        links.send_snap_start(ServerId(2), Zxid(5));
+        let big = Bytes::from(vec![0; SIM_MAX_QUEUED + 1]);
+        links.send_snap_chunk(ServerId(2), 0, big.clone(), None);
+        assert!(
+            !closed(&links),
+            "a lone chunk larger than the bound is sent"
+        );
+        links.send_snap_chunk(
+            ServerId(2),
+            big.len() as u64,
+            Bytes::from_static(b"x"),
+            None,
+        );
+        assert!(
+            closed(&links),
+            "the next one, unread behind it, closes the link"
+        );
+        assert_eq!(links.over_bound, vec![(ServerId(2), 7)]);
+    }
 }

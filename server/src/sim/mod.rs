@@ -588,6 +588,7 @@ impl WholeSim {
             return;
         };
         let outbox = std::mem::take(&mut p.links.outbox);
+        let over_bound = std::mem::take(&mut p.links.over_bound);
         let slow = self.slow_disks.get(&id).copied().unwrap_or(0);
         let mut done = p.disk.back().map_or(self.now, |(t, _)| *t);
         while let Some(job) = p.submitted.pop_front() {
@@ -597,6 +598,9 @@ impl WholeSim {
         }
         for (to, wire) in outbox {
             self.send(id, to, wire);
+        }
+        for (peer, conn) in over_bound {
+            self.queue(peer, id, Wire::Closed { conn }, 1);
         }
     }
 
