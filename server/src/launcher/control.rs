@@ -414,6 +414,20 @@ impl Control {
         false
     }
 
+    /// Waits until member `m` serves (leads, follows or observes).
+    pub(super) async fn wait_member_serving(&self, m: usize) -> bool {
+        let deadline = tokio::time::Instant::now() + HEAL_TIMEOUT;
+        while tokio::time::Instant::now() < deadline {
+            let state = self.query_all().await.remove(&m).flatten();
+            let mode = state.as_ref().map_or("", MemberState::mode);
+            if matches!(mode, "leader" | "follower" | "observer") {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
     /// Each member's own report, None when it is down, paused or silent.
     async fn query_all(&self) -> BTreeMap<usize, Option<MemberState>> {
         let ids: Vec<(usize, bool)> = {

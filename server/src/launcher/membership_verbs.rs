@@ -25,7 +25,9 @@ impl Control {
         Ok(format!("node{m} removed by reconfig; {}", summary(&config)))
     }
 
-    /// `add N`: reconfig joining N's server line.
+    /// `add N`: reconfig joining N's server line. A member that runs is
+    /// waited for until it serves, as `heal` waits: it learns nothing while
+    /// the configuration leaves it out, and syncs only once it is added.
     pub(super) async fn add(&self, m: usize) -> Result<String, String> {
         let line = self.lock().members[m - 1].dynamic_server_line();
         let change = Change {
@@ -34,7 +36,17 @@ impl Control {
         };
         let config = self.change(&change).await?;
         self.lock().faults.removed.remove(&m);
-        Ok(format!("node{m} added by reconfig; {}", summary(&config)))
+        let added = format!("node{m} added by reconfig; {}", summary(&config));
+        if !self.lock().running.contains_key(&m) {
+            return Ok(format!("{added}; it is down, and syncs once restarted"));
+        }
+        Ok(match self.wait_member_serving(m).await {
+            true => format!("{added}; it serves"),
+            false => format!(
+                "{added}; it does not serve after {} s",
+                HEAL_TIMEOUT.as_secs()
+            ),
+        })
     }
 
     /// Adds `removed` back in one change; a configuration without a synced
