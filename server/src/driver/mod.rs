@@ -5,6 +5,7 @@
 //! runtime and no sockets here: the runtime (`runtime/`) brings tokio and
 //! the network, the simulator (`sim/`) its simulated links and disks.
 
+pub mod link_bound;
 pub mod member_driver;
 pub mod peer_wire;
 pub mod recovery;

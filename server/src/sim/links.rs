@@ -11,6 +11,7 @@ use crate::core::member::LinkLimits;
 use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::zab::{FlowMarks, ZabMessage};
 use crate::core::ServerSpec;
+use crate::driver::link_bound::passes_bound;
 use crate::driver::member_driver::PeerLinks;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -87,12 +88,12 @@ impl SimLinks {
         }
     }
 
-    /// Counts `bytes` more sent to `to` on `conn`, unless what is unread
-    /// plus them would pass the bound (a lone message may be larger, as on
-    /// the runtime's links): then the link closes, and its end is reported.
+    /// Counts `bytes` more sent to `to` on `conn`, unless they pass the
+    /// bound ([`passes_bound`], the runtime's rule): then the link closes,
+    /// and its end is reported.
     fn within_bound(&mut self, to: ServerId, conn: u64, bytes: usize) -> bool {
         let unread = self.unread.entry(conn).or_default();
-        if *unread > 0 && *unread + bytes > SIM_MAX_QUEUED {
+        if passes_bound(*unread, bytes, SIM_MAX_QUEUED) {
             tracing::warn!(peer = %to, "sim: quorum link over its bound; closing");
             self.over_bound.push((to, conn));
             self.close(to);

@@ -9,6 +9,7 @@
 
 use super::gate::{self, Gate};
 use super::stream::{PeerRead, PeerWrite};
+use crate::driver::link_bound::passes_bound;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::fmt;
@@ -247,16 +248,14 @@ impl Outbox {
     }
 
     /// Queues `frames` (one message). A message is refused, and the outbox
-    /// closed, when what is already queued plus it exceeds `max_bytes`; a lone
-    /// message may be larger (a snapshot), so the bound is on a peer that does
-    /// not keep up, not on message size.
+    /// closed, when it passes `max_bytes` ([`passes_bound`]).
     pub(super) fn push(&self, frames: Bytes, max_bytes: usize) -> Push {
         let mut inner = self.lock();
         if inner.closed.is_some() {
             return Push::Closed;
         }
         let queued = inner.bytes + inner.in_writer;
-        let outcome = if queued > 0 && queued + frames.len() > max_bytes {
+        let outcome = if passes_bound(queued, frames.len(), max_bytes) {
             inner.closed = Some(Closed::Overflow);
             self.closing.notify_waiters();
             Push::Overflow
