@@ -7,10 +7,11 @@
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zkd_client_tests::ensemble::{spread_host, Ensemble};
 use zkd_client_tests::peer_wire::{
-    dial_from, follower_info, hello, looking, quorum_frame, requests_as_super, send_and_read,
-    Answer,
+    create_as_super, create_session, dial_from, follower_info, hello, looking, quorum_frame,
+    requests_as_super, send_and_read, Answer,
 };
 use zkd_client_tests::process::four_letter_word_at;
 use zkd_client_tests::{connect, persistent, within, ServerOptions};
@@ -140,26 +141,67 @@ async fn a_stranger_learns_nothing_and_forwards_nothing() {
 /// before any sync. ZooKeeper drops such a link; so does zkd now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_before_the_sync_are_not_taken() {
-    let mut ensemble = Ensemble::start(3);
+    let (closed, created) = requests_before_the_sync(&[]).await;
+    assert!(
+        closed,
+        "the leader kept a link that sent requests before its sync"
+    );
+    assert!(!created, "a request before the sync was executed");
+}
+
+/// The rule planted back: the leader takes them, and a node only the
+/// digest user may change is created under as `super`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_requests_before_sync_is_caught() {
+    let (_, created) = requests_before_the_sync(&["requests-before-sync"]).await;
+    assert!(
+        created,
+        "requests before the sync planted, and nothing was executed"
+    );
+}
+
+/// While member F is down, a connection from its host claims its sid,
+/// creates a session right after FOLLOWERINFO and, once that has had time
+/// to commit, a node under `/locked` as `super`. Whether the leader closed
+/// the link, and whether the node was created.
+async fn requests_before_the_sync(planted: &[&str]) -> (bool, bool) {
+    let options = ServerOptions {
+        planted: planted.iter().map(|p| p.to_string()).collect(),
+        ..ServerOptions::default()
+    };
+    let mut ensemble = Ensemble::start_with(3, options);
     let leader = ensemble.wait_until_serving(&[0, 1, 2]);
     locked_node(&ensemble, "/locked").await;
     let f = (0..3).find(|i| *i != leader).unwrap();
     ensemble.members[f].kill9();
     let e = epoch(&ensemble, leader).unwrap();
-    let mut bytes = follower_info(f as u64 + 1, e);
-    bytes.extend(requests_as_super(0x4_0000_0002, "/locked/unsynced"));
-    let answer = to_quorum_port(&ensemble, leader, None, &bytes).await;
-    assert!(
-        answer.closed,
-        "the leader kept a link that sent requests before its sync"
-    );
-    assert_not_created(
-        &ensemble,
-        leader,
-        "/locked/unsynced",
-        "a request before the sync",
-    )
-    .await;
+    let session = 0x4_0000_0002;
+    let mut stream = dial_from(None, &quorum_addr(&ensemble, leader))
+        .await
+        .expect("the quorum port takes connections");
+    let mut first = follower_info(f as u64 + 1, e);
+    first.extend(create_session(session));
+    let _ = stream.write_all(&first).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stream
+        .write_all(&create_as_super(session, "/locked/unsynced"))
+        .await;
+    let closed = closed_within(&mut stream, Duration::from_millis(500)).await;
+    (closed, exists(&ensemble, leader, "/locked/unsynced").await)
+}
+
+/// Whether the other side closes `stream` within `within` (what it sends
+/// meanwhile is read and dropped).
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
 }
 
 /// Hole 6: members on hosts of their own (127.0.0.11-13). From another

@@ -130,6 +130,10 @@ pub enum Failpoint {
     /// The peer ports take a member's sid from any address, as ZooKeeper's
     /// do: an impostor from elsewhere replaces a member's link and learns.
     AnyAddress,
+    /// A leader takes a learner's REQUESTs, REVALIDATEs and session
+    /// touches before its sync, as zkd did: a connection that proved
+    /// nothing but a sid forwards requests with the identities it names.
+    RequestsBeforeSync,
     /// Handshake slots are one pool for every remote address, as
     /// ZooKeeper's: silent sockets from one host hold them all, and a
     /// restarted member cannot rejoin while they are held.
@@ -156,7 +160,7 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in the order of the bit masks below.
-    pub const ALL: [Failpoint; 30] = [
+    pub const ALL: [Failpoint; 31] = [
         Failpoint::AckBeforeFsync,
         Failpoint::DeposedLeaderServes,
         Failpoint::CloseKeepsEphemerals,
@@ -182,6 +186,7 @@ impl Failpoint {
         Failpoint::NotifiedConfigIgnored,
         Failpoint::StrangersLearn,
         Failpoint::AnyAddress,
+        Failpoint::RequestsBeforeSync,
         Failpoint::SharedHandshakeSlots,
         Failpoint::ConfigsFromAnyone,
         Failpoint::DiffForEmptyLearner,
@@ -217,6 +222,7 @@ impl Failpoint {
             Failpoint::NotifiedConfigIgnored => "notified-config-ignored",
             Failpoint::StrangersLearn => "strangers-learn",
             Failpoint::AnyAddress => "any-address",
+            Failpoint::RequestsBeforeSync => "requests-before-sync",
             Failpoint::SharedHandshakeSlots => "shared-handshake-slots",
             Failpoint::ConfigsFromAnyone => "configs-from-anyone",
             Failpoint::DiffForEmptyLearner => "diff-for-empty-learner",

@@ -8,6 +8,7 @@ use super::{Ctx, Member, Role, MAX_FORWARDED_IN_FLIGHT};
 use crate::core::election::ServerId;
 use crate::core::zab::ZabMessage;
 use crate::core::Event;
+use crate::failpoints::{active, Failpoint};
 
 impl Member {
     /// A message from learner `from` to this member, which leads.
@@ -21,8 +22,10 @@ impl Member {
             return;
         };
         let now = ctx.now;
+        // Planted (requests-before-sync): any learner's client traffic is taken.
+        let synced = l.is_synced(from) || active(Failpoint::RequestsBeforeSync);
         match message {
-            ZabMessage::Request(_) | ZabMessage::Revalidate { .. } if !l.is_synced(from) => {
+            ZabMessage::Request(_) | ZabMessage::Revalidate { .. } if !synced => {
                 tracing::warn!(peer = %from, "client traffic from a learner not synced; closing");
                 l.drop_learner(from);
             }
@@ -53,7 +56,7 @@ impl Member {
             }
             ZabMessage::Ping { zxid, touches } => {
                 // A learner's sessions are kept alive only once it is synced.
-                if l.is_synced(from) {
+                if synced {
                     ctx.node.handle_event(now, Event::Touched(touches));
                 }
                 let touches = Vec::new();
