@@ -396,31 +396,36 @@ impl Control {
 
     /// Waits until every member serves under one leader.
     async fn wait_serving(&self) -> bool {
-        let deadline = tokio::time::Instant::now() + HEAL_TIMEOUT;
-        while tokio::time::Instant::now() < deadline {
-            let states = self.query_all().await;
+        self.wait_until(|states| {
             let modes: Vec<&str> = states
                 .values()
                 .map(|s| s.as_ref().map_or("", MemberState::mode))
                 .collect();
             let leaders = modes.iter().filter(|m| **m == "leader").count();
             let single = modes.len() == 1 && modes[0] == "standalone";
-            let serving = |m: &&str| matches!(*m, "leader" | "follower" | "observer");
-            if single || (leaders == 1 && modes.iter().all(serving)) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
+            single || (leaders == 1 && modes.iter().all(|m| serving(m)))
+        })
+        .await
     }
 
     /// Waits until member `m` serves (leads, follows or observes).
     pub(super) async fn wait_member_serving(&self, m: usize) -> bool {
+        self.wait_until(|states| {
+            let state = states.get(&m).and_then(Option::as_ref);
+            serving(state.map_or("", MemberState::mode))
+        })
+        .await
+    }
+
+    /// Polls the members' reports until `done` holds of them, for at most
+    /// [`HEAL_TIMEOUT`].
+    async fn wait_until(
+        &self,
+        done: impl Fn(&BTreeMap<usize, Option<MemberState>>) -> bool,
+    ) -> bool {
         let deadline = tokio::time::Instant::now() + HEAL_TIMEOUT;
         while tokio::time::Instant::now() < deadline {
-            let state = self.query_all().await.remove(&m).flatten();
-            let mode = state.as_ref().map_or("", MemberState::mode);
-            if matches!(mode, "leader" | "follower" | "observer") {
+            if done(&self.query_all().await) {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -579,6 +584,11 @@ fn parse_state(line: &str) -> MemberState {
         rest = next;
     }
     MemberState { fields }
+}
+
+/// Whether a member in `mode` serves clients as part of an ensemble.
+fn serving(mode: &str) -> bool {
+    matches!(mode, "leader" | "follower" | "observer")
 }
 
 #[cfg(test)]
