@@ -192,6 +192,41 @@ fn the_java_client_with_a_jaas_client_section_sees_the_same_on_zookeeper_and_zkd
     );
 }
 
+/// Issue 50, item 1: with a wrong password in its JAAS `Client` section,
+/// the Java client is told AuthFailed, as ZooKeeper tells it, not
+/// ConnectionLoss (which an application would retry as a network fault).
+#[test]
+fn the_java_client_with_a_wrong_sasl_password_is_told_auth_failed_on_both() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, _) = jaas(dir.path());
+    let wrong = dir.path().join("wrong.jaas");
+    std::fs::write(
+        &wrong,
+        "Client {\n    org.apache.zookeeper.server.auth.DigestLoginModule required\n    username=\"bob\"\n    password=\"not-bobs\";\n};\n",
+    )
+    .expect("jaas");
+    let wrong = wrong.display().to_string();
+    let (zk, zkd) = both(&server, &[]);
+    let theirs = java_cli(&wrong, &zk.addr(), &["get", "/zookeeper"]);
+    let ours = java_cli(&wrong, &zkd.addr(), &["get", "/zookeeper"]);
+    let said = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("KeeperErrorCode"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        said(&ours),
+        said(&theirs),
+        "zkd {ours:?}\nZooKeeper {theirs:?}"
+    );
+    assert!(
+        said(&ours).iter().any(|l| l.contains("AuthFailed")),
+        "{ours:?}"
+    );
+}
+
 #[test]
 fn an_exchange_cut_after_the_challenge_leaves_the_server_serving() {
     let dir = tempfile::tempdir().expect("tempdir");

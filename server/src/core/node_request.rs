@@ -70,7 +70,12 @@ impl Node {
     }
 
     pub(super) fn answer_then_close(&mut self, conn: ConnId, xid: i32, zxid: i64, code: ErrorCode) {
-        self.enqueue(conn, Queued::Ready(reply::bare(xid, zxid, code.code())));
+        self.send_then_close(conn, reply::bare(xid, zxid, code.code()));
+    }
+
+    /// Queues `frame` for `conn`, which is closed once it is written.
+    pub(super) fn send_then_close(&mut self, conn: ConnId, frame: bytes::Bytes) {
+        self.enqueue(conn, Queued::Ready(frame));
         if let Some(c) = self.conns.get_mut(&conn) {
             c.close_when_drained = true;
         }

@@ -11,8 +11,11 @@ use super::node::Node;
 use super::reply;
 use super::sasl::digest_md5::{DigestMd5, Step, CLIENT_SERVICE};
 use super::types::ConnId;
-use zkd_protocol::records::SetSaslResponse;
-use zkd_protocol::ErrorCode;
+use zkd_protocol::records::{ReplyHeader, SetSaslResponse};
+use zkd_protocol::{ErrorCode, Record};
+
+/// Jute's length of a null buffer.
+const NULL_BUFFER: i32 = -1;
 
 impl Node {
     /// Answers one SASL token from `conn`.
@@ -49,7 +52,19 @@ impl Node {
             true => ErrorCode::SessionClosedRequireSaslAuth,
             false => ErrorCode::AuthFailed,
         };
-        self.answer_then_close(conn, xid, 0, code);
+        // ZooKeeper answers `SetSASLResponse(null)` beside the error, and the
+        // Java client reads that body whatever the error: without it, it
+        // sees the stream end and says ConnectionLoss, not AuthFailed.
+        let reply = zkd_protocol::jute::encode_exact(|out| {
+            let header = ReplyHeader {
+                xid,
+                zxid: 0,
+                err: code.code(),
+            };
+            header.encode(out);
+            out.extend_from_slice(&NULL_BUFFER.to_be_bytes());
+        });
+        self.send_then_close(conn, reply);
     }
 
     /// Whether SASL is among the schemes a session must hold.
