@@ -249,6 +249,36 @@ fn a_standalone_servers_metrics_are_zookeepers_and_follow_its_clients() {
         let value = keyed.and_then(|(_, _, v)| v.as_f64());
         assert_eq!(value, Some(expected), "{family}: {:?}", samples);
     }
+    // Issue 50, item 2: any client may write under /zookeeper/quota, and a
+    // key holding `"` and `\` must not break the scrape. Paths with line
+    // breaks are refused, as ZooKeeper refuses them.
+    let hostile = "a\"b\\c}";
+    for path in [
+        format!("/zookeeper/quota/{hostile}"),
+        format!("/zookeeper/quota/{hostile}/zookeeper_limits"),
+    ] {
+        let open = Acl::open_unsafe().clone();
+        let data = limits.as_bytes().to_vec();
+        client
+            .create(&path, data, open, CreateMode::Persistent)
+            .expect("create");
+    }
+    let open = Acl::open_unsafe().clone();
+    let refused = client.create(
+        "/zookeeper/quota/x\ny",
+        vec![],
+        open,
+        CreateMode::Persistent,
+    );
+    assert!(refused.is_err(), "{refused:?}");
+    let hostile_scrape = families(port);
+    all_zookeepers(&hostile_scrape);
+    let keys: Vec<&str> = hostile_scrape["quota_count_limit_per_namespace"]
+        .samples
+        .iter()
+        .filter_map(|(_, labels, _)| labels.get("key").map(String::as_str))
+        .collect();
+    assert_eq!(keys, [hostile, "q"]);
 }
 
 #[test]

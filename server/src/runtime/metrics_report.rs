@@ -232,7 +232,8 @@ pub fn prometheus_text(metrics: &[Metric]) -> String {
             Reading::Gauge(v) => sample(&mut out, m.name, "", v.as_f64()),
             Reading::GaugeSet(values) => {
                 for (key, v) in values {
-                    sample(&mut out, m.name, &format!("key=\"{key}\","), v.as_f64());
+                    let labels = format!("key=\"{}\",", label_value(key));
+                    sample(&mut out, m.name, &labels, v.as_f64());
                 }
             }
             Reading::Summary(s, detail) => summary_samples(&mut out, m.name, s, *detail),
@@ -263,6 +264,22 @@ fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
         format!("{{{labels}}}")
     };
     let _ = writeln!(out, "{name}{labels} {}", java_double(value));
+}
+
+/// A label's value escaped as the text format says: a quota's key is a
+/// path segment any client may write, and `"`, `\\` or a line break in it
+/// would otherwise end the label and make the whole scrape unreadable.
+fn label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// `value` as Java's `Double.toString` (and the Prometheus client's
@@ -367,5 +384,11 @@ mod tests {
         assert_eq!(java_double(15_000_000.0), "1.5E7");
         assert_eq!(java_double(f64::NAN), "NaN");
         assert_eq!(java_double(f64::INFINITY), "+Inf");
+    }
+
+    #[test]
+    fn label_values_escape_what_would_end_them() {
+        assert_eq!(label_value("q"), "q");
+        assert_eq!(label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }
