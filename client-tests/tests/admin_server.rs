@@ -528,3 +528,48 @@ fn last_snapshot_names_the_newest_snapshot_on_disk() {
     let at = last["timestamp"].as_i64().expect("seconds");
     assert!((now - 60..=now + 1).contains(&at), "{last} at {now}");
 }
+
+/// Issue 50, item 4: no password or digest is served, by the AdminServer
+/// or by a four-letter word (ZooKeeper serves them word for word).
+#[test]
+fn passwords_and_digests_are_never_served() {
+    let port = free_port();
+    let digest = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+    let zkd = ZkdProcess::start_with(
+        ServerOptions::default()
+            .with("admin.serverAddress", "127.0.0.1")
+            .with("admin.serverPort", &port.to_string())
+            .with("DigestAuthenticationProvider.superDigest", digest)
+            .with("ssl.keyStore.password", "hunter2")
+            .with("zookeeper.ssl.quorum.trustStore.password", "hunter3"),
+    );
+    let mut shown = String::new();
+    for command in [
+        "configuration",
+        "initial_configuration",
+        "system_properties",
+        "environment",
+    ] {
+        let (status, body) = get(port, "GET", &format!("/commands/{command}"));
+        assert!(status.contains("200"), "{command}: {status}");
+        shown.push_str(&body);
+    }
+    for word in ["conf", "envi"] {
+        shown.push_str(&zkd.four_letter_word(word));
+    }
+    for secret in ["hunter2", "hunter3", "D/InIHSb7yEEbrWz8b9l71RjZJU="] {
+        assert!(!shown.contains(secret), "{secret} served: {shown}");
+    }
+    let initial = json(port, "/commands/initial_configuration");
+    let text = initial["initial_configuration"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("ssl.keyStore.password=********"), "{text}");
+    assert!(text.contains("clientPort="), "the rest is shown: {text}");
+    let properties = json(port, "/commands/system_properties");
+    assert_eq!(
+        properties["zookeeper.DigestAuthenticationProvider.superDigest"],
+        Value::from("********"),
+        "{properties}"
+    );
+}

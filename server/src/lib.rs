@@ -6,5 +6,6 @@ pub mod driver;
 pub mod failpoints;
 pub mod launcher;
 pub mod runtime;
+pub mod secret;
 #[cfg(test)]
 pub mod sim;

@@ -72,18 +72,13 @@ impl ConfigFiles {
     /// the pointer to `dynamic`. Comments go, as in ZooKeeper's rewrite.
     fn rewritten(&self, text: &str, dynamic: &Path) -> String {
         let mut out = String::new();
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-                continue;
-            }
-            // As `parse_properties` splits a line.
-            let split = line.find(['=', ':']).unwrap_or(line.len());
-            let (key, value) = (line[..split].trim(), line.get(split + 1..).unwrap_or(""));
+        for entry in super::entries(text) {
+            let key = entry.key.as_str();
             let client = matches!(key, "clientPort" | "clientPortAddress");
             if MOVED.iter().any(|m| key.starts_with(m)) || (client && self.erase_client_port) {
                 continue;
             }
-            out.push_str(&format!("{key}={}\n", value.trim()));
+            out.push_str(&format!("{key}={}\n", entry.value));
         }
         out.push_str(&format!("dynamicConfigFile={}\n", dynamic.display()));
         out

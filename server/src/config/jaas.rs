@@ -14,17 +14,38 @@
 //! taken: Kerberos (Krb5LoginModule) needs a KDC and GSSAPI, which zkd has
 //! not.
 
+use crate::secret::{is_secret_key, Secret, REDACTED};
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// ZooKeeper's DIGEST-MD5 login module.
 pub const DIGEST_LOGIN_MODULE: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
 
 /// One login module entry: its class, flag and options.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct LoginModule {
     pub class: String,
     pub flag: String,
     pub options: BTreeMap<String, String>,
+}
+
+// The options with every password shown as `********`.
+impl fmt::Debug for LoginModule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let options: BTreeMap<&str, &str> = self
+            .options
+            .iter()
+            .map(|(k, v)| match is_secret_key(k) {
+                true => (k.as_str(), REDACTED),
+                false => (k.as_str(), v.as_str()),
+            })
+            .collect();
+        f.debug_struct("LoginModule")
+            .field("class", &self.class)
+            .field("flag", &self.flag)
+            .field("options", &options)
+            .finish()
+    }
 }
 
 /// A parsed JAAS file: its sections by name.
@@ -59,7 +80,12 @@ impl Jaas {
                                     };
                                     options.insert(key, value);
                                 }
-                                other => return Err(format!("unexpected {other:?} in {name}")),
+                                other => {
+                                    return Err(format!(
+                                        "unexpected {} in {name}",
+                                        describe(&other)
+                                    ))
+                                }
                             }
                         }
                         modules.push(LoginModule {
@@ -68,7 +94,7 @@ impl Jaas {
                             options,
                         });
                     }
-                    other => return Err(format!("unexpected {other:?} in {name}")),
+                    other => return Err(format!("unexpected {} in {name}", describe(&other))),
                 }
             }
             expect(tokens.next(), ";")?;
@@ -105,7 +131,7 @@ impl Jaas {
 impl Jaas {
     /// The `username` and `password` of `section`'s DigestLoginModule (a
     /// client's, or a member's `QuorumLearner`).
-    pub fn digest_login(&self, section: &str) -> Result<(String, String), String> {
+    pub fn digest_login(&self, section: &str) -> Result<(String, Secret), String> {
         let modules = self
             .sections
             .get(section)
@@ -121,11 +147,12 @@ impl Jaas {
                 .cloned()
                 .ok_or_else(|| format!("section {section} has no {key}"))
         };
-        Ok((get("username")?, get("password")?))
+        Ok((get("username")?, Secret::new(get("password")?)))
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+// No Debug: an error must never print a token, which may be a password.
+#[derive(Clone, PartialEq, Eq)]
 enum Token {
     Word(String),
     Quoted(String),
@@ -136,7 +163,7 @@ impl Token {
     fn word(self) -> Result<String, String> {
         match self {
             Token::Word(w) => Ok(w),
-            other => Err(format!("expected a name, found {other:?}")),
+            other => Err(format!("expected a name, found {}", describe(&Some(other)))),
         }
     }
 }
@@ -144,7 +171,51 @@ impl Token {
 fn expect(token: Option<Token>, punct: &str) -> Result<(), String> {
     match token {
         Some(Token::Punct(c)) if punct.starts_with(c) => Ok(()),
-        other => Err(format!("expected {punct:?}, found {other:?}")),
+        other => Err(format!("expected {punct:?}, found {}", describe(&other))),
+    }
+}
+
+/// What an error says it found: the kind of token, never its text.
+fn describe(token: &Option<Token>) -> String {
+    match token {
+        None => "the end of the file".into(),
+        Some(Token::Word(_)) => "a word".into(),
+        Some(Token::Quoted(_)) => "a quoted value".into(),
+        Some(Token::Punct(c)) => format!("'{c}'"),
+    }
+}
+
+/// The character a `\` stands for in a quoted string, as Java's
+/// `StreamTokenizer` (which reads JAAS files) reads it: C's escapes,
+/// up to three octal digits, and any other character as itself.
+fn escaped(chars: &mut std::iter::Peekable<std::str::Chars>) -> char {
+    let Some(c) = chars.next() else {
+        return '\\';
+    };
+    match c {
+        'a' => '\x07',
+        'b' => '\x08',
+        'f' => '\x0c',
+        'n' => '\n',
+        'r' => '\r',
+        't' => '\t',
+        'v' => '\x0b',
+        '0'..='7' => {
+            let mut code = c.to_digit(8).unwrap_or(0);
+            // A third digit only when the first is 0-3, as Java keeps it a byte.
+            let most = if c <= '3' { 2 } else { 1 };
+            for _ in 0..most {
+                match chars.peek().and_then(|d| d.to_digit(8)) {
+                    Some(d) => {
+                        code = code * 8 + d;
+                        chars.next();
+                    }
+                    None => break,
+                }
+            }
+            char::from_u32(code).unwrap_or('\0')
+        }
+        other => other,
     }
 }
 
@@ -180,7 +251,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                     match chars.next() {
                         None => return Err("an unclosed quoted string".into()),
                         Some('"') => break,
-                        Some('\\') => value.extend(chars.next()),
+                        Some('\\') => value.push(escaped(&mut chars)),
                         Some(c) => value.push(c),
                     }
                 }
@@ -245,5 +316,34 @@ mod tests {
         ] {
             assert!(Jaas::parse(broken).is_err(), "{broken}");
         }
+    }
+
+    #[test]
+    fn quoted_values_read_javas_escapes() {
+        let text = r#"Server { m required user_a="t\tab\101\\q\"" user_b="\z"; };"#;
+        let jaas = Jaas::parse(text).unwrap();
+        let options = &jaas.sections["Server"][0].options;
+        assert_eq!(options["user_a"], "t\tabA\\q\"");
+        assert_eq!(options["user_b"], "z");
+    }
+
+    #[test]
+    fn neither_errors_nor_debug_show_a_password() {
+        for broken in [
+            r#"Server { m required user_bob="hunter2" "hunter2"; };"#,
+            r#"Server { m required user_bob="hunter2" = hunter2; };"#,
+            r#"Server { m required password = "hunter2" }; "#,
+            r#"Server { "hunter2" }; "#,
+        ] {
+            let e = Jaas::parse(broken).unwrap_err();
+            assert!(!e.contains("hunter2"), "{broken}: {e}");
+        }
+        let text = r#"Client { m required username="bob" password="hunter2"; };"#;
+        let jaas = Jaas::parse(text).unwrap();
+        let shown = format!("{jaas:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("bob"),
+            "{shown}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! their cross-field rules. Unknown keys are logged, never fatal; an invalid
 //! value is an error naming its key.
 
+use crate::secret::Secret;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,12 +10,14 @@ use std::path::{Path, PathBuf};
 mod dynamic_file;
 pub mod jaas;
 mod operator;
+mod properties;
 mod sasl;
 mod servers;
 mod tls;
 pub use dynamic_file::ConfigFiles;
 use operator::prometheus;
 pub use operator::{AdminConfig, PrometheusConfig, PROMETHEUS_PROVIDER};
+pub use properties::{entries, parse_properties, redacted, Entry};
 pub use sasl::{QuorumSaslConfig, SaslConfig, JAAS_KEY, SASL_PROVIDER};
 pub use servers::ServerSpec;
 use tls::{quorum_tls, tls};
@@ -102,7 +105,7 @@ pub struct Config {
     pub read_only_mode: bool,
     /// `localSessionsEnabled`, which read-only sessions need.
     pub local_sessions_enabled: bool,
-    pub super_digest: Option<String>,
+    pub super_digest: Option<Secret>,
     /// `skipACL=yes` (`zookeeper.skipACL`): no ACL is checked, as in
     /// ZooKeeper; anyone may then reconfig.
     pub skip_acl: bool,
@@ -131,9 +134,10 @@ pub struct Config {
     /// Auth schemes a session must hold one of before it is served
     /// (`sessionRequireClientSASLAuth`, `enforce.auth.*`); None: not enforced.
     pub enforced_auth: Option<Vec<String>>,
-    /// The zoo.cfg text as read at start (the AdminServer's
-    /// `initial_configuration`); None when built from properties.
-    pub file_text: Option<String>,
+    /// The zoo.cfg text as read at start with every secret's value
+    /// redacted (the AdminServer's `initial_configuration`); None when
+    /// built from properties.
+    pub redacted_text: Option<String>,
     /// The file it was read from; None when built from properties.
     pub file_path: Option<PathBuf>,
 }
@@ -156,7 +160,7 @@ impl Config {
         }
         let config = Config::from_properties(&props)?;
         Ok(Config {
-            file_text: Some(text),
+            redacted_text: Some(redacted(&text)),
             file_path: Some(path.to_path_buf()),
             ..config
         })
@@ -204,7 +208,7 @@ impl Config {
             local_sessions_enabled: p.num("localSessionsEnabled")?.unwrap_or(false),
             super_digest: p
                 .get("DigestAuthenticationProvider.superDigest")
-                .map(str::to_owned),
+                .map(Secret::new),
             skip_acl: p.get("skipACL") == Some("yes"),
             container_check_interval_ms: p
                 .num("znode.container.checkIntervalMs")?
@@ -221,7 +225,7 @@ impl Config {
             quorum_sasl: sasl::quorum_sasl(&mut p, jaas.as_ref())?,
             sasl_provider: auth_providers(&mut p).iter().any(|c| c == SASL_PROVIDER),
             enforced_auth: sasl::enforced_schemes(&mut p)?,
-            file_text: None,
+            redacted_text: None,
             file_path: None,
         };
         config.check_peer_type(p.get("peerType"))?;
@@ -302,25 +306,6 @@ impl Config {
         let participants = self.servers.values().filter(|s| !s.observer).count();
         !self.servers.is_empty() && (!self.standalone_enabled || participants > 1)
     }
-}
-
-/// Java-properties-style parsing: `key=value` (or `key:value`), `#`/`!` comments, trimmed.
-pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let split = line.find(['=', ':']).unwrap_or(line.len());
-        let key = line[..split].trim();
-        let value = line.get(split + 1..).unwrap_or("").trim();
-        // ZooKeeper turns unknown keys into `zookeeper.<key>` system properties;
-        // accept both spellings of those properties here.
-        let key = key.strip_prefix("zookeeper.").unwrap_or(key);
-        out.insert(key.to_owned(), value.to_owned());
-    }
-    out
 }
 
 fn read_myid(data_dir: &Path) -> Result<Option<u64>, ConfigError> {
@@ -434,7 +419,10 @@ mod tests {
         .unwrap();
         assert!(c.skip_acl);
         assert!(c.extended_types_enabled);
-        assert_eq!(c.super_digest.as_deref(), Some("super:abc"));
+        assert_eq!(
+            c.super_digest.as_ref().map(Secret::expose),
+            Some("super:abc")
+        );
         assert_eq!(c.jute_max_buffer, 4096);
         assert_eq!(c.four_letter_whitelist, Whitelist::All);
     }

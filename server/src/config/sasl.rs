@@ -8,7 +8,9 @@
 
 use super::jaas::Jaas;
 use super::{err, ConfigError, Props, X509_PROVIDER};
+use crate::secret::Secret;
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// ZooKeeper's SASL authentication provider class.
 pub const SASL_PROVIDER: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
@@ -17,7 +19,7 @@ pub const SASL_PROVIDER: &str = "org.apache.zookeeper.server.auth.SASLAuthentica
 pub const JAAS_KEY: &str = "java.security.auth.login.config";
 
 /// DIGEST-MD5 users a client may authenticate as.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SaslConfig {
     /// User names and their passwords (the `Server` section's `user_NAME`).
     pub users: BTreeMap<String, String>,
@@ -26,7 +28,7 @@ pub struct SaslConfig {
 }
 
 /// SASL between members (`quorum.auth.enableSasl`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct QuorumSaslConfig {
     /// `quorum.auth.learnerRequireSasl`: a member dialing another closes
     /// the link unless it authenticated.
@@ -38,7 +40,31 @@ pub struct QuorumSaslConfig {
     pub server_users: BTreeMap<String, String>,
     /// Who this member is when it connects (the `QuorumLearner` section's
     /// `username` and `password`).
-    pub learner: (String, String),
+    pub learner: (String, Secret),
+}
+
+// Users by name only: never their passwords.
+impl fmt::Debug for SaslConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SaslConfig")
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .field("super_user", &self.super_user)
+            .finish()
+    }
+}
+
+impl fmt::Debug for QuorumSaslConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QuorumSaslConfig")
+            .field("learner_required", &self.learner_required)
+            .field("server_required", &self.server_required)
+            .field(
+                "server_users",
+                &self.server_users.keys().collect::<Vec<_>>(),
+            )
+            .field("learner", &self.learner)
+            .finish()
+    }
 }
 
 /// The JAAS file `java.security.auth.login.config` names, parsed, with its path.

@@ -5,6 +5,7 @@
 //! QuorumX509Util do.
 
 use super::{err, ConfigError, Props};
+use crate::secret::Secret;
 use std::path::PathBuf;
 
 /// How a TLS peer must show a certificate (`ssl.clientAuth`).
@@ -27,7 +28,7 @@ pub enum StoreKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreSpec {
     pub location: PathBuf,
-    pub password: String,
+    pub password: Secret,
     pub kind: StoreKind,
 }
 
@@ -201,7 +202,7 @@ fn store(p: &mut Props, prefix: &str) -> Result<Option<StoreSpec>, ConfigError> 
     };
     Ok(Some(StoreSpec {
         location,
-        password,
+        password: Secret::new(password),
         kind,
     }))
 }

@@ -150,7 +150,10 @@ impl Node {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        match c.auth.authenticate(scheme, auth, super_digest.as_deref()) {
+        match c
+            .auth
+            .authenticate(scheme, auth, super_digest.as_ref().map(|s| s.expose()))
+        {
             Ok(()) => self.enqueue(conn, Queued::Ready(reply::bare(xid, 0, 0))),
             Err(code) => {
                 self.stats.auth_failed += 1;

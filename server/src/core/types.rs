@@ -174,7 +174,7 @@ pub struct CoreConfig {
     /// `localSessionsEnabled`: read-only sessions need it, as in ZooKeeper.
     pub local_sessions: bool,
     /// `digest` id that grants `super` (`DigestAuthenticationProvider.superDigest`).
-    pub super_digest: Option<String>,
+    pub super_digest: Option<crate::secret::Secret>,
     /// Snapshot after about this many txns (`snapCount`).
     pub snap_count: u64,
     /// Nodes a local snapshot writes per slice. The simulator makes it small,

@@ -134,7 +134,7 @@ pub(super) fn system_properties(info: &ServerInfo) -> Map<String, Value> {
         ("path.separator", ":".into()),
     ]);
     json.extend(os_and_user());
-    let text = info.config().file_text.as_deref().unwrap_or_default();
+    let text = info.config().redacted_text.as_deref().unwrap_or_default();
     for (key, value) in parse_properties(text) {
         let parsed = PARSED_KEYS.contains(&key.as_str())
             || PARSED_PREFIXES.iter().any(|p| key.starts_with(p));
@@ -147,7 +147,7 @@ pub(super) fn system_properties(info: &ServerInfo) -> Map<String, Value> {
 
 /// The zoo.cfg text as read at start.
 pub(super) fn initial_configuration(info: &ServerInfo) -> Map<String, Value> {
-    let text = info.config().file_text.clone();
+    let text = info.config().redacted_text.clone();
     object([(
         "initial_configuration",
         text.map_or(Value::Null, Value::from),

@@ -164,7 +164,7 @@ pub(super) async fn dial(
     let Some(sasl) = &shared.settings.sasl else {
         return Ok(());
     };
-    let (user, password) = (&sasl.learner.0, &sasl.learner.1);
+    let (user, password) = (&sasl.learner.0, sasl.learner.1.expose());
     send(write, Status::InProgress, b"").await?;
     let mut rspauth = None;
     for _ in 0..MAX_ROUNDS {

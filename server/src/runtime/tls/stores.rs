@@ -34,7 +34,7 @@ fn jks(spec: &StoreSpec) -> StoreError {
 
 /// A PKCS12 store, opened with its password.
 fn pkcs12(bytes: &[u8], spec: &StoreSpec) -> Result<p12_keystore::KeyStore, StoreError> {
-    p12_keystore::KeyStore::from_pkcs12(bytes, &spec.password).map_err(|e| {
+    p12_keystore::KeyStore::from_pkcs12(bytes, spec.password.expose()).map_err(|e| {
         let at = spec.location.display();
         format!("cannot open {at} (a wrong ssl.*Store.password?): {e}")
     })
@@ -61,7 +61,7 @@ pub fn identity(spec: &StoreSpec) -> Result<Identity, StoreError> {
         }
         StoreKind::Pem => {
             let chain = pem_certificates(&bytes, &spec.location)?;
-            let key = pem_key(&bytes, &spec.password).map_err(|e| format!("{at}: {e}"))?;
+            let key = pem_key(&bytes, spec.password.expose()).map_err(|e| format!("{at}: {e}"))?;
             Ok(Identity { key, chain })
         }
     }
