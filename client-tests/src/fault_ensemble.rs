@@ -368,14 +368,37 @@ impl Drop for FaultEnsemble {
     }
 }
 
-/// One HTTP/1.1 request to `addr`; the status code and the JSON body.
+/// One HTTP/1.1 request to `addr`, a POST as JSON; the status code and
+/// the JSON body.
 pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let json = [("host", addr), ("content-type", "application/json")];
+    let headers = if method == "POST" {
+        &json[..]
+    } else {
+        &json[..1]
+    };
+    http_with(addr, method, path, headers, body)
+}
+
+/// One HTTP/1.1 request to `addr` with exactly `headers`; the status code
+/// and the JSON body.
+pub fn http_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to the fault API");
     stream
         .set_read_timeout(Some(Duration::from_secs(90)))
         .expect("timeout");
+    let headers: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\n{headers}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).expect("send");

@@ -10,7 +10,7 @@
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-use zkd_client_tests::fault_ensemble::{FaultEnsemble, Target};
+use zkd_client_tests::fault_ensemble::{http_with, FaultEnsemble, Target};
 use zkd_client_tests::process::four_letter_word_at;
 use zkd_client_tests::{connect, ephemeral, persistent, within, ZkdProcess};
 use zookeeper_client as zk;
@@ -460,6 +460,39 @@ fn bad_fault_requests_are_refused_and_change_nothing() {
             "{answer}"
         );
     }
+    // Issue 50, item 6: what a web page could send is refused: a kill as
+    // text or as a form, and any request under a foreign Host (DNS
+    // rebinding).
+    let api = ensemble.api().to_owned();
+    let kill = r#"{"verb": "kill", "args": ["1"]}"#;
+    for (headers, code) in [
+        (
+            vec![("host", api.as_str()), ("content-type", "text/plain")],
+            415,
+        ),
+        (
+            vec![
+                ("host", api.as_str()),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            415,
+        ),
+        (vec![("host", api.as_str())], 415),
+        (
+            vec![
+                ("host", "attacker.example:80"),
+                ("content-type", "application/json"),
+            ],
+            403,
+        ),
+        (vec![("content-type", "application/json")], 403),
+    ] {
+        let (got, answer) = http_with(&api, "POST", "/faults", &headers, kill);
+        assert_eq!(got, code, "{headers:?}: {answer}");
+        assert_eq!(answer["ok"], false, "{answer}");
+    }
+    let (got, _) = http_with(&api, "GET", "/status", &[("host", "evil.example")], "");
+    assert_eq!(got, 403);
     let after = ensemble.status();
     assert_eq!(faults(&after), 0, "{after}");
     assert_eq!(pids(&after), pids(&before), "no member was restarted");
@@ -502,6 +535,10 @@ fn a_plain_server_has_no_fault_surface() {
     let socket = data_dir_of(&enabled).join("zkd-faults.sock");
     assert!(socket.exists());
     assert_eq!(named_unix_sockets(enabled.pid().unwrap()).len(), 1);
+    // Owner-only whatever the umask (issue 50, item 6).
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 }
 
 fn data_dir_of(server: &ZkdProcess) -> std::path::PathBuf {

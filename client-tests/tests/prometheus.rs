@@ -56,7 +56,11 @@ fn scrape(port: u16) -> (String, String, String) {
     let status = head.lines().next().unwrap_or_default().to_owned();
     let content_type = head
         .lines()
-        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-type")
+                .then_some(value.trim())
+        })
         .unwrap_or_default()
         .to_owned();
     (status, content_type, body.to_owned())

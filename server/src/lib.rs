@@ -4,6 +4,7 @@ pub mod config;
 pub mod core;
 pub mod driver;
 pub mod failpoints;
+pub mod http;
 pub mod launcher;
 pub mod runtime;
 pub mod secret;

@@ -20,7 +20,12 @@ HOSTS, API = sys.argv[1], sys.argv[2]
 
 def fault(verb, *args):
     body = json.dumps({"verb": verb, "args": list(args)}).encode()
-    request = urllib.request.Request(f"http://{API}/faults", data=body, method="POST")
+    request = urllib.request.Request(
+        f"http://{API}/faults",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=90) as answer:
             reply = json.load(answer)

@@ -1,57 +1,66 @@
-//! The fault API: a small HTTP/1.1 server on 127.0.0.1, one request per
-//! connection. `GET /status`; `POST /faults` with `{"verb": "kill", "args":
-//! ["leader"]}` (the words of `zkd fault`). Answers are JSON: `{"ok": true,
-//! "done": ..., "status": ...}`, or `{"ok": false, "error": ...}` with 400
-//! (bad input) or 409 (not possible now); nothing is changed by a refusal.
+//! The fault API: HTTP/1.1 on 127.0.0.1 (served by [`crate::http`]).
+//! `GET /status`; `POST /faults` with `{"verb": "kill", "args":
+//! ["leader"]}` (the words of `zkd fault`) as `application/json`, so that
+//! a web page cannot send one as a form or as text. The `Host` must be
+//! this address by a loopback name, so that a page on a domain rebound to
+//! 127.0.0.1 cannot reach it. Answers are JSON: `{"ok": true, "done": ...,
+//! "status": ...}`, or `{"ok": false, "error": ...}` with 400 (bad input),
+//! 403 (a foreign Host), 415 (not JSON) or 409 (not possible now); nothing
+//! is changed by a refusal.
 
 use super::control::Control;
 use super::fault_verbs::Verb;
+use crate::http::{self, Limits, Request, Response};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-/// The largest request head and body read.
-const MAX_HEAD: usize = 16 * 1024;
-const MAX_BODY: usize = 64 * 1024;
-/// How long a client may take to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections and requests: `heal` and `add` answer once every member
+/// serves, which may take a minute.
+const LIMITS: Limits = Limits {
+    per_address: 16,
+    total: 64,
+    head_timeout: Duration::from_secs(5),
+    deadline: Duration::from_secs(120),
+    max_body: 64 * 1024,
+};
 
 /// Serves the fault API until the task is aborted.
 pub(super) async fn serve(listener: TcpListener, control: Arc<Control>) {
-    while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(answer(stream, control.clone()));
+    let port = listener.local_addr().map_or(0, |a| a.port());
+    let handler = move |request| answer(request, port, control.clone());
+    http::serve(listener, LIMITS, handler).await
+}
+
+async fn answer(request: Request, port: u16, control: Arc<Control>) -> Response {
+    let (code, body) = match refused(&request, port) {
+        Some(refusal) => refusal,
+        None => route(request, &control).await,
+    };
+    Response {
+        status: code,
+        content_type: "application/json",
+        body: format!("{body:#}\n"),
     }
 }
 
-/// A request as far as the API needs it.
-struct Request {
-    method: String,
-    path: String,
-    body: Vec<u8>,
-}
-
-async fn answer(mut stream: TcpStream, control: Arc<Control>) {
-    let (code, body) = match tokio::time::timeout(READ_TIMEOUT, read_request(&mut stream)).await {
-        Ok(Ok(request)) => route(request, &control).await,
-        Ok(Err(why)) => (400, refusal(&why)),
-        Err(_) => (400, refusal("no complete request within 10 s")),
-    };
-    let reason = match code {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Conflict",
-    };
-    let text = format!("{body:#}\n");
-    let response = format!(
-        "HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-        text.len()
-    );
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.shutdown().await;
+/// Why a request is refused before it is read: a `Host` that is not this
+/// API's loopback address, or a POST that is not JSON.
+fn refused(request: &Request, port: u16) -> Option<(u16, Value)> {
+    let ours = ["127.0.0.1", "localhost", "[::1]"].map(|host| format!("{host}:{port}"));
+    let host = request.host.as_deref().unwrap_or_default();
+    if !ours.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        let why = format!("Host {host:?} is not this API's address (127.0.0.1:{port})");
+        return Some((403, refusal(&why)));
+    }
+    let media = request.content_type.as_deref().unwrap_or_default();
+    let media = media.split(';').next().unwrap_or_default().trim();
+    if request.method == "POST" && !media.eq_ignore_ascii_case("application/json") {
+        let why = "a fault is sent as Content-Type: application/json";
+        return Some((415, refusal(why)));
+    }
+    None
 }
 
 fn refusal(why: &str) -> Value {
@@ -59,8 +68,7 @@ fn refusal(why: &str) -> Value {
 }
 
 async fn route(request: Request, control: &Control) -> (u16, Value) {
-    let path = request.path.split('?').next().unwrap_or("");
-    match (request.method.as_str(), path) {
+    match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/status") => {
             let mut status = control.status().await;
             status["ok"] = json!(true);
@@ -110,52 +118,6 @@ fn parse_body(body: &[u8], members: usize) -> Result<Verb, String> {
         Some(other) => return Err(format!("\"args\" must be an array, not {other}")),
     };
     Verb::parse(verb, &args, members)
-}
-
-async fn read_request(stream: &mut TcpStream) -> Result<Request, String> {
-    let mut buf = Vec::new();
-    let head_end = loop {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at;
-        }
-        if buf.len() > MAX_HEAD {
-            return Err("request head too large".into());
-        }
-        let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("the request ended early".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or("").split_whitespace();
-    let (method, path) = match (first.next(), first.next()) {
-        (Some(m), Some(p)) => (m.to_owned(), p.to_owned()),
-        _ => return Err("not an HTTP request".into()),
-    };
-    let length = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .map(|(_, v)| v.trim().parse::<usize>())
-        .transpose()
-        .map_err(|_| "a bad content-length".to_owned())?
-        .unwrap_or(0);
-    if length > MAX_BODY {
-        return Err("request body too large".into());
-    }
-    let mut body = buf[head_end + 4..].to_vec();
-    while body.len() < length {
-        let mut chunk = vec![0u8; length - body.len()];
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("the body ended early".into());
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(length);
-    Ok(Request { method, path, body })
 }
 
 #[cfg(test)]

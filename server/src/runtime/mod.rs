@@ -16,7 +16,6 @@ pub mod clock;
 pub mod connection;
 pub mod faults;
 pub mod four_letter;
-mod http;
 
 pub mod metrics_report;
 mod node_loop;
@@ -211,7 +210,7 @@ pub async fn serve<S: Store>(
     let storage_thread = StorageThread::start(&storage, &config, disk_faults)?;
     let (acceptor, inbound_rx, words_rx) = start_acceptor(listeners, &config);
     let (member, peer_rx) = start_membership(&config, faults.as_ref()).await?;
-    let (endpoints, operator_rx) = operator::start(&config).await.map_err(ServeError::Io)?;
+    let (operator_thread, operator_rx) = operator::start(&config).map_err(ServeError::Io)?;
     let config_files = config_files(&config);
     let disk = Box::new(storage.clone());
     let info = ServerInfo::new(config, disk, clock, storage_thread.metrics.clone());
@@ -240,9 +239,8 @@ pub async fn serve<S: Store>(
             shutdown,
         )
         .await;
-    for task in std::iter::once(acceptor).chain(endpoints) {
-        task.abort();
-    }
+    acceptor.abort();
+    drop(operator_thread);
     if let Err(ServeError::Storage(e)) = result {
         // The worker has stopped without acknowledging anything more.
         std::mem::forget(node_loop);

@@ -12,9 +12,9 @@ mod quorum;
 mod sessions;
 mod stats;
 
-use super::http::{self, Request, Response};
 use super::operator::OperatorQuery;
 use crate::config::AdminConfig;
+use crate::http::{self, Limits, Request, Response};
 pub use commands::{answer, Context, COMMANDS};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -30,14 +30,12 @@ pub struct AdminQuery {
     pub reply: oneshot::Sender<Map<String, Value>>,
 }
 
-/// Starts the AdminServer if it is configured, asking the node loop on
-/// `queries`: its task.
-pub async fn start(
-    config: Option<&AdminConfig>,
-    queries: &mpsc::Sender<OperatorQuery>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let config = config?;
-    let listener = match TcpListener::bind((config.address.as_str(), config.port)).await {
+/// The AdminServer's port, bound, and its command URL; None (logged) when
+/// it cannot be bound, as ZooKeeper runs on without it.
+pub fn bind(config: &AdminConfig) -> Option<(std::net::TcpListener, String)> {
+    let bound = std::net::TcpListener::bind((config.address.as_str(), config.port))
+        .and_then(|l| l.set_nonblocking(true).map(|()| l));
+    let listener = match bound {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(
@@ -49,19 +47,25 @@ pub async fn start(
         }
     };
     tracing::info!(address = %config.address, port = config.port, url = %config.command_url, "AdminServer started");
-    let url = config.command_url.trim_end_matches('/').to_owned();
-    let queries = queries.clone();
+    Some((
+        listener,
+        config.command_url.trim_end_matches('/').to_owned(),
+    ))
+}
+
+/// Serves the AdminServer on `listener`, asking the node loop on `queries`.
+pub async fn serve(listener: TcpListener, url: String, queries: mpsc::Sender<OperatorQuery>) {
     let handler = move |request| route(request, url.clone(), queries.clone());
-    Some(tokio::spawn(http::serve(listener, handler)))
+    http::serve(listener, Limits::OPERATOR, handler).await
 }
 
 async fn route(request: Request, url: String, queries: mpsc::Sender<OperatorQuery>) -> Response {
     let rest = match request.path.strip_prefix(url.as_str()) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
-        _ => return Response::error("404 Not Found"),
+        _ => return Response::error(404),
     };
     if request.method != "GET" {
-        return Response::error("405 Method Not Allowed");
+        return Response::error(405);
     }
     if rest.is_empty() {
         return listing(&url);

@@ -1,5 +1,5 @@
-//! The control socket: a Unix socket in the member's dataDir (only its
-//! owner's processes can reach it), one command line per connection,
+//! The control socket: a Unix socket in the member's dataDir (mode 0600:
+//! only its owner's processes can reach it), one command line per connection,
 //! answered with `ok[ detail]` or `error: why`.
 
 use super::{FaultCommand, Request};
@@ -25,7 +25,7 @@ pub(super) fn listen(data_dir: &Path, requests: mpsc::Sender<Request>) -> std::i
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let listener = UnixListener::bind(&path).map_err(|e| {
+    let listener = bind_owner_only(data_dir, &path).map_err(|e| {
         std::io::Error::new(
             e.kind(),
             format!("fault control socket {}: {e}", path.display()),
@@ -38,6 +38,24 @@ pub(super) fn listen(data_dir: &Path, requests: mpsc::Sender<Request>) -> std::i
         }
     });
     Ok(path)
+}
+
+/// A socket at `path` that only this user may connect to, whatever the
+/// umask: bound in a directory only this user can enter, made 0600 there,
+/// then moved into place, so no other user can reach it at any moment.
+fn bind_owner_only(data_dir: &Path, path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let private = data_dir.join(format!(".{SOCKET_NAME}.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    let inside = private.join(SOCKET_NAME);
+    let bound = UnixListener::bind(&inside).and_then(|listener| {
+        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&inside, path)?;
+        Ok(listener)
+    });
+    let _ = std::fs::remove_dir_all(&private);
+    bound
 }
 
 /// Reads one command, has the node loop carry it out, writes its answer.
