@@ -573,3 +573,96 @@ fn passwords_and_digests_are_never_served() {
         "{properties}"
     );
 }
+
+/// The metrics `server/README.md` lists as left out, each with its reason.
+fn listed_as_left_out() -> BTreeSet<String> {
+    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/README.md");
+    let text = std::fs::read_to_string(readme).expect("server/README.md");
+    let section = text
+        .split("## Metrics zkd leaves out")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the section listing left-out metrics");
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2).map(str::to_owned))
+        .collect()
+}
+
+/// A summary's key without its statistic's prefix (and a summary set's
+/// without its namespace: `avg_NS_read_per_namespace`).
+fn metric_of(key: &str) -> &str {
+    let prefixes = [
+        "avg_", "min_", "max_", "cnt_", "sum_", "p50_", "p95_", "p99_", "p999_",
+    ];
+    let metric = prefixes
+        .iter()
+        .find_map(|p| key.strip_prefix(p))
+        .unwrap_or(key);
+    let sets = ["read_per_namespace", "write_per_namespace"];
+    sets.into_iter()
+        .find(|set| metric.ends_with(&format!("_{set}")))
+        .unwrap_or(metric)
+}
+
+/// Issue 50, item 3: every key of ZooKeeper's `monitor` is in zkd's, or
+/// its metric is listed as left out, with why; and the client response
+/// sizes agree with ZooKeeper's after the same requests.
+#[test]
+fn monitor_keys_left_out_are_listed_and_response_sizes_agree() {
+    let (zk_process, zkd_process, zk, zkd) = servers();
+    for addr in [zk_process.addr(), zkd_process.addr()] {
+        let client = ZooKeeper::connect(&addr, Duration::from_secs(10), |_| {}).expect("connect");
+        let open = Acl::open_unsafe().clone();
+        client
+            .create("/sized", vec![7; 10], open, CreateMode::Persistent)
+            .expect("create");
+        client.get_children("/", false).expect("children");
+        client.get_data("/sized", false).expect("read");
+    }
+    let (theirs, ours) = (
+        json(zk, "/commands/monitor"),
+        json(zkd, "/commands/monitor"),
+    );
+    let keys = |v: &Value| -> BTreeSet<String> {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let listed = listed_as_left_out();
+    let unexplained: Vec<String> = keys(&theirs)
+        .difference(&keys(&ours))
+        .filter(|key| !listed.contains(metric_of(key)) && !listed.contains(key.as_str()))
+        .cloned()
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "keys ZooKeeper shows that zkd neither has nor lists in server/README.md: {unexplained:?}"
+    );
+    // A listed metric zkd has after all would be a stale line.
+    let stale: Vec<&String> = listed
+        .iter()
+        .filter(|m| keys(&ours).iter().any(|k| metric_of(k) == m.as_str()))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "listed as left out, but zkd has: {stale:?}"
+    );
+    for key in [
+        "last_client_response_size",
+        "min_client_response_size",
+        "max_client_response_size",
+    ] {
+        assert_eq!(ours[key], theirs[key], "{key}");
+    }
+    // The read of 10 bytes: header, data and stat (the last is the close).
+    assert_eq!(ours["max_client_response_size"], Value::from(98), "{ours}");
+    assert!(
+        ours["non_mtls_local_conn_count"].as_i64() >= Some(1),
+        "{ours}"
+    );
+    assert_eq!(ours["non_mtls_remote_conn_count"], Value::from(0));
+    assert_eq!(ours["outstanding_tls_handshake"], Value::from(0));
+}

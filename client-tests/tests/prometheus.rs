@@ -221,6 +221,17 @@ fn a_standalone_servers_metrics_are_zookeepers_and_follow_its_clients() {
             "process_resident_memory_bytes"
         ) > 1e6
     );
+    // One watcher hears one change: the summary and the bytes follow.
+    let watcher =
+        ZooKeeper::connect(&zkd.addr(), Duration::from_secs(10), |_| {}).expect("connect");
+    watcher.get_data("/m0", true).expect("watch");
+    watcher.set_data("/m0", vec![8], None).expect("change");
+    std::thread::sleep(Duration::from_millis(200));
+    let watched = families(port);
+    let summary = "node_changed_watch_count";
+    assert_eq!(value(&watched, summary, &format!("{summary}_count")), 1.0);
+    assert_eq!(value(&watched, summary, &format!("{summary}_sum")), 1.0);
+    assert!(value(&watched, "watch_bytes", "watch_bytes") > 16.0);
     // A JVM's metrics are not made up.
     assert!(!after.keys().any(|k| k.starts_with("jvm_")));
     // A quota as zkCli sets it: ZooKeeper 3.9's gauge sets, keyed by `q`.

@@ -297,6 +297,10 @@ impl Node {
 
     /// Sends the reply to one of the connection's requests.
     pub(super) fn reply(&mut self, conn: ConnId, frame: Bytes) {
+        // ZooKeeper answers pings before the stage that records sizes.
+        if !frame.starts_with(&super::reply::PING_XID.to_be_bytes()) {
+            self.stats.client_responses.record(frame.len());
+        }
         if self.count_sent(conn, &frame) {
             self.commands.push_back(Command::Reply { conn, frame });
         }

@@ -11,7 +11,7 @@ use super::session::SessionId;
 use super::types::{ConnId, Mode, Now};
 use crate::failpoints::{active, Failpoint};
 use zkd_protocol::records::{ErrorTxn, SyncResponse};
-use zkd_protocol::{ErrorCode, OpCode, Perms, Zxid};
+use zkd_protocol::{ErrorCode, EventType, OpCode, Perms, Zxid};
 use zkd_storage::{DataTree, Txn, TxnBody, TxnOutcome, WatchTrigger};
 
 impl Node {
@@ -63,7 +63,7 @@ impl Node {
         }
         self.pending.applied(txn.zxid());
         self.activate_reconfig(&txn);
-        self.fire(txn.zxid(), &triggers);
+        self.fire(now, txn.zxid(), &triggers);
         self.track_session(now, &txn);
         match origin {
             Some(origin) => self.deliver(now, &txn, origin, &outcome),
@@ -129,9 +129,20 @@ impl Node {
 
     /// Sends notifications for the txn's triggers to every watching connection
     /// allowed to READ the node (3.9.2+, ZOOKEEPER-4799).
-    fn fire(&mut self, zxid: Zxid, triggers: &[WatchTrigger]) {
+    fn fire(&mut self, now: Now, zxid: Zxid, triggers: &[WatchTrigger]) {
         for trigger in triggers {
             let conns = self.watches.trigger(&trigger.path, trigger.event);
+            if !conns.is_empty() {
+                // As ZooKeeper's WatchManager: only a trigger that notified someone.
+                let timing = match trigger.event {
+                    EventType::NodeCreated => Timing::NodeCreatedWatchCount,
+                    EventType::NodeDeleted => Timing::NodeDeletedWatchCount,
+                    EventType::NodeDataChanged => Timing::NodeChangedWatchCount,
+                    EventType::NodeChildrenChanged => Timing::NodeChildrenWatchCount,
+                };
+                self.metrics
+                    .observe(timing, conns.len() as u64, now.mono_ms);
+            }
             // Every watcher gets the same bytes: encoded once, shared.
             let mut frame = None;
             for conn in conns {
@@ -144,6 +155,7 @@ impl Node {
                     let frame = frame.get_or_insert_with(|| {
                         reply::notification(zxid.0, trigger.event, &trigger.path)
                     });
+                    self.metrics.add(Count::WatchBytes, frame.len() as u64);
                     self.send(conn, frame.clone());
                 }
             }

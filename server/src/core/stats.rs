@@ -36,6 +36,39 @@ impl Latency {
     }
 }
 
+/// The sizes of the replies to clients' requests (header and body, as
+/// ZooKeeper's `BufferStats` counts them): -1 until the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseSizes {
+    pub last: i64,
+    pub min: i64,
+    pub max: i64,
+}
+
+impl Default for ResponseSizes {
+    fn default() -> ResponseSizes {
+        ResponseSizes {
+            last: -1,
+            min: -1,
+            max: -1,
+        }
+    }
+}
+
+impl ResponseSizes {
+    /// Records one reply of `size` bytes.
+    pub fn record(&mut self, size: usize) {
+        let size = size as i64;
+        self.last = size;
+        self.min = if self.min < 0 {
+            size
+        } else {
+            self.min.min(size)
+        };
+        self.max = self.max.max(size);
+    }
+}
+
 /// Server-wide counters since start (or the last `srst`).
 #[derive(Clone, Debug, Default)]
 pub struct ServerStats {
@@ -44,4 +77,6 @@ pub struct ServerStats {
     pub latency: Latency,
     /// Auth packets (and SASL tokens) refused.
     pub auth_failed: u64,
+    /// Replies to requests, pings aside.
+    pub client_responses: ResponseSizes,
 }

@@ -3,6 +3,7 @@
 //! writes what the node loop sends back. A four-letter word on a fresh
 //! connection is answered and the connection closed.
 
+use super::connection_counts::ConnectionCounts;
 use super::{tls, FourLetterWord, Inbound};
 use crate::core::ConnId;
 use bytes::{Bytes, BytesMut};
@@ -149,6 +150,8 @@ pub struct Channels {
 pub struct ConnectionSettings {
     /// jute.maxbuffer.
     pub max_frame: usize,
+    /// What the ports count, for the metrics.
+    pub counts: Arc<ConnectionCounts>,
 }
 
 /// Who is on the other end: its address and, on the secure port, the
@@ -182,6 +185,7 @@ pub async fn serve(
     settings: ConnectionSettings,
 ) {
     let peer = Peer::of(&stream);
+    settings.counts.plaintext(peer.ip.parse().ok());
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     serve_halves(reader, writer, peer, conn, channels, settings).await
@@ -198,10 +202,12 @@ pub async fn serve_tls(
 ) {
     let mut peer = Peer::of(&stream);
     let _ = stream.set_nodelay(true);
+    let under_way = settings.counts.handshake();
     let handshake = tls::handshake(stream, &port.acceptor, port.x509_auth, HANDSHAKE_TIMEOUT);
     let Some((tls, certified)) = handshake.await else {
         return;
     };
+    drop(under_way);
     peer.certified = certified;
     let (reader, writer) = tokio::io::split(tls);
     serve_halves(reader, writer, peer, conn, channels, settings).await

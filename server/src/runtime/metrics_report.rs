@@ -60,6 +60,10 @@ fn gauge(name: &'static str, value: impl Into<i64>) -> Metric {
 pub fn gather(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Metric> {
     let mut all = gauges(info, node, member);
     let metrics = node.metrics();
+    all.push(Metric {
+        name: "connection_rejected",
+        reading: Reading::Counter(info.connection_counts().rejected()),
+    });
     for count in Count::ALL {
         let reading = Reading::Counter(metrics.count(count));
         all.push(Metric {
@@ -132,6 +136,8 @@ fn gauges(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Met
     let s = node.stats();
     let tree = node.tree();
     let (open_fds, max_fds) = fd_counts();
+    let counts = info.connection_counts();
+    let plaintext = counts.plaintext_counts();
     let int = |v: usize| v as i64;
     let mut all = vec![
         Metric {
@@ -159,6 +165,12 @@ fn gauges(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Met
         gauge("open_file_descriptor_count", int(open_fds)),
         gauge("max_file_descriptor_count", max_fds as i64),
         gauge("auth_failed_count", s.auth_failed as i64),
+        gauge("last_client_response_size", s.client_responses.last),
+        gauge("min_client_response_size", s.client_responses.min),
+        gauge("max_client_response_size", s.client_responses.max),
+        gauge("non_mtls_local_conn_count", plaintext.0 as i64),
+        gauge("non_mtls_remote_conn_count", plaintext.1 as i64),
+        gauge("outstanding_tls_handshake", counts.handshakes()),
     ];
     if let Some(counts) = member.and_then(|m| m.followers) {
         // A leader's, as ZooKeeper's leader registers them.

@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod clock;
 pub mod connection;
+pub mod connection_counts;
 pub mod faults;
 pub mod four_letter;
 
@@ -208,12 +209,13 @@ pub async fn serve<S: Store>(
     };
     let disk_faults = faults.as_ref().map(faults::Faults::disk);
     let storage_thread = StorageThread::start(&storage, &config, disk_faults)?;
-    let (acceptor, inbound_rx, words_rx) = start_acceptor(listeners, &config);
+    let counts = Arc::new(connection_counts::ConnectionCounts::default());
+    let (acceptor, inbound_rx, words_rx) = start_acceptor(listeners, &config, counts.clone());
     let (member, peer_rx) = start_membership(&config, faults.as_ref()).await?;
     let (operator_thread, operator_rx) = operator::start(&config).map_err(ServeError::Io)?;
     let config_files = config_files(&config);
     let disk = Box::new(storage.clone());
-    let info = ServerInfo::new(config, disk, clock, storage_thread.metrics.clone());
+    let info = ServerInfo::new(config, disk, clock, storage_thread.metrics.clone(), counts);
     let mut node_loop = NodeLoop {
         node,
         now: clock.now(),
@@ -332,6 +334,7 @@ impl StorageThread {
 fn start_acceptor(
     (listener, tls): (Option<TcpListener>, Option<tls::ClientTls>),
     config: &Config,
+    counts: Arc<connection_counts::ConnectionCounts>,
 ) -> (
     tokio::task::JoinHandle<()>,
     mpsc::Receiver<Inbound>,
@@ -341,6 +344,7 @@ fn start_acceptor(
     let (words_tx, words_rx) = mpsc::channel(FOUR_LETTER_CAPACITY);
     let settings = connection::ConnectionSettings {
         max_frame: config.jute_max_buffer,
+        counts,
     };
     let channels = connection::Channels {
         inbound: inbound_tx,
@@ -504,6 +508,7 @@ async fn accept_loop(
             let n = map.entry(addr.ip()).or_insert(0);
             if max_per_ip != 0 && *n >= max_per_ip {
                 tracing::warn!(ip = %addr.ip(), max_per_ip, "too many connections from one address");
+                settings.counts.reject();
                 continue;
             }
             *n += 1;

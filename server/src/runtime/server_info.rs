@@ -3,8 +3,10 @@
 //! AdminServer sets. Read by the four-letter words and the AdminServer.
 
 use super::clock::Clock;
+use super::connection_counts::ConnectionCounts;
 use super::storage_worker::StorageMetrics;
 use crate::config::Config;
+use std::sync::Arc;
 use zkd_protocol::Zxid;
 use zkd_storage::Store;
 
@@ -48,6 +50,7 @@ pub struct ServerInfo {
     started_mono_ms: u64,
     trace_mask: i64,
     storage_metrics: StorageMetrics,
+    connection_counts: Arc<ConnectionCounts>,
 }
 
 impl ServerInfo {
@@ -57,6 +60,7 @@ impl ServerInfo {
         disk: Box<dyn DiskFacts>,
         clock: Clock,
         storage_metrics: StorageMetrics,
+        connection_counts: Arc<ConnectionCounts>,
     ) -> ServerInfo {
         ServerInfo {
             started_mono_ms: clock.now().mono_ms,
@@ -65,7 +69,13 @@ impl ServerInfo {
             clock,
             trace_mask: DEFAULT_TRACE_MASK,
             storage_metrics,
+            connection_counts,
         }
+    }
+
+    /// What the client ports counted of their connections.
+    pub fn connection_counts(&self) -> &ConnectionCounts {
+        &self.connection_counts
     }
 
     /// What the storage threads measured (fsync time, snapshot time).

@@ -50,7 +50,7 @@ mod snap_sender;
 mod sync;
 
 use decoded::DecodedTxns;
-use role_clocks::RoleClocks;
+use role_clocks::{RoleClocks, ServingAs};
 
 use sync::{Deferred, Divergence, Loaded, Reload};
 

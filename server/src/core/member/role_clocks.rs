@@ -1,9 +1,17 @@
 //! When a member's election, role and time without serving began, for
 //! ZooKeeper's `looking_count`, `election_time`, `follower_sync_time`,
-//! `unavailable_time` and `leader_unavailable_time`.
+//! `observer_sync_time`, `unavailable_time` and `leader_unavailable_time`.
 
 use super::Ctx;
 use crate::core::metrics::{Count, Timing};
+
+/// The role a member serves in, for the time its sync took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ServingAs {
+    Leader,
+    Follower,
+    Observer,
+}
 
 /// Monotonic start times (ms) of what is under way.
 #[derive(Debug, Default)]
@@ -42,12 +50,18 @@ impl RoleClocks {
         self.role_since = Some(now);
     }
 
-    /// The role serves clients: a follower synced, a leader established.
-    pub(super) fn serving(&mut self, ctx: &mut Ctx<'_>, leading: bool) {
+    /// The role serves clients: a learner synced, a leader established.
+    pub(super) fn serving(&mut self, ctx: &mut Ctx<'_>, role: ServingAs) {
         let now = ctx.now.mono_ms;
         let metrics = ctx.node.metrics_mut();
-        if let (Some(since), false) = (self.role_since.take(), leading) {
-            metrics.observe(Timing::FollowerSyncTime, now - since, now);
+        let leading = role == ServingAs::Leader;
+        let synced = match role {
+            ServingAs::Leader => None,
+            ServingAs::Follower => Some(Timing::FollowerSyncTime),
+            ServingAs::Observer => Some(Timing::ObserverSyncTime),
+        };
+        if let (Some(since), Some(timing)) = (self.role_since.take(), synced) {
+            metrics.observe(timing, now - since, now);
         }
         if let Some(since) = self.unavailable_since.take() {
             metrics.observe(Timing::UnavailableTime, now - since, now);

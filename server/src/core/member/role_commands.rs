@@ -130,8 +130,12 @@ impl Member {
     }
 
     fn serving(&mut self, ctx: &mut Ctx<'_>) {
-        self.clocks
-            .serving(ctx, matches!(self.role, Role::Leading(_)));
+        let role = match &self.role {
+            Role::Leading(_) => ServingAs::Leader,
+            _ if self.members.is_observer(self.id) => ServingAs::Observer,
+            _ => ServingAs::Follower,
+        };
+        self.clocks.serving(ctx, role);
         self.activate_announced(ctx);
         // Every member reports the new epoch to lookers from now on
         // (ZooKeeper's updateElectionVote), so late joiners see agreement.

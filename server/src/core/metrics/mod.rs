@@ -44,11 +44,13 @@ pub enum Count {
     SnapSyncs,
     /// Sessions expired.
     SessionsExpired,
+    /// Bytes of watch notifications sent.
+    WatchBytes,
 }
 
 impl Count {
     /// Every counter, in the order reports list them.
-    pub const ALL: [Count; 12] = [
+    pub const ALL: [Count; 13] = [
         Count::BytesReceived,
         Count::Commits,
         Count::ConnectionRequests,
@@ -61,6 +63,7 @@ impl Count {
         Count::ResponseBytes,
         Count::SnapSyncs,
         Count::SessionsExpired,
+        Count::WatchBytes,
     ];
 
     /// ZooKeeper's name for it.
@@ -78,6 +81,7 @@ impl Count {
             Count::ResponseBytes => "response_bytes",
             Count::SnapSyncs => "snap_count",
             Count::SessionsExpired => "stale_sessions_expired",
+            Count::WatchBytes => "watch_bytes",
         }
     }
 }
@@ -95,6 +99,8 @@ pub enum Timing {
     ElectionTime,
     /// A follower's sync, from its decided role to UPTODATE.
     FollowerSyncTime,
+    /// The same for an observer.
+    ObserverSyncTime,
     /// Each time not serving, from stopping to serving again.
     UnavailableTime,
     /// As `UnavailableTime`, when it ended with this member leading.
@@ -107,22 +113,35 @@ pub enum Timing {
     StartupTxnsLoadTime,
     /// Txns replayed at start (a count).
     StartupTxnsLoaded,
+    /// Watchers one node's creation notified (a count; none: not observed).
+    NodeCreatedWatchCount,
+    /// Watchers one node's deletion notified.
+    NodeDeletedWatchCount,
+    /// Watchers one change of a node's data notified.
+    NodeChangedWatchCount,
+    /// Watchers one change of a node's children notified.
+    NodeChildrenWatchCount,
 }
 
 impl Timing {
     /// Every summary, in the order reports list them.
-    pub const ALL: [Timing; 11] = [
+    pub const ALL: [Timing; 16] = [
         Timing::UpdateLatency,
         Timing::ReadLatency,
         Timing::PropagationLatency,
         Timing::ElectionTime,
         Timing::FollowerSyncTime,
+        Timing::ObserverSyncTime,
         Timing::UnavailableTime,
         Timing::LeaderUnavailableTime,
         Timing::DbInitTime,
         Timing::StartupSnapLoadTime,
         Timing::StartupTxnsLoadTime,
         Timing::StartupTxnsLoaded,
+        Timing::NodeCreatedWatchCount,
+        Timing::NodeDeletedWatchCount,
+        Timing::NodeChangedWatchCount,
+        Timing::NodeChildrenWatchCount,
     ];
 
     /// ZooKeeper's name for it, and its detail level.
@@ -133,12 +152,17 @@ impl Timing {
             Timing::PropagationLatency => ("propagation_latency", Detail::Advanced),
             Timing::ElectionTime => ("election_time", Detail::Basic),
             Timing::FollowerSyncTime => ("follower_sync_time", Detail::Basic),
+            Timing::ObserverSyncTime => ("observer_sync_time", Detail::Basic),
             Timing::UnavailableTime => ("unavailable_time", Detail::Basic),
             Timing::LeaderUnavailableTime => ("leader_unavailable_time", Detail::Basic),
             Timing::DbInitTime => ("dbinittime", Detail::Basic),
             Timing::StartupSnapLoadTime => ("startup_snap_load_time", Detail::Basic),
             Timing::StartupTxnsLoadTime => ("startup_txns_load_time", Detail::Basic),
             Timing::StartupTxnsLoaded => ("startup_txns_loaded", Detail::Basic),
+            Timing::NodeCreatedWatchCount => ("node_created_watch_count", Detail::Basic),
+            Timing::NodeDeletedWatchCount => ("node_deleted_watch_count", Detail::Basic),
+            Timing::NodeChangedWatchCount => ("node_changed_watch_count", Detail::Basic),
+            Timing::NodeChildrenWatchCount => ("node_children_watch_count", Detail::Basic),
         }
     }
 }

@@ -4,15 +4,15 @@
 use super::commands::object;
 use crate::core::connection::Conn;
 use crate::core::member::MemberView;
+use crate::core::stats::ResponseSizes;
 use crate::core::Node;
 use crate::runtime::metrics_report::{self, Number};
 use crate::runtime::server_info::{version_string, ServerInfo};
 use serde_json::{json, Map, Value};
 
-/// ZooKeeper's response and proposal sizes, which zkd does not track (-1,
-/// as ZooKeeper reports before its first response).
-fn buffer_sizes() -> Value {
-    json!({ "last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1 })
+/// Sizes as ZooKeeper's `BufferStats` shows them.
+fn buffer_sizes(sizes: ResponseSizes) -> Value {
+    json!({ "last_buffer_size": sizes.last, "min_buffer_size": sizes.min, "max_buffer_size": sizes.max })
 }
 
 pub(super) fn server_stats(
@@ -22,6 +22,7 @@ pub(super) fn server_stats(
 ) -> Map<String, Value> {
     let s = node.stats();
     let (data, log) = info.disk_usage();
+    let plaintext = info.connection_counts().plaintext_counts();
     let mut json = object([
         ("version", version_string().into()),
         (
@@ -34,7 +35,7 @@ pub(super) fn server_stats(
                 "packets_sent": s.packets_sent,
                 "packets_received": s.packets_received,
                 "fsync_threshold_exceed_count": 0,
-                "client_response_stats": buffer_sizes(),
+                "client_response_stats": buffer_sizes(s.client_responses),
                 "data_dir_size": data,
                 "log_dir_size": log,
                 "provider_null": false,
@@ -46,17 +47,21 @@ pub(super) fn server_stats(
                 "min_latency": s.latency.min_ms,
                 "num_alive_client_connections": node.connections().len(),
                 "uptime": info.uptime_ms(),
-                "auth_failed_count": 0,
-                "non_mtlsremote_conn_count": 0,
-                "non_mtlslocal_conn_count": 0,
+                "auth_failed_count": s.auth_failed,
+                "non_mtlsremote_conn_count": plaintext.1,
+                "non_mtlslocal_conn_count": plaintext.0,
             }),
         ),
-        ("client_response", buffer_sizes()),
+        ("client_response", buffer_sizes(s.client_responses)),
         ("node_count", node.tree().node_count().into()),
     ]);
     if member.is_some_and(|m| m.followers.is_some()) {
-        // A leader's, as ZooKeeper's leader adds them.
-        json.insert("proposal_stats".into(), buffer_sizes());
+        // A leader's, as ZooKeeper's leader adds them; zkd does not size
+        // its proposals (-1, as before ZooKeeper's first).
+        json.insert(
+            "proposal_stats".into(),
+            buffer_sizes(ResponseSizes::default()),
+        );
     }
     json
 }

@@ -1,0 +1,69 @@
+//! What the client ports count of the connections they take, for
+//! ZooKeeper's gauges `non_mtls_local_conn_count`,
+//! `non_mtls_remote_conn_count` (plaintext connections since start, from a
+//! loopback address or not), `outstanding_tls_handshake` (handshakes
+//! under way now) and `connection_rejected` (refused past
+//! `maxClientCnxns`).
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The counts, shared by every connection task and the metrics.
+#[derive(Debug, Default)]
+pub struct ConnectionCounts {
+    plaintext_local: AtomicU64,
+    plaintext_remote: AtomicU64,
+    tls_handshakes: AtomicI64,
+    rejected: AtomicU64,
+}
+
+/// A TLS handshake under way; dropping it ends it.
+#[derive(Debug)]
+pub struct Handshake(Arc<ConnectionCounts>);
+
+impl ConnectionCounts {
+    /// One more plaintext connection from `ip`.
+    pub fn plaintext(&self, ip: Option<IpAddr>) {
+        let counter = match ip.is_some_and(|ip| !ip.is_loopback()) {
+            true => &self.plaintext_remote,
+            false => &self.plaintext_local,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection refused: its address had `maxClientCnxns` already.
+    pub fn reject(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections refused since start.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// A TLS handshake starts.
+    pub fn handshake(self: &Arc<Self>) -> Handshake {
+        self.tls_handshakes.fetch_add(1, Ordering::Relaxed);
+        Handshake(self.clone())
+    }
+
+    /// Plaintext connections since start, from loopback and from elsewhere.
+    pub fn plaintext_counts(&self) -> (u64, u64) {
+        (
+            self.plaintext_local.load(Ordering::Relaxed),
+            self.plaintext_remote.load(Ordering::Relaxed),
+        )
+    }
+
+    /// TLS handshakes under way.
+    pub fn handshakes(&self) -> i64 {
+        self.tls_handshakes.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        self.0.tls_handshakes.fetch_sub(1, Ordering::Relaxed);
+    }
+}
