@@ -239,13 +239,21 @@ fn a_wrong_password_or_a_jks_store_stops_the_server_with_its_reason() {
 /// socket over TLS as bob (`zookeeper.client.secure=true`, a PKCS12 key
 /// store, a PEM trust store), or plaintext: the command's output lines.
 fn java_cli(certs: &Path, addr: &str, secure: bool, command: &[&str]) -> Vec<String> {
+    java_cli_as(certs, "bob", addr, secure, command)
+}
+
+/// The Java CLI as `who` (its `WHO.p12`).
+fn java_cli_as(certs: &Path, who: &str, addr: &str, secure: bool, command: &[&str]) -> Vec<String> {
     let at = |f: &str| certs.join(f).display().to_string();
     let jvm = match secure {
         false => Vec::new(),
         true => vec![
             "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty".to_owned(),
             "-Dzookeeper.client.secure=true".to_owned(),
-            format!("-Dzookeeper.ssl.keyStore.location={}", at("bob.p12")),
+            format!(
+                "-Dzookeeper.ssl.keyStore.location={}",
+                at(&format!("{who}.p12"))
+            ),
             "-Dzookeeper.ssl.keyStore.password=secret".to_owned(),
             format!("-Dzookeeper.ssl.trustStore.location={}", at("ca.pem")),
             "-Dzookeeper.ssl.trustStore.type=PEM".to_owned(),
@@ -256,11 +264,15 @@ fn java_cli(certs: &Path, addr: &str, secure: bool, command: &[&str]) -> Vec<Str
 
 /// bob's key store as PKCS12, which the Java client reads.
 fn bob_pkcs12(certs: &Path) {
-    openssl(
-        certs,
-        None,
-        "pkcs12 -export -in bob.crt -inkey bob.key -out bob.p12 -passout pass:secret",
+    client_pkcs12(certs, "bob");
+}
+
+/// `who`'s key store as PKCS12.
+fn client_pkcs12(certs: &Path, who: &str) {
+    let export = format!(
+        "pkcs12 -export -in {who}.crt -inkey {who}.key -out {who}.p12 -passout pass:secret"
     );
+    openssl(certs, None, &export);
 }
 
 /// Both servers' key store is PKCS12 here: ZooKeeper 3.8 on Java 17
@@ -309,6 +321,48 @@ fn the_java_client_over_tls_sees_the_same_on_zookeeper_and_zkd() {
         seen[0]
     );
     assert_eq!(seen[1], seen[0], "zkd, then ZooKeeper");
+}
+
+/// Issue 50, item 7: a subject with attributes RFC 2253 has no keyword
+/// for (emailAddress, serialNumber) is named as Java names it, the OID
+/// and `#` and the whole BER in hex, on both servers.
+#[test]
+fn a_subject_with_email_and_serial_number_is_named_as_java_names_it() {
+    require_tool(ZOOKEEPER_JAR);
+    let certs = certificates();
+    let subject = "/O=example/CN=carol/serialNumber=1234/emailAddress=carol@example.com";
+    certs::sign(certs.path(), "carol", subject, "ca", "client.ext", None);
+    client_pkcs12(certs.path(), "carol");
+    let (zk_port, zkd_port) = (free_port(), free_port());
+    let lines = |port: u16| {
+        tls_options(certs.path(), "server.p12", port)
+            .with(
+                "serverCnxnFactory",
+                "org.apache.zookeeper.server.NettyServerCnxnFactory",
+            )
+            .extra
+    };
+    let zk_lines: String = lines(zk_port)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}\n"))
+        .collect();
+    let _zk = ZooKeeperProcess::start_configured(2000, &[], &zk_lines);
+    let _zkd = ZkdProcess::start_with(ServerOptions {
+        extra: lines(zkd_port),
+        ..ServerOptions::default()
+    });
+    let whoami = |port: u16| {
+        let at = format!("127.0.0.1:{port}");
+        java_cli_as(certs.path(), "carol", &at, true, &["whoami"])
+    };
+    let (theirs, ours) = (whoami(zk_port), whoami(zkd_port));
+    assert!(
+        theirs
+            .iter()
+            .any(|l| l.contains("1.2.840.113549.1.9.1=#16")),
+        "ZooKeeper: {theirs:#?}"
+    );
+    assert_eq!(ours, theirs, "zkd, then ZooKeeper");
 }
 
 #[test]

@@ -33,7 +33,7 @@ pub fn subject(der: &[u8]) -> Option<String> {
                     let oid = attr.attr_type().to_id_string();
                     match (keyword(&oid), attr.as_str()) {
                         (Some(k), Ok(value)) => format!("{k}={}", escape(value)),
-                        _ => format!("{oid}=#{}", hex(attr.attr_value().data)),
+                        _ => format!("{oid}=#{}", hex(&whole_ber(attr.attr_value()))),
                     }
                 })
                 .collect::<Vec<_>>()
@@ -57,6 +57,13 @@ fn escape(value: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// A value's whole BER (its tag, length and content), which Java writes
+/// after `#`: `2.5.4.5=#130431323334` for the serialNumber "1234".
+fn whole_ber(value: &x509_parser::der_parser::asn1_rs::Any) -> Vec<u8> {
+    use x509_parser::der_parser::asn1_rs::ToDer;
+    value.to_der_vec().unwrap_or_else(|_| value.data.to_vec())
 }
 
 fn hex(bytes: &[u8]) -> String {

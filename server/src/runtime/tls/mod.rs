@@ -134,15 +134,22 @@ fn roots(trust: &crate::config::StoreSpec) -> Result<Arc<RootCertStore>, String>
     Ok(Arc::new(roots))
 }
 
-/// ring's suites, only those `ciphersuites` names when it is set (by
-/// their IANA names, which Java uses too).
+/// ring's suites, only those `ciphersuites` names when it is set, by
+/// their IANA names, which Java uses too (`TLS_AES_128_GCM_SHA256` for
+/// TLS 1.3). A name zkd has no suite for is logged and skipped.
 fn provider(config: &TlsSettings) -> Result<rustls::crypto::CryptoProvider, String> {
     let mut provider = rustls::crypto::ring::default_provider();
     if let Some(wanted) = &config.cipher_suites {
-        provider.cipher_suites.retain(|s| {
-            let name = format!("{:?}", s.suite());
-            wanted.contains(&name)
-        });
+        let ours: Vec<String> = provider.cipher_suites.iter().map(iana_name).collect();
+        for name in wanted.iter().filter(|w| !ours.contains(w)) {
+            tracing::warn!(
+                "{}ciphersuites: {name} is not a suite zkd has; skipped",
+                config.prefix
+            );
+        }
+        provider
+            .cipher_suites
+            .retain(|s| wanted.contains(&iana_name(s)));
         if provider.cipher_suites.is_empty() {
             let prefix = config.prefix;
             return Err(format!(
@@ -151,6 +158,16 @@ fn provider(config: &TlsSettings) -> Result<rustls::crypto::CryptoProvider, Stri
         }
     }
     Ok(provider)
+}
+
+/// A suite's IANA name: rustls says `TLS13_` where the IANA (and Java)
+/// say `TLS_` for TLS 1.3's suites; TLS 1.2's names are the same.
+fn iana_name(suite: &rustls::SupportedCipherSuite) -> String {
+    let name = format!("{:?}", suite.suite());
+    match name.strip_prefix("TLS13_") {
+        Some(rest) => format!("TLS_{rest}"),
+        None => name,
+    }
 }
 
 /// The protocol versions `enabledProtocols` (else `protocol`,
@@ -176,4 +193,46 @@ fn versions(config: &TlsSettings) -> Result<Vec<&'static SupportedProtocolVersio
             )),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ClientAuth, StoreKind, StoreSpec};
+
+    fn settings(suites: &[&str]) -> TlsSettings {
+        TlsSettings {
+            prefix: "ssl.",
+            key_store: StoreSpec {
+                location: "/nonexistent.pem".into(),
+                password: Default::default(),
+                kind: StoreKind::Pem,
+            },
+            trust_store: None,
+            client_auth: ClientAuth::None,
+            protocol: None,
+            enabled_protocols: None,
+            cipher_suites: Some(suites.iter().map(|s| s.to_string()).collect()),
+            hostname_verification: false,
+        }
+    }
+
+    fn kept(suites: &[&str]) -> Result<Vec<String>, String> {
+        let provider = provider(&settings(suites))?;
+        Ok(provider.cipher_suites.iter().map(iana_name).collect())
+    }
+
+    #[test]
+    fn cipher_suites_are_taken_by_their_iana_and_java_names() {
+        let tls13 = ["TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"];
+        assert_eq!(kept(&tls13).unwrap(), tls13);
+        let mixed = [
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "TLS_RSA_WITH_AES_128_CBC_SHA",
+        ];
+        // Both versions' suites stay; the one zkd has not is skipped.
+        assert_eq!(kept(&mixed).unwrap(), &mixed[..2]);
+        assert!(kept(&["TLS_RSA_WITH_AES_128_CBC_SHA"]).is_err());
+    }
 }
