@@ -27,6 +27,7 @@ mod fanout;
 mod memory;
 #[path = "bench/stall.rs"]
 mod stall;
+#[cfg(feature = "bench-tls")]
 #[path = "bench/tls.rs"]
 mod tls;
 
@@ -171,6 +172,28 @@ async fn run_phase(addrs: &[String], pids: &[u32], args: &Args, phase: Phase) ->
 /// else as fast as the server answers. A request is timed from when it was
 /// sent: tokio's timer wakes up to a millisecond late, which timing from
 /// the due moment would charge to the server.
+/// A client connected to `addr` (over TLS for the TLS part's addresses).
+async fn session_to(addr: &str) -> zookeeper_client::Client {
+    #[cfg(feature = "bench-tls")]
+    return tls::connect(addr).await;
+    #[cfg(not(feature = "bench-tls"))]
+    return zkd_client_tests::connect(addr, std::time::Duration::from_secs(30)).await;
+}
+
+/// The TLS part, in a build with it.
+async fn tls_part(args: &Args) {
+    #[cfg(feature = "bench-tls")]
+    {
+        let (ours, theirs) = tls::measure(args).await;
+        tls::print(&ours, &theirs);
+    }
+    #[cfg(not(feature = "bench-tls"))]
+    {
+        let _ = args;
+        eprintln!("the tls part needs a build with it: cargo build --release -p zkd-client-tests --features bench-tls");
+    }
+}
+
 async fn run_phase_at(
     addrs: &[String],
     pids: &[u32],
@@ -178,11 +201,11 @@ async fn run_phase_at(
     phase: Phase,
     pace: Option<f64>,
 ) -> PhaseResult {
-    let setup = tls::connect(&addrs[0]).await;
+    let setup = session_to(&addrs[0]).await;
     let _ = setup.create("/bench", b"", &persistent()).await;
     let mut clients = Vec::new();
     for s in 0..args.sessions {
-        let c = tls::connect(&addrs[s % addrs.len()]).await;
+        let c = session_to(&addrs[s % addrs.len()]).await;
         for w in 0..args.window {
             let _ = c
                 .create(
@@ -455,8 +478,7 @@ async fn main() {
         stall::print(&ours, &theirs, &args);
     }
     if args.only.contains(&Part::Tls) {
-        let (ours, theirs) = tls::measure(&args).await;
-        tls::print(&ours, &theirs);
+        tls_part(&args).await;
     }
     if args.only.contains(&Part::Fanout) {
         let zkd = start_zkd();
