@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use zkd_server::config::Config;
 use zkd_server::runtime::ServeError;
-use zkd_storage::SledStorage;
+use zkd_storage::DiskStorage;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -86,7 +86,7 @@ fn main() -> ExitCode {
             // Before anything binds or writes: a directory of ZooKeeper's
             // is refused untouched, and nothing is served over it.
             let (data, log) = (&cfg.data_dir, &cfg.data_log_dir);
-            if let Err(e) = zkd_storage::sled::layout::refuse_zookeeper_data(data, log) {
+            if let Err(e) = zkd_storage::disk::layout::refuse_zookeeper_data(data, log) {
                 tracing::error!("fatal: {e}");
                 return ExitCode::FAILURE;
             }
@@ -178,7 +178,7 @@ fn run(config: Config) -> ExitCode {
         let Ok(secure) = bind_secure(&config).await else {
             return ExitCode::FAILURE;
         };
-        let storage = match SledStorage::open(&config.data_dir, &config.data_log_dir) {
+        let storage = match DiskStorage::open(&config.data_dir, &config.data_log_dir) {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("fatal: cannot open the data store: {e}");

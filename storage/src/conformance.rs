@@ -584,7 +584,7 @@ fn epochs_survive_a_crash(h: &mut impl Harness) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MemStorage, SledStorage};
+    use crate::{DiskStorage, MemStorage};
 
     struct Mem;
     impl Harness for Mem {
@@ -608,26 +608,26 @@ mod tests {
         dirs: Vec<tempfile::TempDir>,
     }
     impl Harness for Sled {
-        type Store = SledStorage;
-        fn open(&mut self) -> SledStorage {
+        type Store = DiskStorage;
+        fn open(&mut self) -> DiskStorage {
             let dir = tempfile::tempdir().unwrap();
-            let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+            let s = DiskStorage::open(dir.path(), dir.path()).unwrap();
             self.dirs.push(dir);
             s
         }
-        fn crash_and_reopen(&mut self, store: SledStorage) -> SledStorage {
+        fn crash_and_reopen(&mut self, store: DiskStorage) -> DiskStorage {
             // A restart, not a power cut: sled's drop flushes everything, so a
             // missing sync passes here. Power loss under sled's real files is
             // client-tests/tests/power_loss.rs (the zkd-lazyfs filesystem), and
             // MemStorage's crash above drops what was not synced.
             drop(store);
             let dir = self.dirs.last().unwrap().path();
-            SledStorage::open(dir, dir).unwrap()
+            DiskStorage::open(dir, dir).unwrap()
         }
         fn crash_loses_unsynced(&self) -> bool {
             false
         }
-        fn damage_snapshot(&mut self, store: &mut SledStorage, zxid: Zxid, at: u64) {
+        fn damage_snapshot(&mut self, store: &mut DiskStorage, zxid: Zxid, at: u64) {
             store.damage_snapshot(zxid, at);
         }
     }

@@ -6,7 +6,7 @@
 //! ```
 //!
 //! `DataTree` is pure and in memory. The three storage traits state their
-//! durability contracts; `SledStorage` implements them on sled 0.34 and
+//! durability contracts; `DiskStorage` implements them on sled 0.34 and
 //! `MemStorage` in memory with a crash model (unsynced writes are lost).
 //! `conformance` (tests) checks every contract on both.
 //!
@@ -22,23 +22,23 @@
 //! ([`EpochStore`]). No snapshot image is ever needed whole in memory.
 
 pub mod data_tree;
+pub mod disk;
 pub mod divergence_mark;
 pub mod epoch_store;
 pub mod error;
 pub mod mem;
 pub mod path;
-pub mod sled;
 pub mod snapshot;
 pub mod store;
 pub mod txn;
 pub mod txn_log;
 
 pub use data_tree::{DataNode, DataTree, TxnOutcome, WatchTrigger};
+pub use disk::DiskStorage;
 pub use divergence_mark::DivergenceMark;
 pub use epoch_store::EpochStore;
 pub use error::StorageError;
 pub use mem::MemStorage;
-pub use sled::SledStorage;
 pub use snapshot::SnapshotStore;
 pub use store::Store;
 pub use txn::{Txn, TxnBody};

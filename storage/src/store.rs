@@ -25,7 +25,7 @@ pub trait Store:
     fn last_snapshot(&self) -> Option<(Zxid, u64)>;
 }
 
-impl Store for crate::SledStorage {
+impl Store for crate::DiskStorage {
     fn disk_usage(&self) -> (u64, u64) {
         self.sizes()
     }

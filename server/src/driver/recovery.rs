@@ -195,7 +195,7 @@ mod tests {
     use zkd_protocol::records::{Acl, CreateTxn, Id, TxnHeader};
     use zkd_protocol::OpCode;
     use zkd_storage::store::SnapshotSource;
-    use zkd_storage::{MemStorage, SledStorage, SnapshotStore, TxnBody, TxnLog};
+    use zkd_storage::{DiskStorage, MemStorage, SnapshotStore, TxnBody, TxnLog};
 
     /// Txn `z`: creates `/n{z}`.
     fn create(z: i64) -> Txn {
@@ -295,9 +295,9 @@ mod tests {
         assert!(matches!(recover(&mut s), Err(StorageError::Corrupt(_))));
     }
 
-    fn sled() -> (tempfile::TempDir, SledStorage) {
+    fn sled() -> (tempfile::TempDir, DiskStorage) {
         let dir = tempfile::tempdir().unwrap();
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         (dir, s)
     }
 
@@ -336,11 +336,11 @@ mod tests {
     #[test]
     fn a_snapshot_preloaded_at_open_is_used_only_as_the_base() {
         let dir = tempfile::tempdir().unwrap();
-        let reopen = |s: SledStorage| {
+        let reopen = |s: DiskStorage| {
             drop(s);
-            SledStorage::open(dir.path(), dir.path()).unwrap()
+            DiskStorage::open(dir.path(), dir.path()).unwrap()
         };
-        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         history(&mut s);
         let mut s = reopen(s);
         assert_same_tree(&recover(&mut s).unwrap(), &tree_through(10));

@@ -53,7 +53,7 @@ const PARSED_PREFIXES: [&str; 4] = ["server.", "group", "weight", "metricsProvid
 
 pub(super) fn configuration(info: &ServerInfo) -> Map<String, Value> {
     let c = info.config();
-    let dir = |d: &std::path::Path| d.join(zkd_storage::sled::layout::ZKD_DIR);
+    let dir = |d: &std::path::Path| d.join(zkd_storage::disk::layout::ZKD_DIR);
     object([
         // -1 with no plaintext port, as ZooKeeper's.
         ("client_port", c.client_port.map_or(-1, i32::from).into()),

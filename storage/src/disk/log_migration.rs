@@ -91,7 +91,7 @@ fn io(path: &Path, e: std::io::Error) -> StorageError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SledStorage, TxnLog};
+    use crate::{DiskStorage, TxnLog};
 
     #[test]
     fn a_sled_log_moves_to_segments_with_its_purge_mark() {
@@ -109,7 +109,7 @@ mod tests {
                 .unwrap();
             db.flush().unwrap();
         }
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         assert_eq!(s.purged_through().unwrap(), Some(Zxid(10)));
         assert_eq!(s.first_zxid().unwrap(), Some(Zxid(11)));
         assert_eq!(s.last_zxid().unwrap(), Some(Zxid(30)));
@@ -117,7 +117,7 @@ mod tests {
         assert_eq!(page[0], (Zxid(21), bytes::Bytes::from(vec![21u8; 50])));
         assert!(!old.exists(), "the old log is gone");
         drop(s);
-        let s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         assert_eq!(s.last_zxid().unwrap(), Some(Zxid(30)));
     }
 }

@@ -1,4 +1,4 @@
-//! `SledStorage`: the storage traits on disk: the txn log in segment files
+//! `DiskStorage`: the storage traits on disk: the txn log in segment files
 //! of zkd's own ([`segment_log`]), epochs on sled 0.34, snapshots as files.
 //! A sled write is durable only after `flush()` returns, so every "durable
 //! on return" method flushes.
@@ -114,7 +114,7 @@ impl FileSync {
 
 /// Durable storage on sled.
 #[derive(Clone, Debug)]
-pub struct SledStorage {
+pub struct DiskStorage {
     /// The txn log; reads take the lock too (they write buffered appends first).
     log: Arc<Mutex<SegmentLog>>,
     /// How far the log reached at its last sync (see [`log_mark`]).
@@ -182,9 +182,9 @@ fn zxid_of(key: &[u8]) -> Result<Zxid> {
     Ok(Zxid(u64::from_be_bytes(raw) as i64))
 }
 
-impl SledStorage {
+impl DiskStorage {
     /// Opens (or creates) the stores under `data_dir` and `data_log_dir`.
-    pub fn open(data_dir: &Path, data_log_dir: &Path) -> Result<SledStorage> {
+    pub fn open(data_dir: &Path, data_log_dir: &Path) -> Result<DiskStorage> {
         let layout::Layout {
             log_dir,
             sled_log_dir,
@@ -216,7 +216,7 @@ impl SledStorage {
         let io = |e: std::io::Error| StorageError::Db(e.to_string());
         let log_mark = LogMark::open(&log_dir)?;
         let epochs_mark = LogMark::open_file(&data_dir, log_mark::EPOCHS_FILE)?;
-        let mut storage = SledStorage {
+        let mut storage = DiskStorage {
             log: Arc::new(Mutex::new(log)),
             log_mark: Arc::new(Mutex::new(log_mark)),
             epochs_mark: Arc::new(Mutex::new(epochs_mark)),
@@ -365,7 +365,7 @@ impl SledStorage {
     }
 }
 
-impl TxnLog for SledStorage {
+impl TxnLog for DiskStorage {
     fn append(&mut self, zxid: Zxid, txn: Bytes) -> Result<()> {
         let mut log = self.log();
         let last = log.last_zxid().max(log.purged_through());
@@ -439,13 +439,13 @@ impl TxnLog for SledStorage {
 }
 
 #[cfg(test)]
-impl SledStorage {
+impl DiskStorage {
     pub(crate) fn damage_snapshot(&self, zxid: Zxid, at: u64) {
         self.snapshots.damage(zxid, at);
     }
 }
 
-impl SnapshotStore for SledStorage {
+impl SnapshotStore for DiskStorage {
     fn append_snapshot(&mut self, slot: SnapshotSlot, piece: &[u8]) -> Result<()> {
         self.snapshots.append(slot, piece)
     }
@@ -510,7 +510,7 @@ impl SnapshotStore for SledStorage {
     }
 }
 
-impl EpochStore for SledStorage {
+impl EpochStore for DiskStorage {
     fn accepted_epoch(&self) -> Result<u32> {
         self.epoch("acceptedEpoch")
     }
@@ -528,7 +528,7 @@ impl EpochStore for SledStorage {
 /// The note lives beside the epochs: one small durable record.
 const DIVERGED_AT: &str = "divergedAt";
 
-impl DivergenceMark for SledStorage {
+impl DivergenceMark for DiskStorage {
     fn diverged_at(&self) -> Result<Option<Zxid>> {
         match self.epochs.get(DIVERGED_AT)? {
             None => Ok(None),
@@ -556,7 +556,7 @@ mod tests {
     use super::*;
 
     /// Appends txns `from..=to` (200-byte values), then syncs if asked.
-    fn fill(s: &mut SledStorage, from: i64, to: i64, sync: bool) {
+    fn fill(s: &mut DiskStorage, from: i64, to: i64, sync: bool) {
         for z in from..=to {
             s.append(Zxid(z), Bytes::from(vec![z as u8; 200])).unwrap();
         }
@@ -567,17 +567,17 @@ mod tests {
 
     /// Closes the store as a kill would leave it: appends never written stay
     /// unwritten (the segment log writes nothing on drop).
-    fn kill(s: SledStorage, _dir: &Path) {
+    fn kill(s: DiskStorage, _dir: &Path) {
         drop(s);
     }
 
     /// Opens the store again after [`kill`] or a drop. sled's background
     /// threads let go of the database's lock a moment after the drop, so a
     /// lock still held is waited out (up to 5 s) instead of failing the test.
-    fn reopen(dir: &Path) -> Result<SledStorage> {
+    fn reopen(dir: &Path) -> Result<DiskStorage> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
-            match SledStorage::open(dir, dir) {
+            match DiskStorage::open(dir, dir) {
                 Err(e)
                     if e.to_string().contains("could not acquire lock")
                         && std::time::Instant::now() < deadline =>
@@ -629,7 +629,7 @@ mod tests {
     fn a_synced_tail_cut_by_damage_is_refused() {
         for cut in [1u64, 100, 4096] {
             let dir = tempfile::tempdir().unwrap();
-            let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+            let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
             fill(&mut s, 1, 500, true);
             kill(s, dir.path());
             let log = log_file(dir.path());
@@ -644,7 +644,7 @@ mod tests {
     fn a_corrupted_record_mid_log_is_refused() {
         for zeroed in [1usize, 4096] {
             let dir = tempfile::tempdir().unwrap();
-            let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+            let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
             fill(&mut s, 1, 2000, true);
             kill(s, dir.path());
             let log = log_file(dir.path());
@@ -669,7 +669,7 @@ mod tests {
     #[test]
     fn an_unsynced_torn_tail_is_truncated() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         fill(&mut s, 1, 500, true);
         fill(&mut s, 501, 600, false);
         // A read writes the unsynced appends to the file (not synced).
@@ -696,7 +696,7 @@ mod tests {
     fn an_earlier_zkds_data_dir_opens_with_everything_it_held() {
         use crate::snapshot::SnapshotStore;
         let dir = tempfile::tempdir().unwrap();
-        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         fill(&mut s, 1, 30, true);
         s.set_accepted_epoch(3).unwrap();
         s.set_current_epoch(2).unwrap();
@@ -718,7 +718,7 @@ mod tests {
     #[test]
     fn a_lost_epoch_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         s.set_accepted_epoch(3).unwrap();
         s.set_current_epoch(3).unwrap();
         s.set_accepted_epoch(4).unwrap();
@@ -742,7 +742,7 @@ mod tests {
     #[test]
     fn a_deliberate_cut_lowers_the_mark() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         fill(&mut s, 1, 100, true);
         s.truncate_after(Zxid(40)).unwrap();
         kill(s, dir.path());
@@ -793,7 +793,7 @@ mod tests {
     fn fnv_sealed_snapshot_files_still_load() {
         use crate::snapshot::{Checksum, SnapshotSeal};
         let dir = tempfile::tempdir().unwrap();
-        let mut s = SledStorage::open(dir.path(), dir.path()).unwrap();
+        let mut s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         for (zxid, image) in [(4i64, &b"old image4"[..]), (7, b"old image7")] {
             s.append_snapshot(SnapshotSlot::Saved(Zxid(zxid)), image)
                 .unwrap();
