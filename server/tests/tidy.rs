@@ -130,13 +130,14 @@ fn the_scanner_finds_what_it_should() {
     assert!(findings[0].contains("HashMap"));
 }
 
-/// Production functions this long or longer need a named exception.
+/// Production functions longer than this need a named exception.
 const MAX_FN_LINES: usize = 70;
 
 /// The longer production functions, each at most as long as it was when
-/// the ratchet began (issue 35): one may shrink (then lower or drop its
-/// entry), never grow, and no other may pass `MAX_FN_LINES`.
-const LONG_FNS: [(&str, &str, usize); 8] = [
+/// the ratchet began (issue 35; `client-tests/src` joined it in issue 50):
+/// one may shrink (then lower or drop its entry), never grow, and no other
+/// may pass `MAX_FN_LINES`.
+const LONG_FNS: [(&str, &str, usize); 19] = [
     ("server/src/launcher/supervise.rs", "supervise", 105),
     ("server/src/driver/peer_wire.rs", "encode_zab", 85),
     ("server/src/driver/peer_wire.rs", "decode_single", 76),
@@ -145,6 +146,17 @@ const LONG_FNS: [(&str, &str, usize); 8] = [
     ("server/src/runtime/peer/quorum_link.rs", "accept", 74),
     ("server/src/core/pipeline/prep.rs", "create", 75),
     ("storage/src/data_tree/mod.rs", "apply_body", 73),
+    ("client-tests/src/nemesis/checker/sessions.rs", "check", 100),
+    ("client-tests/src/nemesis/checker/queue.rs", "check", 112),
+    ("client-tests/src/nemesis/checker/register/mod.rs", "check_key", 75),
+    ("client-tests/src/nemesis/checker/register/wgl.rs", "wgl", 93),
+    ("client-tests/src/nemesis/checker/set.rs", "check", 114),
+    ("client-tests/src/nemesis/checker/counter.rs", "check", 77),
+    ("client-tests/src/bin/lazyfs/state.rs", "rename", 90),
+    ("client-tests/src/bin/nemesis/main.rs", "run_cell", 115),
+    ("client-tests/src/bin/bench.rs", "run_phase_at", 96),
+    ("client-tests/src/bin/bench.rs", "main", 81),
+    ("client-tests/src/bin/bench/ensemble.rs", "print", 86),
 ];
 
 /// Whether `path` holds only test code (whole files; `#[cfg(test)]`
@@ -236,7 +248,12 @@ fn scan_lengths(dir: &Path, root: &Path, out: &mut Vec<(String, String, usize)>)
 fn production_functions_stay_short() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let mut lengths = Vec::new();
-    for dir in ["server/src", "protocol/src", "storage/src"] {
+    for dir in [
+        "server/src",
+        "protocol/src",
+        "storage/src",
+        "client-tests/src",
+    ] {
         scan_lengths(&root.join(dir), root, &mut lengths);
     }
     let mut findings = Vec::new();

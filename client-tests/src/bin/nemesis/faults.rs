@@ -196,6 +196,32 @@ enum Heal {
     AddBack(usize),
 }
 
+/// A fault applied: what it was, whom it hit, and how it heals.
+type Applied = (String, Vec<usize>, Heal);
+
+/// Who a fault may hit: see [`Faults::targets`].
+struct Targets {
+    members: Vec<usize>,
+    random: usize,
+    leader: usize,
+    random_or_leader: usize,
+}
+
+impl Targets {
+    /// A random, leader or all variant's members.
+    fn pick(&self, nemesis: Nemesis) -> Vec<usize> {
+        match nemesis {
+            Nemesis::KillRandom | Nemesis::PauseRandom | Nemesis::PowerLossRandom => {
+                vec![self.random]
+            }
+            Nemesis::KillLeader | Nemesis::PauseLeader | Nemesis::PowerLossLeader => {
+                vec![self.leader]
+            }
+            _ => self.members.clone(),
+        }
+    }
+}
+
 /// A fault in force.
 pub struct Injected {
     window: usize,
@@ -215,59 +241,36 @@ pub struct Faults<'a> {
 impl Faults<'_> {
     /// Injects `nemesis` (a concrete kind for `Mix`), recording its window.
     pub fn inject(&mut self, nemesis: Nemesis) -> Option<Injected> {
-        let n = self.cluster.len();
-        let mut members: Vec<usize> = (0..n).collect();
-        members.shuffle(self.rng);
-        let random = members[0];
-        let leader = self.cluster.leader().unwrap_or(random);
-        let random_or_leader = if self.rng.gen_bool(0.5) {
-            random
-        } else {
-            leader
-        };
-        let cluster = &mut *self.cluster;
-        let (kind, hit, heal): (String, Vec<usize>, Heal) = match nemesis {
+        let t = self.targets();
+        let (kind, hit, heal) = match nemesis {
             Nemesis::None => return None,
             Nemesis::Mix => {
                 let pick = *Nemesis::FAULTS.choose(self.rng).expect("faults");
                 return self.inject(pick);
             }
+            Nemesis::RollingRestart => {
+                self.rolling_restart(&t.members);
+                return None;
+            }
+            Nemesis::Membership => return Some(self.remove_member(t.random_or_leader)),
+            Nemesis::PowerLossNewMember => {
+                let window = self
+                    .rec
+                    .fault_started("new disk, power loss", vec![t.random]);
+                self.new_member_power_loss(t.random, window);
+                let heal = Heal::PowerOn(vec![t.random]);
+                return Some(Injected { window, heal });
+            }
             Nemesis::KillRandom | Nemesis::KillLeader | Nemesis::KillAll => {
-                let hit = match nemesis {
-                    Nemesis::KillRandom => vec![random],
-                    Nemesis::KillLeader => vec![leader],
-                    _ => members.clone(),
-                };
-                cluster.kill9_all(&hit);
+                let hit = t.pick(nemesis);
+                self.cluster.kill9_all(&hit);
                 ("kill -9".into(), hit.clone(), Heal::Restart(hit))
             }
-            Nemesis::KillAllLeaderLast => {
-                let first: Vec<usize> = members.iter().copied().filter(|&i| i != leader).collect();
-                partition::cut_between(cluster, &[leader], &first);
-                // Shorter than the followers take to give up on it, so no
-                // new leader commits in between.
-                let alone = self.rng.gen_range(200..1000);
-                std::thread::sleep(Duration::from_millis(alone));
-                cluster.kill9_all(&members);
-                cluster.heal();
-                let kind = format!("leader {} cut off {alone} ms, kill -9 all", leader + 1);
-                (
-                    kind,
-                    members.clone(),
-                    Heal::RestartLast {
-                        first,
-                        last: leader,
-                    },
-                )
-            }
+            Nemesis::KillAllLeaderLast => self.kill_all_leader_last(&t),
             Nemesis::PauseRandom | Nemesis::PauseLeader | Nemesis::PauseAll => {
-                let hit = match nemesis {
-                    Nemesis::PauseRandom => vec![random],
-                    Nemesis::PauseLeader => vec![leader],
-                    _ => members.clone(),
-                };
+                let hit = t.pick(nemesis);
                 for &i in &hit {
-                    cluster.pause(i);
+                    self.cluster.pause(i);
                 }
                 ("SIGSTOP".into(), hit.clone(), Heal::Resume(hit))
             }
@@ -278,97 +281,117 @@ impl Faults<'_> {
             | Nemesis::PartitionRing
             | Nemesis::PartitionClient
             | Nemesis::PacketLoss => {
-                let (kind, hit) = partition::cut(cluster, nemesis, &members, leader, self.rng);
-                (kind, hit, Heal::Reconnect)
+                let cut = partition::cut(self.cluster, nemesis, &t.members, t.leader, self.rng);
+                (cut.0, cut.1, Heal::Reconnect)
             }
-            Nemesis::RollingRestart => {
-                self.rolling_restart(&members);
-                return None;
-            }
-            Nemesis::Membership => return Some(self.remove_member(random_or_leader)),
             Nemesis::PowerLossRandom | Nemesis::PowerLossLeader | Nemesis::PowerLossAll => {
-                let hit = match nemesis {
-                    Nemesis::PowerLossRandom => vec![random],
-                    Nemesis::PowerLossLeader => vec![leader],
-                    _ => members.clone(),
-                };
-                cluster.power_loss_all(&hit);
+                let hit = t.pick(nemesis);
+                self.cluster.power_loss_all(&hit);
                 ("power loss".into(), hit.clone(), Heal::PowerOn(hit))
             }
-            Nemesis::PowerLossNewMember => {
-                let window = self.rec.fault_started("new disk, power loss", vec![random]);
-                self.new_member_power_loss(random, window);
-                return Some(Injected {
-                    window,
-                    heal: Heal::PowerOn(vec![random]),
-                });
-            }
-            Nemesis::DiskError => {
-                let fault = if self.rng.gen_bool(0.5) {
-                    IoFault::Sync
-                } else {
-                    IoFault::Write
-                };
-                if let Some(pid) = cluster.pid(random_or_leader) {
-                    disk::fail_io(pid, fault);
-                }
-                let kind = format!("EIO on {fault:?}").to_lowercase();
-                (
-                    kind,
-                    vec![random_or_leader],
-                    Heal::DiskError(random_or_leader),
-                )
-            }
+            Nemesis::DiskError => self.disk_error(t.random_or_leader),
             Nemesis::DiskFull => {
-                let filled = cluster.disk(random_or_leader).fill();
-                (
-                    format!("disk full ({filled})"),
-                    vec![random_or_leader],
-                    Heal::DiskFull(random_or_leader),
-                )
+                let i = t.random_or_leader;
+                let filled = self.cluster.disk(i).fill();
+                (format!("disk full ({filled})"), vec![i], Heal::DiskFull(i))
             }
-            Nemesis::SlowDisk => {
-                let ms = self.rng.gen_range(100..=1000);
-                cluster.disk(random_or_leader).set_fsync_latency(ms);
-                (
-                    format!("slow disk: {ms} ms fsyncs"),
-                    vec![random_or_leader],
-                    Heal::FsyncLatency(random_or_leader),
-                )
-            }
+            Nemesis::SlowDisk => self.slow_disk(t.random_or_leader),
             Nemesis::TornWrite => {
-                let torn = cluster.disk_mut(random).torn_power_cut();
-                cluster.kill9(random);
-                (
-                    format!("torn power loss: {torn}"),
-                    vec![random],
-                    Heal::PowerOn(vec![random]),
-                )
+                let torn = self.cluster.disk_mut(t.random).torn_power_cut();
+                self.cluster.kill9(t.random);
+                let heal = Heal::PowerOn(vec![t.random]);
+                (format!("torn power loss: {torn}"), vec![t.random], heal)
             }
-            Nemesis::TruncatedLog | Nemesis::CorruptLog => {
-                cluster.power_loss(random);
-                let disk = cluster.disk(random);
-                let damage = if nemesis == Nemesis::TruncatedLog {
-                    disk.truncate_log(self.rng)
-                } else {
-                    disk.corrupt_log(self.rng)
-                };
-                cluster.power_on(random);
-                (damage, vec![random], Heal::RestartDamaged(random))
-            }
-            Nemesis::ClockJump => {
-                let seconds =
-                    self.rng.gen_range(60..86_400) * if self.rng.gen_bool(0.5) { 1 } else { -1 };
-                cluster.disk(random).set_clock_offset(seconds);
-                (
-                    format!("clock {seconds:+} s"),
-                    vec![random],
-                    Heal::Clock(random),
-                )
-            }
+            Nemesis::TruncatedLog | Nemesis::CorruptLog => self.damage_log(nemesis, t.random),
+            Nemesis::ClockJump => self.clock_jump(t.random),
         };
         let window = self.rec.fault_started(&kind, hit);
         Some(Injected { window, heal })
+    }
+
+    /// Who a fault may hit this time: every member (shuffled), one at
+    /// random, the leader (else the random one), and one of those two.
+    fn targets(&mut self) -> Targets {
+        let mut members: Vec<usize> = (0..self.cluster.len()).collect();
+        members.shuffle(self.rng);
+        let random = members[0];
+        let leader = self.cluster.leader().unwrap_or(random);
+        let random_or_leader = if self.rng.gen_bool(0.5) {
+            random
+        } else {
+            leader
+        };
+        Targets {
+            members,
+            random,
+            leader,
+            random_or_leader,
+        }
+    }
+
+    /// The leader cut off for less than its followers wait, then every
+    /// member killed; it restarts last, so no new leader committed meanwhile.
+    fn kill_all_leader_last(&mut self, t: &Targets) -> Applied {
+        let leader = t.leader;
+        let first: Vec<usize> = t.members.iter().copied().filter(|&i| i != leader).collect();
+        partition::cut_between(self.cluster, &[leader], &first);
+        let alone = self.rng.gen_range(200..1000);
+        std::thread::sleep(Duration::from_millis(alone));
+        self.cluster.kill9_all(&t.members);
+        self.cluster.heal();
+        let kind = format!("leader {} cut off {alone} ms, kill -9 all", leader + 1);
+        let heal = Heal::RestartLast {
+            first,
+            last: leader,
+        };
+        (kind, t.members.clone(), heal)
+    }
+
+    /// EIO on member `i`'s next fsync or write.
+    fn disk_error(&mut self, i: usize) -> Applied {
+        let fault = if self.rng.gen_bool(0.5) {
+            IoFault::Sync
+        } else {
+            IoFault::Write
+        };
+        if let Some(pid) = self.cluster.pid(i) {
+            disk::fail_io(pid, fault);
+        }
+        let kind = format!("EIO on {fault:?}").to_lowercase();
+        (kind, vec![i], Heal::DiskError(i))
+    }
+
+    /// Member `i`'s fsyncs take 0.1 to 1 s.
+    fn slow_disk(&mut self, i: usize) -> Applied {
+        let ms = self.rng.gen_range(100..=1000);
+        self.cluster.disk(i).set_fsync_latency(ms);
+        (
+            format!("slow disk: {ms} ms fsyncs"),
+            vec![i],
+            Heal::FsyncLatency(i),
+        )
+    }
+
+    /// Member `i` loses power and comes back with its log cut short or
+    /// corrupted.
+    fn damage_log(&mut self, nemesis: Nemesis, i: usize) -> Applied {
+        self.cluster.power_loss(i);
+        let disk = self.cluster.disk(i);
+        let damage = if nemesis == Nemesis::TruncatedLog {
+            disk.truncate_log(self.rng)
+        } else {
+            disk.corrupt_log(self.rng)
+        };
+        self.cluster.power_on(i);
+        (damage, vec![i], Heal::RestartDamaged(i))
+    }
+
+    /// Member `i`'s clock jumps a minute to a day, either way.
+    fn clock_jump(&mut self, i: usize) -> Applied {
+        let sign = if self.rng.gen_bool(0.5) { 1 } else { -1 };
+        let seconds = self.rng.gen_range(60..86_400) * sign;
+        self.cluster.disk(i).set_clock_offset(seconds);
+        (format!("clock {seconds:+} s"), vec![i], Heal::Clock(i))
     }
 
     /// Removes member `i` by reconfig; its window notes the configuration

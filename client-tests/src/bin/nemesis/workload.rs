@@ -382,155 +382,175 @@ pub fn read_failed(o: Outcome) -> Outcome {
 /// Runs one call.
 pub async fn execute(shared: &Shared, c: &zk::Client, call: &Call) -> Outcome {
     let dir = shared.workload.dir();
-    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    let result: Result<Value, Outcome> = async {
-        match call {
-            Call::Read { key } => {
-                let path = format!("{dir}/k{key}");
-                finish(c.sync(&path)).await.map_err(read_failed)?;
-                let (data, _) = finish(c.get_data(&path)).await.map_err(read_failed)?;
-                Ok(parse(&data).map_or(Value::None, Value::Int))
-            }
-            Call::Write { key, value } => {
-                let path = format!("{dir}/k{key}");
-                finish(c.set_data(&path, value.to_string().as_bytes(), None)).await?;
-                Ok(Value::None)
-            }
-            Call::Cas { key, from, to } => {
-                let path = format!("{dir}/k{key}");
-                let (data, stat) = finish(c.get_data(&path)).await.map_err(read_failed)?;
-                if parse(&data) != Some(*from) {
-                    return Err(Outcome::Fail {
-                        error: "value differs".into(),
-                    });
-                }
-                finish(c.set_data(&path, to.to_string().as_bytes(), Some(stat.version))).await?;
-                Ok(Value::None)
-            }
-            Call::SetAdd { value } => {
-                let path = format!("{dir}/v{value}");
-                finish(c.create(&path, b"", &persistent)).await?;
-                Ok(Value::None)
-            }
-            Call::SetRead => {
-                // The set's node itself gone (every write lost, as after a
-                // power cut with no fsync) reads as the empty set, so the
-                // checker sees each acknowledged add lost.
-                let listed = tokio::time::timeout(OP_TIMEOUT, async {
-                    c.sync(&dir).await?;
-                    c.list_children(&dir).await
-                })
-                .await;
-                let children = match listed {
-                    Ok(Ok(children)) => children,
-                    Ok(Err(zk::Error::NoNode)) => Vec::new(),
-                    Ok(Err(e)) => return Err(read_failed(outcome_of(&e))),
-                    Err(_) => {
-                        return Err(Outcome::Fail {
-                            error: "timed out".into(),
-                        })
-                    }
-                };
-                let mut values: Vec<i64> = children
-                    .iter()
-                    .filter_map(|n| n.strip_prefix('v')?.parse().ok())
-                    .collect();
-                values.sort_unstable();
-                Ok(Value::Ints(values))
-            }
-            Call::NextId => {
-                let sequential =
-                    zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
-                let (_, seq) = finish(c.create(&format!("{dir}/id-"), b"", &sequential)).await?;
-                Ok(Value::Int(seq.into_i64()))
-            }
-            Call::CounterAdd { delta } => {
-                let path = format!("{dir}/total");
-                let (data, stat) = finish(c.get_data(&path)).await.map_err(read_failed)?;
-                let next = parse(&data).unwrap_or(0) + delta;
-                let mut multi = c.new_multi_writer();
-                multi
-                    .add_check_version(&path, stat.version)
-                    .map_err(|e| outcome_of(&e))?;
-                multi
-                    .add_set_data(&path, next.to_string().as_bytes(), Some(stat.version))
-                    .map_err(|e| outcome_of(&e))?;
-                match tokio::time::timeout(OP_TIMEOUT, multi.commit()).await {
-                    Ok(Ok(_)) => Ok(Value::None),
-                    Ok(Err(e)) => Err(outcome_of(&zk::Error::from(e))),
-                    Err(_) => Err(Outcome::Unknown {
-                        error: "timed out".into(),
-                    }),
-                }
-            }
-            Call::CounterRead => {
-                let path = format!("{dir}/total");
-                finish(c.sync(&path)).await.map_err(read_failed)?;
-                let (data, _) = finish(c.get_data(&path)).await.map_err(read_failed)?;
-                Ok(Value::Int(parse(&data).unwrap_or(0)))
-            }
-            Call::Enqueue { value } => {
-                let sequential =
-                    zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
-                finish(c.create(
-                    &format!("{dir}/q-"),
-                    value.to_string().as_bytes(),
-                    &sequential,
-                ))
-                .await?;
-                Ok(Value::None)
-            }
-            Call::Dequeue => dequeue(c, &dir).await,
-            Call::WatchWrite { key, value } => match watching::write(shared, c, *key, *value).await
-            {
-                Outcome::Ok { value } => Ok(value),
-                other => Err(other),
-            },
-            Call::EphemeralList => {
-                finish(c.sync(&dir)).await.map_err(read_failed)?;
-                let children = finish(c.list_children(&dir)).await.map_err(read_failed)?;
-                let mut owners: Vec<i64> = children.iter().filter_map(|n| n.parse().ok()).collect();
-                owners.sort_unstable();
-                Ok(Value::Ints(owners))
-            }
-            Call::FifoWrite { key, value } => {
-                // Only this process writes its key: no create can race it.
-                let path = format!("{dir}/p{key}");
-                let data = value.to_string();
-                match finish(c.set_data(&path, data.as_bytes(), None)).await {
-                    Err(Outcome::Fail { .. }) => {
-                        finish(c.create(&path, data.as_bytes(), &persistent)).await?;
-                    }
-                    other => {
-                        other?;
-                    }
-                }
-                Ok(Value::None)
-            }
-            Call::FifoRead { key } => {
-                let path = format!("{dir}/p{key}");
-                let (data, stat) = finish(c.get_data(&path)).await.map_err(read_failed)?;
-                Ok(Value::Versioned {
-                    value: parse(&data),
-                    zxid: stat.mzxid,
-                })
-            }
-            Call::Drain
-            | Call::EphemeralCreate { .. }
-            | Call::SessionClose { .. }
-            | Call::SessionExpired { .. }
-            | Call::WatchRead { .. }
-            | Call::WatchPeek { .. }
-            | Call::WatchFired { .. } => Err(Outcome::Fail {
-                error: "not a generated call".into(),
-            }),
+    let result = match call {
+        Call::Read { key } => read_key(c, &format!("{dir}/k{key}")).await,
+        Call::Write { key, value } => {
+            let path = format!("{dir}/k{key}");
+            let data = value.to_string();
+            finish(c.set_data(&path, data.as_bytes(), None))
+                .await
+                .map(|_| Value::None)
         }
-    }
-    .await;
+        Call::Cas { key, from, to } => cas(c, &format!("{dir}/k{key}"), *from, *to).await,
+        Call::SetAdd { value } => {
+            let path = format!("{dir}/v{value}");
+            finish(c.create(&path, b"", &persistent()))
+                .await
+                .map(|_| Value::None)
+        }
+        Call::SetRead => set_read(c, &dir).await,
+        Call::NextId => {
+            let path = format!("{dir}/id-");
+            let created = finish(c.create(&path, b"", &sequential())).await;
+            created.map(|(_, seq)| Value::Int(seq.into_i64()))
+        }
+        Call::CounterAdd { delta } => counter_add(c, &format!("{dir}/total"), *delta).await,
+        Call::CounterRead => {
+            let read = read_key(c, &format!("{dir}/total")).await;
+            read.map(|v| Value::Int(int_of(&v).unwrap_or(0)))
+        }
+        Call::Enqueue { value } => {
+            let (path, data) = (format!("{dir}/q-"), value.to_string());
+            finish(c.create(&path, data.as_bytes(), &sequential()))
+                .await
+                .map(|_| Value::None)
+        }
+        Call::Dequeue => dequeue(c, &dir).await,
+        Call::WatchWrite { key, value } => match watching::write(shared, c, *key, *value).await {
+            Outcome::Ok { value } => Ok(value),
+            other => Err(other),
+        },
+        Call::EphemeralList => ephemeral_list(c, &dir).await,
+        Call::FifoWrite { key, value } => fifo_write(c, &format!("{dir}/p{key}"), *value).await,
+        Call::FifoRead { key } => {
+            let path = format!("{dir}/p{key}");
+            let read = finish(c.get_data(&path)).await.map_err(read_failed);
+            read.map(|(data, stat)| Value::Versioned {
+                value: parse(&data),
+                zxid: stat.mzxid,
+            })
+        }
+        Call::Drain
+        | Call::EphemeralCreate { .. }
+        | Call::SessionClose { .. }
+        | Call::SessionExpired { .. }
+        | Call::WatchRead { .. }
+        | Call::WatchPeek { .. }
+        | Call::WatchFired { .. } => Err(Outcome::Fail {
+            error: "not a generated call".into(),
+        }),
+    };
     match result {
         Ok(value) => Outcome::Ok { value },
         Err(outcome) => outcome,
     }
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+}
+
+fn sequential() -> zk::CreateOptions<'static> {
+    zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all())
+}
+
+/// An `Int` value's number.
+fn int_of(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// A linearizable read of a register: sync, then read.
+async fn read_key(c: &zk::Client, path: &str) -> Result<Value, Outcome> {
+    finish(c.sync(path)).await.map_err(read_failed)?;
+    let (data, _) = finish(c.get_data(path)).await.map_err(read_failed)?;
+    Ok(parse(&data).map_or(Value::None, Value::Int))
+}
+
+/// Sets the register to `to` if it holds `from`, by its version.
+async fn cas(c: &zk::Client, path: &str, from: i64, to: i64) -> Result<Value, Outcome> {
+    let (data, stat) = finish(c.get_data(path)).await.map_err(read_failed)?;
+    if parse(&data) != Some(from) {
+        return Err(Outcome::Fail {
+            error: "value differs".into(),
+        });
+    }
+    finish(c.set_data(path, to.to_string().as_bytes(), Some(stat.version))).await?;
+    Ok(Value::None)
+}
+
+/// The set's members. The set's node itself gone (every write lost, as
+/// after a power cut with no fsync) reads as the empty set, so the checker
+/// sees each acknowledged add lost.
+async fn set_read(c: &zk::Client, dir: &str) -> Result<Value, Outcome> {
+    let listed = tokio::time::timeout(OP_TIMEOUT, async {
+        c.sync(dir).await?;
+        c.list_children(dir).await
+    })
+    .await;
+    let children = match listed {
+        Ok(Ok(children)) => children,
+        Ok(Err(zk::Error::NoNode)) => Vec::new(),
+        Ok(Err(e)) => return Err(read_failed(outcome_of(&e))),
+        Err(_) => {
+            return Err(Outcome::Fail {
+                error: "timed out".into(),
+            })
+        }
+    };
+    let mut values: Vec<i64> = children
+        .iter()
+        .filter_map(|n| n.strip_prefix('v')?.parse().ok())
+        .collect();
+    values.sort_unstable();
+    Ok(Value::Ints(values))
+}
+
+/// Adds `delta` to the counter: a multi whose version check fails if
+/// another add came between the read and the write.
+async fn counter_add(c: &zk::Client, path: &str, delta: i64) -> Result<Value, Outcome> {
+    let (data, stat) = finish(c.get_data(path)).await.map_err(read_failed)?;
+    let next = parse(&data).unwrap_or(0) + delta;
+    let mut multi = c.new_multi_writer();
+    multi
+        .add_check_version(path, stat.version)
+        .map_err(|e| outcome_of(&e))?;
+    multi
+        .add_set_data(path, next.to_string().as_bytes(), Some(stat.version))
+        .map_err(|e| outcome_of(&e))?;
+    match tokio::time::timeout(OP_TIMEOUT, multi.commit()).await {
+        Ok(Ok(_)) => Ok(Value::None),
+        Ok(Err(e)) => Err(outcome_of(&zk::Error::from(e))),
+        Err(_) => Err(Outcome::Unknown {
+            error: "timed out".into(),
+        }),
+    }
+}
+
+/// The session ids owning an ephemeral under `dir`, sorted.
+async fn ephemeral_list(c: &zk::Client, dir: &str) -> Result<Value, Outcome> {
+    finish(c.sync(dir)).await.map_err(read_failed)?;
+    let children = finish(c.list_children(dir)).await.map_err(read_failed)?;
+    let mut owners: Vec<i64> = children.iter().filter_map(|n| n.parse().ok()).collect();
+    owners.sort_unstable();
+    Ok(Value::Ints(owners))
+}
+
+/// Writes this process's own key, creating it the first time (only this
+/// process writes it: no create can race it).
+async fn fifo_write(c: &zk::Client, path: &str, value: i64) -> Result<Value, Outcome> {
+    let data = value.to_string();
+    match finish(c.set_data(path, data.as_bytes(), None)).await {
+        Err(Outcome::Fail { .. }) => {
+            finish(c.create(path, data.as_bytes(), &persistent())).await?;
+        }
+        other => {
+            other?;
+        }
+    }
+    Ok(Value::None)
 }
 
 /// Takes the queue's head: the lowest sequence number, removed by a multi
