@@ -148,8 +148,16 @@ const LONG_FNS: [(&str, &str, usize); 19] = [
     ("storage/src/data_tree/mod.rs", "apply_body", 73),
     ("client-tests/src/nemesis/checker/sessions.rs", "check", 100),
     ("client-tests/src/nemesis/checker/queue.rs", "check", 112),
-    ("client-tests/src/nemesis/checker/register/mod.rs", "check_key", 75),
-    ("client-tests/src/nemesis/checker/register/wgl.rs", "wgl", 93),
+    (
+        "client-tests/src/nemesis/checker/register/mod.rs",
+        "check_key",
+        75,
+    ),
+    (
+        "client-tests/src/nemesis/checker/register/wgl.rs",
+        "wgl",
+        93,
+    ),
     ("client-tests/src/nemesis/checker/set.rs", "check", 114),
     ("client-tests/src/nemesis/checker/counter.rs", "check", 77),
     ("client-tests/src/bin/lazyfs/state.rs", "rename", 90),

@@ -121,7 +121,7 @@ fn snapshot_on_a_slow_disk() {
         }
         node.handle_event(at(0), Event::Committed { txn, digest: None });
     }
-    assert!(node.snapshot.is_some(), "no snapshot started");
+    assert!(node.snapshots.in_progress.is_some(), "no snapshot started");
     let bound = local_snapshot::MAX_SNAPSHOT_BACKLOG + (2 << 20);
     let mut last = false;
     for ms in (0..10_000).step_by(4) {
@@ -140,7 +140,7 @@ fn snapshot_on_a_slow_disk() {
         "a 24 MiB image was handed over to a disk that stored none of it"
     );
     for ms in (10_000..20_000).step_by(4) {
-        node.snapshot_stored(node.snapshot_handed);
+        node.snapshot_stored(node.snapshots.handed);
         node.handle_timeout(at(ms));
         last |= node
             .drain_commands()

@@ -2,13 +2,13 @@
 //! follower forwards writes and session creation to the leader and relays
 //! its clients' touches, and the leader takes forwarded requests in.
 
-use super::acl::AuthIds;
-use super::connection::ConnState;
-use super::node::{Node, Origin};
-use super::node_mode::{Following, Leading, ModeState, NotServing, HOLD_HANDSHAKES_MS};
-use super::pipeline::pending::PendingChanges;
-use super::session::{SessionId, SessionTable};
-use super::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
+use super::mode::{Following, Leading, ModeState, NotServing, HOLD_HANDSHAKES_MS};
+use super::{Node, Origin};
+use crate::core::acl::AuthIds;
+use crate::core::connection::ConnState;
+use crate::core::pipeline::pending::PendingChanges;
+use crate::core::session::{SessionId, SessionTable};
+use crate::core::types::{Command, ConnId, ForwardedRequest, Mode, Now, SessionTouch};
 use crate::failpoints::{active, Failpoint};
 use bytes::{Buf, Bytes, BytesMut};
 use std::sync::Arc;
@@ -65,13 +65,13 @@ impl Node {
         self.pending = PendingChanges::new(self.config.path_hasher.clone());
         self.reattaching.clear();
         // A snapshot in progress may not survive a truncation or a SNAP.
-        self.snapshot = None;
+        self.snapshots.in_progress = None;
         self.last_assigned = self.tree.last_zxid();
     }
 
     /// Connections whose handshake was held while not serving: answered
     /// now that the member serves.
-    pub(super) fn take_held(&mut self) -> Vec<(ConnId, ConnectRequest)> {
+    pub(in crate::core) fn take_held(&mut self) -> Vec<(ConnId, ConnectRequest)> {
         match &mut self.mode {
             ModeState::NotServing(n) => std::mem::take(&mut n.held),
             _ => Vec::new(),
@@ -80,7 +80,7 @@ impl Node {
 
     /// Not serving past the hold: held handshakes are refused, as ZooKeeper
     /// refuses them while it elects or syncs, so their clients move on.
-    pub(super) fn refuse_held(&mut self, now: Now) {
+    pub(in crate::core) fn refuse_held(&mut self, now: Now) {
         let ModeState::NotServing(n) = &mut self.mode else {
             return;
         };
@@ -98,7 +98,7 @@ impl Node {
         debug_assert_eq!(self.mode(), Mode::NotServing);
         if !active(Failpoint::SnapshotAnyTree) {
             // A snapshot of the old tree must not go on over the new one.
-            self.snapshot = None;
+            self.snapshots.in_progress = None;
         }
         self.last_assigned = tree.last_zxid();
         self.fuzzy_through = fuzzy_through;
@@ -146,7 +146,7 @@ impl Node {
         self.answer_held(now, held);
     }
 
-    pub(super) fn answer_held(&mut self, now: Now, held: Vec<(ConnId, ConnectRequest)>) {
+    pub(in crate::core) fn answer_held(&mut self, now: Now, held: Vec<(ConnId, ConnectRequest)>) {
         for (conn, request) in held {
             self.handshake(now, conn, request);
         }
@@ -188,12 +188,12 @@ impl Node {
 
     /// Whether writes start here (standalone or leading): only then do
     /// sessions expire and containers get swept.
-    pub(super) fn proposes(&self) -> bool {
+    pub(in crate::core) fn proposes(&self) -> bool {
         matches!(self.mode(), Mode::Standalone | Mode::Leading)
     }
 
     /// Follower: asks the leader to create `session` for `conn`.
-    pub(super) fn forward_create_session(
+    pub(in crate::core) fn forward_create_session(
         &mut self,
         conn: ConnId,
         session: SessionId,
@@ -214,7 +214,7 @@ impl Node {
 
     /// Follower: sends a client's write (or sync) to the leader, with the
     /// connection's identities in the order they were added.
-    pub(super) fn forward(
+    pub(in crate::core) fn forward(
         &mut self,
         conn: ConnId,
         session: SessionId,
@@ -249,7 +249,7 @@ impl Node {
     }
 
     /// Follower: one of `conn`'s forwarded requests was answered.
-    pub(super) fn forwarded_answered(&mut self, conn: ConnId) {
+    pub(in crate::core) fn forwarded_answered(&mut self, conn: ConnId) {
         if let (Some(c), Some(f)) = (self.conns.get_mut(&conn), self.mode.following()) {
             if c.forwarded > 0 {
                 c.forwarded -= 1;
@@ -260,7 +260,7 @@ impl Node {
 
     /// Leader: a request the follower `from` forwarded becomes a txn like a
     /// local one; the follower answers its client when it is committed.
-    pub(super) fn forwarded(&mut self, now: Now, from: u64, request: ForwardedRequest) {
+    pub(in crate::core) fn forwarded(&mut self, now: Now, from: u64, request: ForwardedRequest) {
         if self.mode() != Mode::Leading {
             return;
         }
@@ -325,7 +325,7 @@ impl Node {
 
     /// Leader: whether `member` may act for `session`. A session nobody has
     /// claimed since this leader took over becomes `member`'s.
-    pub(super) fn claim(&mut self, session: SessionId, member: u64) -> bool {
+    pub(in crate::core) fn claim(&mut self, session: SessionId, member: u64) -> bool {
         match self.mode.leading() {
             Some(l) => *l.owners.entry(session).or_insert(member) == member,
             None => true,
@@ -334,7 +334,13 @@ impl Node {
 
     /// Leader: the follower `from` asks whether `session` may attach there.
     /// A live session moves to it (ZooKeeper's REVALIDATE).
-    pub(super) fn revalidate(&mut self, now: Now, from: u64, session: SessionId, timeout_ms: i32) {
+    pub(in crate::core) fn revalidate(
+        &mut self,
+        now: Now,
+        from: u64,
+        session: SessionId,
+        timeout_ms: i32,
+    ) {
         let valid = self.mode() == Mode::Leading && self.sessions.is_live(session);
         if let Some(l) = self.mode.leading().filter(|_| valid) {
             l.owners.insert(session, from);
@@ -352,7 +358,7 @@ impl Node {
     }
 
     /// Follower: the leader answered whether `session` may attach here.
-    pub(super) fn revalidated(&mut self, now: Now, session: SessionId, valid: bool) {
+    pub(in crate::core) fn revalidated(&mut self, now: Now, session: SessionId, valid: bool) {
         let waiting: Vec<(ConnId, i32)> = self
             .conns
             .iter()
@@ -381,7 +387,7 @@ impl Node {
     }
 
     /// Leader: a follower's clients touched these sessions.
-    pub(super) fn touched_remotely(&mut self, now: Now, touches: &[SessionTouch]) {
+    pub(in crate::core) fn touched_remotely(&mut self, now: Now, touches: &[SessionTouch]) {
         if self.mode() != Mode::Leading {
             return;
         }

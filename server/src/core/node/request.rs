@@ -1,15 +1,15 @@
 //! Client requests: decoding, starting writes, queueing reads, and flushing
 //! each connection's replies in request order.
 
-use super::connection::{ConnState, Queued};
-use super::metrics::{Count, Timing};
-use super::node::{InFlight, Node, Origin};
-use super::pipeline::prep::Prep;
-use super::pipeline::read::{Frames, ReadCtx};
-use super::pipeline::txn_changes::TxnChanges;
-use super::reply;
-use super::session::SessionId;
-use super::types::{Command, ConnId, Mode, Now};
+use super::{InFlight, Node, Origin};
+use crate::core::connection::{ConnState, Queued};
+use crate::core::metrics::{Count, Timing};
+use crate::core::pipeline::prep::Prep;
+use crate::core::pipeline::read::{Frames, ReadCtx};
+use crate::core::pipeline::txn_changes::TxnChanges;
+use crate::core::reply;
+use crate::core::session::SessionId;
+use crate::core::types::{Command, ConnId, Mode, Now};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use zkd_protocol::records::{CreateRequest, ErrorTxn, TxnHeader};
@@ -21,7 +21,7 @@ use zkd_storage::{Txn, TxnBody};
 const MAX_BACKLOG: usize = 1000;
 
 impl Node {
-    pub(super) fn request_frame(&mut self, now: Now, conn: ConnId, frame: Bytes) {
+    pub(in crate::core) fn request_frame(&mut self, now: Now, conn: ConnId, frame: Bytes) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -69,19 +69,25 @@ impl Node {
         self.flush(now, conn);
     }
 
-    pub(super) fn answer_then_close(&mut self, conn: ConnId, xid: i32, zxid: i64, code: ErrorCode) {
+    pub(in crate::core) fn answer_then_close(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        zxid: i64,
+        code: ErrorCode,
+    ) {
         self.send_then_close(conn, reply::bare(xid, zxid, code.code()));
     }
 
     /// Queues `frame` for `conn`, which is closed once it is written.
-    pub(super) fn send_then_close(&mut self, conn: ConnId, frame: bytes::Bytes) {
+    pub(in crate::core) fn send_then_close(&mut self, conn: ConnId, frame: bytes::Bytes) {
         self.enqueue(conn, Queued::Ready(frame));
         if let Some(c) = self.conns.get_mut(&conn) {
             c.close_when_drained = true;
         }
     }
 
-    pub(super) fn enqueue(&mut self, conn: ConnId, item: Queued) {
+    pub(in crate::core) fn enqueue(&mut self, conn: ConnId, item: Queued) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.queue.push_back(item);
         }
@@ -213,10 +219,10 @@ impl Node {
     }
 
     /// The txn body of a write, or the error txn it fails with.
-    pub(super) fn prepare_request(
+    pub(in crate::core) fn prepare_request(
         &mut self,
         now: Now,
-        auth: &super::acl::AuthIds,
+        auth: &crate::core::acl::AuthIds,
         session: SessionId,
         request: &ClientRequest,
     ) -> TxnBody {
@@ -241,7 +247,7 @@ impl Node {
     fn prepare(
         &mut self,
         now: Now,
-        auth: &super::acl::AuthIds,
+        auth: &crate::core::acl::AuthIds,
         session: i64,
         validate: impl FnOnce(&mut Prep<'_>) -> Result<TxnBody, ErrorCode>,
     ) -> Result<TxnBody, ErrorCode> {
@@ -266,7 +272,7 @@ impl Node {
     }
 
     /// Assigns the next zxid, stamps the time and hands the txn to storage.
-    pub(super) fn start_txn(
+    pub(in crate::core) fn start_txn(
         &mut self,
         now: Now,
         session: i64,
@@ -291,17 +297,22 @@ impl Node {
         self.in_flight.push_back(InFlight { txn, origin });
     }
 
-    pub(super) fn start_close_session(&mut self, now: Now, session: SessionId, origin: Origin) {
+    pub(in crate::core) fn start_close_session(
+        &mut self,
+        now: Now,
+        session: SessionId,
+        origin: Origin,
+    ) {
         self.sessions.set_closing(session);
-        let auth = super::acl::AuthIds::default();
+        let auth = crate::core::acl::AuthIds::default();
         if let Ok(body) = self.prepare(now, &auth, session.0, |prep| Ok(prep.close_session())) {
             self.start_txn(now, session.0, 0, body, origin);
         }
     }
 
     /// Deletes empty containers and expired TTL nodes, as the leader's ContainerManager does.
-    pub(super) fn sweep_containers(&mut self, now: Now) {
-        let auth = super::acl::AuthIds::default();
+    pub(in crate::core) fn sweep_containers(&mut self, now: Now) {
+        let auth = crate::core::acl::AuthIds::default();
         for path in self.tree.expired_containers(now.wall_ms) {
             // Validation against pending changes skips nodes a client is already changing.
             let Ok(body) = self.prepare(now, &auth, 0, |prep| prep.delete(&path, -1, true)) else {
@@ -314,7 +325,7 @@ impl Node {
 
     /// Sends every reply at the head of the connection's queue that is ready,
     /// executing reads when their turn comes.
-    pub(super) fn flush(&mut self, now: Now, conn: ConnId) {
+    pub(in crate::core) fn flush(&mut self, now: Now, conn: ConnId) {
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
@@ -395,7 +406,7 @@ impl Node {
 
 /// The txn of an ensemble's sync: an ErrorTxn that reports no error and
 /// changes nothing but the zxid.
-pub(super) fn sync_txn() -> TxnBody {
+pub(in crate::core) fn sync_txn() -> TxnBody {
     TxnBody::Error(ErrorTxn { err: 0 })
 }
 

@@ -16,12 +16,12 @@
 //! `sync` and `check` get NOTREADONLY; reads see the tree as the member
 //! last had it.
 
-use super::connection::Queued;
-use super::node::Node;
-use super::node_mode::ModeState;
-use super::reply;
-use super::session::{session_password, SessionId, SessionTable};
-use super::types::{ConnId, Mode, Now};
+use super::mode::ModeState;
+use super::Node;
+use crate::core::connection::Queued;
+use crate::core::reply;
+use crate::core::session::{session_password, SessionId, SessionTable};
+use crate::core::types::{ConnId, Mode, Now};
 use zkd_protocol::records::ConnectRequest;
 use zkd_protocol::request::ClientRequest;
 use zkd_protocol::ErrorCode;
@@ -53,7 +53,7 @@ impl Node {
     }
 
     /// When read-only mode begins, while the member looks.
-    pub(super) fn read_only_due(&self) -> Option<u64> {
+    pub(in crate::core) fn read_only_due(&self) -> Option<u64> {
         match &self.mode {
             ModeState::NotServing(n) => n.read_only_at_ms,
             _ => None,
@@ -62,7 +62,7 @@ impl Node {
 
     /// Read-only mode begins if its time has come; in it, local sessions
     /// expire here.
-    pub(super) fn step_read_only(&mut self, now: Now) {
+    pub(in crate::core) fn step_read_only(&mut self, now: Now) {
         if self.mode() == Mode::ReadOnly {
             return self.expire_local_sessions(now);
         }
@@ -88,7 +88,12 @@ impl Node {
     }
 
     /// A handshake in read-only mode.
-    pub(super) fn read_only_handshake(&mut self, now: Now, conn: ConnId, request: ConnectRequest) {
+    pub(in crate::core) fn read_only_handshake(
+        &mut self,
+        now: Now,
+        conn: ConnId,
+        request: ConnectRequest,
+    ) {
         if request.read_only != Some(true) {
             tracing::debug!(
                 conn = conn.0,
@@ -132,7 +137,7 @@ impl Node {
     /// Answers `request` if read-only mode answers it itself: writes,
     /// `sync` and `check` get NOTREADONLY, and closing the session ends it
     /// here. False for what is served as usual (reads, watches, auth).
-    pub(super) fn read_only_request(
+    pub(in crate::core) fn read_only_request(
         &mut self,
         conn: ConnId,
         session: SessionId,

@@ -2,12 +2,12 @@
 //! `/zookeeper/config`, what a reconfig's prep needs to know, and a
 //! committed reconfig taking effect.
 
-use super::election::ServerId;
-use super::node::Node;
-use super::node_mode::ModeState;
-use super::pipeline::reconfig::{reconfig_config, ReconfigContext, CONFIG_NODE};
-use super::types::{Command, Mode};
-use super::EnsembleConfig;
+use super::mode::ModeState;
+use super::Node;
+use crate::core::election::ServerId;
+use crate::core::pipeline::reconfig::{reconfig_config, ReconfigContext, CONFIG_NODE};
+use crate::core::types::{Command, Mode};
+use crate::core::EnsembleConfig;
 use crate::failpoints::{active, Failpoint};
 use zkd_storage::{Txn, TxnBody};
 
@@ -37,7 +37,7 @@ impl Node {
     /// tree holds a later one: a reconfig committed and not in effect here
     /// yet (replayed at boot, or in a SNAP's image), which a new leader's
     /// epoch or a follower's UPTODATE activates and must still find.
-    pub(super) fn show_ensemble_config(&mut self) {
+    pub(in crate::core) fn show_ensemble_config(&mut self) {
         let Some(config) = &self.config.ensemble_config else {
             return;
         };
@@ -67,7 +67,7 @@ impl Node {
     }
 
     /// What a reconfig's prep needs to know of the ensemble.
-    pub(super) fn reconfig_context(&self) -> ReconfigContext {
+    pub(in crate::core) fn reconfig_context(&self) -> ReconfigContext {
         let synced = match &self.mode {
             ModeState::Leading(l) => l.synced.clone(),
             _ => Vec::new(),
@@ -84,7 +84,7 @@ impl Node {
     /// reconfig (ZooKeeper's `processReconfig` ignores it without). One
     /// still syncing takes what its leader's NEWLEADER announced at
     /// UPTODATE instead, and a new leader what its epoch established.
-    pub(super) fn activate_reconfig(&mut self, txn: &Txn) {
+    pub(in crate::core) fn activate_reconfig(&mut self, txn: &Txn) {
         let TxnBody::Reconfig(t) = &txn.body else {
             return;
         };

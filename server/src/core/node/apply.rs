@@ -2,13 +2,13 @@
 //! client gets its reply, in that order, so a watch event always reaches a
 //! client before any reply that reflects the change.
 
-use super::connection::Queued;
-use super::metrics::{Count, Timing};
-use super::node::{InFlight, Node, Origin};
-use super::pipeline::outcome::write_reply;
-use super::reply;
-use super::session::SessionId;
-use super::types::{ConnId, Mode, Now};
+use super::{InFlight, Node, Origin};
+use crate::core::connection::Queued;
+use crate::core::metrics::{Count, Timing};
+use crate::core::pipeline::outcome::write_reply;
+use crate::core::reply;
+use crate::core::session::SessionId;
+use crate::core::types::{ConnId, Mode, Now};
 use crate::failpoints::{active, Failpoint};
 use zkd_protocol::records::{ErrorTxn, SyncResponse};
 use zkd_protocol::{ErrorCode, EventType, OpCode, Perms, Zxid};
@@ -17,7 +17,7 @@ use zkd_storage::{DataTree, Txn, TxnBody, TxnOutcome, WatchTrigger};
 impl Node {
     /// Standalone: storage reports every txn up to `zxid` durable, so
     /// committed: apply them in order.
-    pub(super) fn persisted(&mut self, now: Now, zxid: Zxid) {
+    pub(in crate::core) fn persisted(&mut self, now: Now, zxid: Zxid) {
         while self.in_flight.front().is_some_and(|f| f.txn.zxid() <= zxid) {
             let Some(InFlight { txn, origin }) = self.in_flight.pop_front() else {
                 break;
@@ -29,7 +29,7 @@ impl Node {
     /// Ensemble: the next committed txn, and the leader's digest after it
     /// if it sent one. The leader started the ones at the head of
     /// `in_flight`; any other came from the leader's proposals.
-    pub(super) fn committed(&mut self, now: Now, txn: Txn, digest: Option<u64>) {
+    pub(in crate::core) fn committed(&mut self, now: Now, txn: Txn, digest: Option<u64>) {
         let origin = match self.in_flight.front() {
             Some(f) if f.txn.zxid() == txn.zxid() => self.in_flight.pop_front().map(|f| f.origin),
             _ => None,

@@ -6,11 +6,11 @@
 //! request from a connection without one of the required schemes closes
 //! it the same way.
 
-use super::connection::Queued;
-use super::node::Node;
-use super::reply;
-use super::sasl::digest_md5::{DigestMd5, Step, CLIENT_SERVICE};
-use super::types::ConnId;
+use super::Node;
+use crate::core::connection::Queued;
+use crate::core::reply;
+use crate::core::sasl::digest_md5::{DigestMd5, Step, CLIENT_SERVICE};
+use crate::core::types::ConnId;
 use zkd_protocol::records::{ReplyHeader, SetSaslResponse};
 use zkd_protocol::{ErrorCode, Record};
 
@@ -19,7 +19,7 @@ const NULL_BUFFER: i32 = -1;
 
 impl Node {
     /// Answers one SASL token from `conn`.
-    pub(super) fn sasl_step(&mut self, conn: ConnId, xid: i32, token: &[u8]) {
+    pub(in crate::core) fn sasl_step(&mut self, conn: ConnId, xid: i32, token: &[u8]) {
         let Some(sasl) = self.config.sasl.clone() else {
             // No JAAS Server section: nothing to authenticate against.
             return self.sasl_failed(conn, xid, "SASL is not configured (no JAAS Server section)");
@@ -75,7 +75,7 @@ impl Node {
 
     /// Whether `conn` may be served: enforcement is off, or it holds an id
     /// of a required scheme.
-    pub(super) fn auth_enforced(&self, conn: ConnId) -> bool {
+    pub(in crate::core) fn auth_enforced(&self, conn: ConnId) -> bool {
         let Some(schemes) = &self.config.enforced_auth else {
             return true;
         };

@@ -3,10 +3,10 @@
 //! the handshakes a member not serving holds for a moment. Each mode's state
 //! lives in its variant, so it is gone when the mode ends.
 
-use super::acl::AuthIds;
-use super::election::ServerId;
-use super::session::SessionId;
-use super::types::{ConnId, Mode};
+use crate::core::acl::AuthIds;
+use crate::core::election::ServerId;
+use crate::core::session::SessionId;
+use crate::core::types::{ConnId, Mode};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use zkd_protocol::records::ConnectRequest;
@@ -18,11 +18,11 @@ use zkd_protocol::Zxid;
 /// soon moves on. A stock client that is closed tries its next server at
 /// once only in its first pass over the list; then it backs off (the Rust
 /// client by 300 ms and more), which held handshakes spare it.
-pub(super) const HOLD_HANDSHAKES_MS: u64 = 500;
+pub(in crate::core) const HOLD_HANDSHAKES_MS: u64 = 500;
 
 /// The node's mode with the state that belongs to it.
 #[derive(Debug)]
-pub(super) enum ModeState {
+pub(in crate::core) enum ModeState {
     /// A server of its own: writes start here.
     Standalone,
     /// A member electing or syncing.
@@ -37,7 +37,7 @@ pub(super) enum ModeState {
 
 /// A member electing or syncing.
 #[derive(Debug, Default)]
-pub(super) struct NotServing {
+pub(in crate::core) struct NotServing {
     /// Handshakes are held, not refused, until this time (monotonic ms).
     pub hold_until_ms: u64,
     /// Connections whose handshake waits for the member to serve again.
@@ -49,7 +49,7 @@ pub(super) struct NotServing {
 
 /// The established leader.
 #[derive(Debug, Default)]
-pub(super) struct Leading {
+pub(in crate::core) struct Leading {
     /// The member each session is attached to (by its id), so a write from
     /// a member the session left answers SESSIONMOVED. A session with no
     /// entry (a new leader's) belongs to the first to use it.
@@ -83,11 +83,11 @@ impl Leading {
 
 /// Identities as a forwarded request carries them: `(scheme, id)`, in the
 /// order the connection added them.
-pub(super) type ForwardedIds = Vec<(String, String)>;
+pub(in crate::core) type ForwardedIds = Vec<(String, String)>;
 
 /// An up-to-date follower.
 #[derive(Debug, Default)]
-pub(super) struct Following {
+pub(in crate::core) struct Following {
     /// Sessions being created for local connections, by the id this member
     /// chose (ZooKeeper's learners allocate session ids).
     pub creating: BTreeMap<SessionId, ConnId>,
