@@ -275,16 +275,12 @@ fn client_pkcs12(certs: &Path, who: &str) {
     openssl(certs, None, &export);
 }
 
-/// Both servers' key store is PKCS12 here: ZooKeeper 3.8 on Java 17
-/// cannot read a PEM key encrypted with PBES2, openssl's default.
-#[test]
-fn the_java_client_over_tls_sees_the_same_on_zookeeper_and_zkd() {
-    require_tool(ZOOKEEPER_JAR);
-    let certs = certificates();
-    bob_pkcs12(certs.path());
+/// ZooKeeper (on Netty, which its TLS needs) and zkd on the same TLS
+/// keys with a PKCS12 key store, and their secure ports.
+fn secure_servers(certs: &Path) -> (ZooKeeperProcess, ZkdProcess, u16, u16) {
     let (zk_port, zkd_port) = (free_port(), free_port());
     let lines = |port: u16| {
-        tls_options(certs.path(), "server.p12", port)
+        tls_options(certs, "server.p12", port)
             .with(
                 "serverCnxnFactory",
                 "org.apache.zookeeper.server.NettyServerCnxnFactory",
@@ -300,6 +296,17 @@ fn the_java_client_over_tls_sees_the_same_on_zookeeper_and_zkd() {
         extra: lines(zkd_port),
         ..ServerOptions::default()
     });
+    (zk, zkd, zk_port, zkd_port)
+}
+
+/// Both servers' key store is PKCS12 here: ZooKeeper 3.8 on Java 17
+/// cannot read a PEM key encrypted with PBES2, openssl's default.
+#[test]
+fn the_java_client_over_tls_sees_the_same_on_zookeeper_and_zkd() {
+    require_tool(ZOOKEEPER_JAR);
+    let certs = certificates();
+    bob_pkcs12(certs.path());
+    let (zk, zkd, zk_port, zkd_port) = secure_servers(certs.path());
     let acl = "x509:CN=bob:cdrwa";
     let mut seen = Vec::new();
     for (plain, secure) in [(zk.addr(), zk_port), (zkd.addr(), zkd_port)] {
@@ -333,24 +340,7 @@ fn a_subject_with_email_and_serial_number_is_named_as_java_names_it() {
     let subject = "/O=example/CN=carol/serialNumber=1234/emailAddress=carol@example.com";
     certs::sign(certs.path(), "carol", subject, "ca", "client.ext", None);
     client_pkcs12(certs.path(), "carol");
-    let (zk_port, zkd_port) = (free_port(), free_port());
-    let lines = |port: u16| {
-        tls_options(certs.path(), "server.p12", port)
-            .with(
-                "serverCnxnFactory",
-                "org.apache.zookeeper.server.NettyServerCnxnFactory",
-            )
-            .extra
-    };
-    let zk_lines: String = lines(zk_port)
-        .iter()
-        .map(|(k, v)| format!("{k}={v}\n"))
-        .collect();
-    let _zk = ZooKeeperProcess::start_configured(2000, &[], &zk_lines);
-    let _zkd = ZkdProcess::start_with(ServerOptions {
-        extra: lines(zkd_port),
-        ..ServerOptions::default()
-    });
+    let (_zk, _zkd, zk_port, zkd_port) = secure_servers(certs.path());
     let whoami = |port: u16| {
         let at = format!("127.0.0.1:{port}");
         java_cli_as(certs.path(), "carol", &at, true, &["whoami"])

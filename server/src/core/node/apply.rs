@@ -18,8 +18,13 @@ impl Node {
     /// Standalone: storage reports every txn up to `zxid` durable, so
     /// committed: apply them in order.
     pub(in crate::core) fn persisted(&mut self, now: Now, zxid: Zxid) {
-        while self.in_flight.front().is_some_and(|f| f.txn.zxid() <= zxid) {
-            let Some(InFlight { txn, origin }) = self.in_flight.pop_front() else {
+        while self
+            .writes
+            .in_flight
+            .front()
+            .is_some_and(|f| f.txn.zxid() <= zxid)
+        {
+            let Some(InFlight { txn, origin }) = self.writes.in_flight.pop_front() else {
                 break;
             };
             self.apply_committed(now, txn, Some(origin), None);
@@ -30,8 +35,10 @@ impl Node {
     /// if it sent one. The leader started the ones at the head of
     /// `in_flight`; any other came from the leader's proposals.
     pub(in crate::core) fn committed(&mut self, now: Now, txn: Txn, digest: Option<u64>) {
-        let origin = match self.in_flight.front() {
-            Some(f) if f.txn.zxid() == txn.zxid() => self.in_flight.pop_front().map(|f| f.origin),
+        let origin = match self.writes.in_flight.front() {
+            Some(f) if f.txn.zxid() == txn.zxid() => {
+                self.writes.in_flight.pop_front().map(|f| f.origin)
+            }
             _ => None,
         };
         if let (Some(Origin::Forwarded { from }), Some(l)) = (&origin, self.mode.leading()) {
@@ -61,7 +68,7 @@ impl Node {
         if self.diverged_at.is_some() && !active(Failpoint::DivergedTxnAnswers) {
             return;
         }
-        self.pending.applied(txn.zxid());
+        self.writes.pending.applied(txn.zxid());
         self.activate_reconfig(&txn);
         self.fire(now, txn.zxid(), &triggers);
         self.track_session(now, &txn);
@@ -147,6 +154,7 @@ impl Node {
             let mut frame = None;
             for conn in conns {
                 let allowed = self
+                    .clients
                     .conns
                     .get(&conn)
                     .is_some_and(|c| c.auth.allows(&trigger.acl, Perms::READ));
@@ -170,7 +178,7 @@ impl Node {
                 self.session_ready(now, conn, session, timeout_ms)
             }
             Origin::Expiry => {
-                if let Some(conn) = self.session_conn.remove(&session) {
+                if let Some(conn) = self.clients.session_conn.remove(&session) {
                     self.close(conn);
                 }
             }
@@ -191,10 +199,10 @@ impl Node {
             }
             return;
         }
-        let Some(conn) = self.session_conn.get(&session).copied() else {
+        let Some(conn) = self.clients.session_conn.get(&session).copied() else {
             return;
         };
-        let waiting = self.conns.get(&conn).is_some_and(|c| {
+        let waiting = self.clients.conns.get(&conn).is_some_and(|c| {
             c.queue.iter().any(
                 |q| matches!(q, Queued::Write { xid, reply: None, .. } if *xid == txn.header.cxid),
             )
@@ -204,14 +212,14 @@ impl Node {
             self.answer_write(now, conn, txn.header.cxid, txn, outcome);
         } else if matches!(txn.body, TxnBody::CloseSession(_)) {
             // Expired by the leader while attached here.
-            self.session_conn.remove(&session);
+            self.clients.session_conn.remove(&session);
             self.close(conn);
         }
     }
 
     /// The session exists: answer the connection that asked for it.
     fn session_ready(&mut self, now: Now, conn: ConnId, session: SessionId, timeout_ms: i32) {
-        if self.conns.contains_key(&conn) {
+        if self.clients.conns.contains_key(&conn) {
             self.send_connect_response(conn, timeout_ms, session);
             self.establish(now, conn, session);
         }
@@ -225,7 +233,7 @@ impl Node {
             tracing::info!(conn = conn.0, "closing a connection whose session moved");
             return self.close(conn);
         }
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.clients.conns.get_mut(&conn) else {
             return;
         };
         let slot = c.queue.iter_mut().find_map(|q| match q {
@@ -247,7 +255,9 @@ impl Node {
             None => write_reply(xid, zxid, op, &txn.body, outcome),
         });
         if op == OpCode::CloseSession {
-            self.session_conn.remove(&SessionId(txn.header.client_id));
+            self.clients
+                .session_conn
+                .remove(&SessionId(txn.header.client_id));
             c.close_when_drained = true;
         }
         self.flush(now, conn);

@@ -28,7 +28,7 @@ impl Node {
     }
 
     fn count_sent(&mut self, conn: ConnId, frame: &Bytes) -> bool {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.clients.conns.get_mut(&conn) else {
             return false;
         };
         c.stats.sent += 1;
@@ -39,15 +39,15 @@ impl Node {
 
     /// Closes a connection and forgets it (its watches go with it).
     pub(in crate::core) fn close(&mut self, conn: ConnId) {
-        if self.conns.contains_key(&conn) {
+        if self.clients.conns.contains_key(&conn) {
             self.commands.push_back(Command::Close { conn });
             self.forget_connection(conn);
         }
     }
 
     pub(super) fn forget_connection(&mut self, conn: ConnId) {
-        self.reattaching.remove(&conn);
-        if let Some(c) = self.conns.remove(&conn) {
+        self.clients.reattaching.remove(&conn);
+        if let Some(c) = self.clients.conns.remove(&conn) {
             match &mut self.mode {
                 ModeState::Following(f) => {
                     // Its forwarded requests will find nobody to answer.
@@ -60,8 +60,8 @@ impl Node {
                 ModeState::Standalone | ModeState::Leading(_) | ModeState::ReadOnly => {}
             }
             if let Some(session) = c.session() {
-                if self.session_conn.get(&session) == Some(&conn) {
-                    self.session_conn.remove(&session);
+                if self.clients.session_conn.get(&session) == Some(&conn) {
+                    self.clients.session_conn.remove(&session);
                 }
             }
         }

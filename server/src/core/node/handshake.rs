@@ -20,7 +20,7 @@ impl Node {
     }
 
     pub(in crate::core) fn handshake(&mut self, now: Now, conn: ConnId, request: ConnectRequest) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.clients.conns.get_mut(&conn) else {
             return;
         };
         if c.state != ConnState::AwaitingHandshake {
@@ -47,7 +47,7 @@ impl Node {
         let timeout_ms = self.negotiate_timeout(request.time_out);
         if request.session_id == 0 {
             let session = self.sessions.next_session_id();
-            if let Some(c) = self.conns.get_mut(&conn) {
+            if let Some(c) = self.clients.conns.get_mut(&conn) {
                 c.state = ConnState::CreatingSession(session);
             }
             if self.mode().is_learner() {
@@ -73,12 +73,13 @@ impl Node {
         let session = SessionId(request.session_id);
         // ZooKeeper closes every other connection of the session before checking
         // the password: the attached one and any still waiting to reattach.
-        let waiting = self.reattaching.iter().copied().filter(|c| {
-            *c != conn && matches!(self.conns.get(c).map(|c| c.state), Some(ConnState::Reattaching { session: s, .. }) if s == session)
+        let waiting = self.clients.reattaching.iter().copied().filter(|c| {
+            *c != conn && matches!(self.clients.conns.get(c).map(|c| c.state), Some(ConnState::Reattaching { session: s, .. }) if s == session)
         });
         let others: Vec<ConnId> = waiting
             .chain(
-                self.session_conn
+                self.clients
+                    .session_conn
                     .get(&session)
                     .copied()
                     .filter(|c| *c != conn),
@@ -90,7 +91,7 @@ impl Node {
         if self.mode().is_learner() && request.passwd.as_ref() == session_password(session.0) {
             // The leader owns sessions: it says whether this one lives, and
             // from now on it belongs here.
-            if let Some(c) = self.conns.get_mut(&conn) {
+            if let Some(c) = self.clients.conns.get_mut(&conn) {
                 c.state = ConnState::Revalidating {
                     session,
                     timeout_ms,
@@ -114,19 +115,20 @@ impl Node {
             l.owners.insert(session, u64::from(self.config.server_id));
         }
         let in_flight = self
+            .writes
             .in_flight
             .iter()
             .rev()
             .find(|f| f.txn.header.client_id == session.0);
         match in_flight.map(|f| f.txn.zxid()) {
             Some(after) => {
-                if let Some(c) = self.conns.get_mut(&conn) {
+                if let Some(c) = self.clients.conns.get_mut(&conn) {
                     c.state = ConnState::Reattaching {
                         session,
                         after,
                         timeout_ms,
                     };
-                    self.reattaching.insert(conn);
+                    self.clients.reattaching.insert(conn);
                 }
             }
             None => {
@@ -138,13 +140,14 @@ impl Node {
 
     /// Completes reattaches that were waiting for their session's writes up to `applied`.
     pub(in crate::core) fn finish_reattaches(&mut self, now: Now, applied: Zxid) {
-        if self.reattaching.is_empty() {
+        if self.clients.reattaching.is_empty() {
             return;
         }
         let ready: Vec<(ConnId, SessionId, i32)> = self
+            .clients
             .reattaching
             .iter()
-            .filter_map(|id| Some((id, self.conns.get(id)?)))
+            .filter_map(|id| Some((id, self.clients.conns.get(id)?)))
             .filter_map(|(id, c)| match c.state {
                 ConnState::Reattaching {
                     session,
@@ -155,7 +158,7 @@ impl Node {
             })
             .collect();
         for (conn, session, timeout_ms) in ready {
-            self.reattaching.remove(&conn);
+            self.clients.reattaching.remove(&conn);
             if self.sessions.is_live(session) {
                 // The wait may have been long: expiry counts from the answer.
                 self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
@@ -174,7 +177,7 @@ impl Node {
         timeout_ms: i32,
         session: SessionId,
     ) {
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(c) = self.clients.conns.get(&conn) else {
             return;
         };
         let passwd = if session.0 == 0 {
@@ -194,7 +197,7 @@ impl Node {
     }
 
     pub(in crate::core) fn establish(&mut self, now: Now, conn: ConnId, session: SessionId) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.clients.conns.get_mut(&conn) else {
             return;
         };
         c.state = ConnState::Established(session);
@@ -202,6 +205,7 @@ impl Node {
         let backlog = std::mem::take(&mut c.backlog);
         // One connection per session: whoever held it before goes.
         if let Some(old) = self
+            .clients
             .session_conn
             .insert(session, conn)
             .filter(|old| *old != conn)

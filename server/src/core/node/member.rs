@@ -50,7 +50,7 @@ impl Node {
                 (now.mono_ms + HOLD_HANDSHAKES_MS, Vec::new())
             }
         };
-        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        let conns: Vec<ConnId> = self.clients.conns.keys().copied().collect();
         for conn in conns {
             if !held.iter().any(|(h, _)| *h == conn) {
                 self.close(conn);
@@ -61,12 +61,12 @@ impl Node {
             held,
             read_only_at_ms: None,
         });
-        self.in_flight.clear();
-        self.pending = PendingChanges::new(self.config.path_hasher.clone());
-        self.reattaching.clear();
+        self.writes.in_flight.clear();
+        self.writes.pending = PendingChanges::new(self.config.path_hasher.clone());
+        self.clients.reattaching.clear();
         // A snapshot in progress may not survive a truncation or a SNAP.
         self.snapshots.in_progress = None;
-        self.last_assigned = self.tree.last_zxid();
+        self.writes.last_assigned = self.tree.last_zxid();
     }
 
     /// Connections whose handshake was held while not serving: answered
@@ -100,7 +100,7 @@ impl Node {
             // A snapshot of the old tree must not go on over the new one.
             self.snapshots.in_progress = None;
         }
-        self.last_assigned = tree.last_zxid();
+        self.writes.last_assigned = tree.last_zxid();
         self.fuzzy_through = fuzzy_through;
         self.tree = tree;
         self.show_ensemble_config();
@@ -124,7 +124,7 @@ impl Node {
     /// leader does on taking over.
     pub fn start_leading(&mut self, now: Now, epoch: u32) {
         let epoch_base = Zxid::new(epoch, 0);
-        self.last_assigned = epoch_base.max(self.tree.last_zxid());
+        self.writes.last_assigned = epoch_base.max(self.tree.last_zxid());
         self.rebuild_sessions(now);
         self.next_container_check_ms = now.mono_ms + self.config.container_check_interval_ms;
         let held = self.take_held();
@@ -221,7 +221,7 @@ impl Node {
         xid: i32,
         request: &ClientRequest,
     ) {
-        let auth = self.conns.get(&conn).map_or_else(Vec::new, |c| {
+        let auth = self.clients.conns.get(&conn).map_or_else(Vec::new, |c| {
             c.auth
                 .added()
                 .iter()
@@ -242,7 +242,7 @@ impl Node {
     }
 
     fn count_forwarded(&mut self, conn: ConnId) {
-        if let (Some(c), Some(f)) = (self.conns.get_mut(&conn), self.mode.following()) {
+        if let (Some(c), Some(f)) = (self.clients.conns.get_mut(&conn), self.mode.following()) {
             c.forwarded += 1;
             f.forwarded += 1;
         }
@@ -250,7 +250,7 @@ impl Node {
 
     /// Follower: one of `conn`'s forwarded requests was answered.
     pub(in crate::core) fn forwarded_answered(&mut self, conn: ConnId) {
-        if let (Some(c), Some(f)) = (self.conns.get_mut(&conn), self.mode.following()) {
+        if let (Some(c), Some(f)) = (self.clients.conns.get_mut(&conn), self.mode.following()) {
             if c.forwarded > 0 {
                 c.forwarded -= 1;
                 f.forwarded -= 1;
@@ -345,7 +345,7 @@ impl Node {
         if let Some(l) = self.mode.leading().filter(|_| valid) {
             l.owners.insert(session, from);
             self.sessions.renegotiate(session, timeout_ms, now.mono_ms);
-            if let Some(conn) = self.session_conn.remove(&session) {
+            if let Some(conn) = self.clients.session_conn.remove(&session) {
                 // Attached here before: that connection is the session's no more.
                 self.close(conn);
             }
@@ -360,6 +360,7 @@ impl Node {
     /// Follower: the leader answered whether `session` may attach here.
     pub(in crate::core) fn revalidated(&mut self, now: Now, session: SessionId, valid: bool) {
         let waiting: Vec<(ConnId, i32)> = self
+            .clients
             .conns
             .iter()
             .filter_map(|(id, c)| match c.state {

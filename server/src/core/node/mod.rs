@@ -54,6 +54,24 @@ pub(super) struct InFlight {
     pub origin: Origin,
 }
 
+/// The clients' connections, by id and by the session each serves.
+#[derive(Debug, Default)]
+pub(super) struct Clients {
+    pub(super) conns: BTreeMap<ConnId, Conn>,
+    pub(super) session_conn: BTreeMap<SessionId, ConnId>,
+    /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
+    pub(super) reattaching: std::collections::BTreeSet<ConnId>,
+}
+
+/// Writes under way: the changes prepared and not yet applied (which later
+/// requests' preps see), the txns handed to storage, and the last zxid given.
+#[derive(Debug)]
+pub(super) struct Writes {
+    pub(super) pending: PendingChanges,
+    pub(super) in_flight: VecDeque<InFlight>,
+    pub(super) last_assigned: Zxid,
+}
+
 /// The whole server state of one member.
 #[derive(Debug)]
 pub struct Node {
@@ -61,18 +79,15 @@ pub struct Node {
     pub(super) tree: DataTree,
     pub(super) sessions: SessionTable,
     pub(super) watches: WatchRegistry,
-    pub(super) pending: PendingChanges,
-    pub(super) conns: BTreeMap<ConnId, Conn>,
-    pub(super) session_conn: BTreeMap<SessionId, ConnId>,
-    pub(super) in_flight: VecDeque<InFlight>,
-    pub(super) last_assigned: Zxid,
+    /// The clients' connections.
+    pub(super) clients: Clients,
+    /// Writes between their prep and their apply.
+    pub(super) writes: Writes,
     pub(super) commands: VecDeque<Command>,
     pub(super) next_container_check_ms: u64,
     pub(super) stats: ServerStats,
     /// When snapshots are taken, and the one being written.
     pub(super) snapshots: Snapshots,
-    /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
-    pub(super) reattaching: std::collections::BTreeSet<ConnId>,
     /// What the member does with requests (its Zab role), with the state
     /// that belongs to that mode alone.
     pub(super) mode: ModeState,
@@ -97,20 +112,20 @@ impl Node {
             sessions.add(SessionId(*id), *timeout, now.mono_ms);
         }
         let mut node = Node {
-            last_assigned: tree.last_zxid(),
             next_container_check_ms: now.mono_ms + config.container_check_interval_ms,
             snapshots: Snapshots::new(config.seed),
-            pending: PendingChanges::new(config.path_hasher.clone()),
+            writes: Writes {
+                pending: PendingChanges::new(config.path_hasher.clone()),
+                in_flight: VecDeque::new(),
+                last_assigned: tree.last_zxid(),
+            },
+            clients: Clients::default(),
             config,
             tree,
             sessions,
             watches: WatchRegistry::default(),
-            conns: BTreeMap::new(),
-            session_conn: BTreeMap::new(),
-            in_flight: VecDeque::new(),
             commands: VecDeque::new(),
             stats: ServerStats::default(),
-            reattaching: std::collections::BTreeSet::new(),
             mode: ModeState::Standalone,
             fuzzy_through: Zxid::ZERO,
             diverged_at: None,
@@ -131,11 +146,12 @@ impl Node {
             } => {
                 self.metrics.add(Count::ConnectionRequests, 1);
                 let rules = self.config.acl_rules;
-                self.conns
+                self.clients
+                    .conns
                     .insert(conn, Conn::new(remote_ip, remote_port, rules));
             }
             Event::Certified { conn, subject } => {
-                if let Some(c) = self.conns.get_mut(&conn) {
+                if let Some(c) = self.clients.conns.get_mut(&conn) {
                     c.auth.certified(subject);
                 }
             }
@@ -254,7 +270,7 @@ impl Node {
 
     /// Live connections.
     pub fn connections(&self) -> &BTreeMap<ConnId, Conn> {
-        &self.conns
+        &self.clients.conns
     }
 
     /// Server-wide counters.
@@ -284,7 +300,7 @@ impl Node {
 
     /// Resets per-connection counters (`crst`).
     pub fn reset_connection_stats(&mut self) {
-        for conn in self.conns.values_mut() {
+        for conn in self.clients.conns.values_mut() {
             conn.stats = super::connection::ConnStats {
                 established_ms: conn.stats.established_ms,
                 ..Default::default()
@@ -295,7 +311,11 @@ impl Node {
     /// Syncs waiting for their quorum round (the leader's `zk_pending_syncs`).
     pub fn pending_syncs(&self) -> usize {
         let sync = request::sync_txn();
-        self.in_flight.iter().filter(|f| f.txn.body == sync).count()
+        self.writes
+            .in_flight
+            .iter()
+            .filter(|f| f.txn.body == sync)
+            .count()
     }
 
     /// Leader: requests follower `from` forwarded that are in flight here.
@@ -312,7 +332,7 @@ impl Node {
             ModeState::Following(f) => f.forwarded,
             _ => 0,
         };
-        self.in_flight.len() + forwarded
+        self.writes.in_flight.len() + forwarded
     }
 
     /// What the member does with client requests.

@@ -81,7 +81,7 @@ impl Node {
         for session in self.sessions.expire(now.mono_ms) {
             tracing::info!(%session, "read-only session expired");
             self.sessions.remove(session);
-            if let Some(conn) = self.session_conn.get(&session).copied() {
+            if let Some(conn) = self.clients.session_conn.get(&session).copied() {
                 self.close(conn);
             }
         }

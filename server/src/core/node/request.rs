@@ -22,7 +22,7 @@ const MAX_BACKLOG: usize = 1000;
 
 impl Node {
     pub(in crate::core) fn request_frame(&mut self, now: Now, conn: ConnId, frame: Bytes) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.clients.conns.get_mut(&conn) else {
             return;
         };
         let session = match c.state {
@@ -82,13 +82,13 @@ impl Node {
     /// Queues `frame` for `conn`, which is closed once it is written.
     pub(in crate::core) fn send_then_close(&mut self, conn: ConnId, frame: bytes::Bytes) {
         self.enqueue(conn, Queued::Ready(frame));
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.clients.conns.get_mut(&conn) {
             c.close_when_drained = true;
         }
     }
 
     pub(in crate::core) fn enqueue(&mut self, conn: ConnId, item: Queued) {
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.clients.conns.get_mut(&conn) {
             c.queue.push_back(item);
         }
     }
@@ -102,7 +102,7 @@ impl Node {
         request: ClientRequest,
     ) {
         let op = request.op_code();
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.clients.conns.get_mut(&conn) {
             c.stats.last_op = op.short_name();
             c.stats.last_cxid = xid;
         }
@@ -153,7 +153,7 @@ impl Node {
 
     fn authenticate(&mut self, conn: ConnId, xid: i32, scheme: &str, auth: &[u8]) {
         let super_digest = self.config.super_digest.clone();
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.clients.conns.get_mut(&conn) else {
             return;
         };
         match c
@@ -199,6 +199,7 @@ impl Node {
         }
         // Borrow the identities out of the connection for the check, without a copy.
         let auth = self
+            .clients
             .conns
             .get_mut(&conn)
             .map(|c| std::mem::take(&mut c.auth))
@@ -212,7 +213,7 @@ impl Node {
         } else {
             self.prepare_request(now, &auth, session, &request)
         };
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.clients.conns.get_mut(&conn) {
             c.auth = auth;
         }
         self.start_txn(now, session.0, xid, body, Origin::Client { conn, xid });
@@ -251,10 +252,10 @@ impl Node {
         session: i64,
         validate: impl FnOnce(&mut Prep<'_>) -> Result<TxnBody, ErrorCode>,
     ) -> Result<TxnBody, ErrorCode> {
-        let zxid = self.last_assigned.next();
+        let zxid = self.writes.last_assigned.next();
         let mut prep = Prep {
             tree: &self.tree,
-            pending: &self.pending,
+            pending: &self.writes.pending,
             auth,
             session,
             zxid: zxid.0,
@@ -266,7 +267,7 @@ impl Node {
         let body = validate(&mut prep);
         let changes = std::mem::take(&mut prep.scratch);
         if body.is_ok() {
-            self.pending.record(zxid, changes);
+            self.writes.pending.record(zxid, changes);
         }
         body
     }
@@ -280,11 +281,11 @@ impl Node {
         body: TxnBody,
         origin: Origin,
     ) {
-        self.last_assigned = self.last_assigned.next();
+        self.writes.last_assigned = self.writes.last_assigned.next();
         let header = TxnHeader {
             client_id: session,
             cxid,
-            zxid: self.last_assigned.0,
+            zxid: self.writes.last_assigned.0,
             time: now.wall_ms,
             r#type: body.type_code(),
         };
@@ -294,7 +295,7 @@ impl Node {
         if let (Origin::Forwarded { from }, Some(l)) = (&origin, self.mode.leading()) {
             *l.forwarded.entry(*from).or_default() += 1;
         }
-        self.in_flight.push_back(InFlight { txn, origin });
+        self.writes.in_flight.push_back(InFlight { txn, origin });
     }
 
     pub(in crate::core) fn start_close_session(
@@ -327,7 +328,7 @@ impl Node {
     /// executing reads when their turn comes.
     pub(in crate::core) fn flush(&mut self, now: Now, conn: ConnId) {
         loop {
-            let Some(c) = self.conns.get_mut(&conn) else {
+            let Some(c) = self.clients.conns.get_mut(&conn) else {
                 return;
             };
             let (frames, received_ms) = match c.queue.front_mut() {
@@ -370,7 +371,12 @@ impl Node {
             }
             self.reply(conn, frames.reply);
         }
-        if self.conns.get(&conn).is_some_and(|c| c.close_when_drained) {
+        if self
+            .clients
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.close_when_drained)
+        {
             self.close(conn);
         }
     }
@@ -380,7 +386,7 @@ impl Node {
         self.stats.latency.record(latency);
         self.metrics.observe(kind, latency, now.mono_ms);
         let zxid = self.processed_zxid().0;
-        if let Some(c) = self.conns.get_mut(&conn) {
+        if let Some(c) = self.clients.conns.get_mut(&conn) {
             c.stats.latency.record(latency);
             c.stats.last_zxid = zxid;
             c.stats.last_response_ms = now.wall_ms;
@@ -388,7 +394,7 @@ impl Node {
     }
 
     fn execute_read(&mut self, conn: ConnId, xid: i32, request: &ClientRequest) -> Option<Frames> {
-        let c = self.conns.get(&conn)?;
+        let c = self.clients.conns.get(&conn)?;
         let session = c.session().map_or(0, |s| s.0);
         let zxid = self.processed_zxid().0;
         let mut ctx = ReadCtx {

@@ -24,7 +24,7 @@ impl Node {
             // No JAAS Server section: nothing to authenticate against.
             return self.sasl_failed(conn, xid, "SASL is not configured (no JAAS Server section)");
         };
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.clients.conns.get_mut(&conn) else {
             return;
         };
         let exchange = c
@@ -79,7 +79,7 @@ impl Node {
         let Some(schemes) = &self.config.enforced_auth else {
             return true;
         };
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(c) = self.clients.conns.get(&conn) else {
             return true;
         };
         let held = c.auth.ids().iter().any(|id| schemes.contains(&id.scheme));
