@@ -654,6 +654,11 @@ fn monitor_keys_left_out_are_listed_and_response_sizes_agree() {
         "last_client_response_size",
         "min_client_response_size",
         "max_client_response_size",
+        // The create (path and data), and the read (path, data and a stat).
+        "cnt_sized_write_per_namespace",
+        "sum_sized_write_per_namespace",
+        "cnt_sized_read_per_namespace",
+        "sum_sized_read_per_namespace",
     ] {
         assert_eq!(ours[key], theirs[key], "{key}");
     }

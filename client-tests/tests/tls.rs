@@ -162,6 +162,19 @@ fn what_must_fail_fails_and_the_server_keeps_serving() {
     let plain = plaintext_read(&format!("127.0.0.1:{port}"), "/");
     assert!(!plain.starts_with("ok"), "{plain}");
     assert!(zkd.four_letter_word("ruok").contains("imok"));
+    // Each refused handshake is counted, as ZooKeeper's Netty factory counts it.
+    let mntr = zkd.four_letter_word("mntr");
+    let count = |key: &str| {
+        let line = mntr
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("zk_{key}\t")));
+        line.and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    assert!(count("unsuccessful_handshake") >= 4, "{mntr}");
+    assert!(
+        count("auth_failed_count") >= count("unsuccessful_handshake"),
+        "{mntr}"
+    );
     assert!(kazoo(certs.path(), port, Some("alice"), "write", ALICE).starts_with("ok"));
 }
 

@@ -138,6 +138,13 @@ impl Txn {
         })
     }
 
+    /// The leader's time stamp in an encoded txn's header (client id,
+    /// cxid and zxid come before it), without decoding the rest.
+    pub fn stamped_time(record: &[u8]) -> Option<i64> {
+        let time = record.get(20..28)?;
+        Some(i64::from_be_bytes(time.try_into().ok()?))
+    }
+
     /// Decodes a log entry.
     pub fn from_bytes(mut bytes: Bytes) -> Result<Txn, DecodeError> {
         let header = TxnHeader::decode(&mut bytes)?;
@@ -175,5 +182,7 @@ mod tests {
             ]),
         };
         assert_eq!(Txn::from_bytes(txn.to_bytes()).unwrap(), txn);
+        assert_eq!(Txn::stamped_time(&txn.to_bytes()), Some(100));
+        assert_eq!(Txn::stamped_time(&txn.to_bytes()[..27]), None);
     }
 }

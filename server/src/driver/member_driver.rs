@@ -257,7 +257,7 @@ pub(crate) fn carry_out(
     Ok(())
 }
 
-impl StorageJobs for std::sync::mpsc::Sender<StorageJob> {
+impl StorageJobs for super::storage_worker::JobSender {
     fn submit(&mut self, job: StorageJob) -> Result<(), ServeError> {
         self.send(job)
             .map_err(|_| ServeError::Storage("storage worker stopped".into()))

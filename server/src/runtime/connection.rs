@@ -205,6 +205,7 @@ pub async fn serve_tls(
     let under_way = settings.counts.handshake();
     let handshake = tls::handshake(stream, &port.acceptor, port.x509_auth, HANDSHAKE_TIMEOUT);
     let Some((tls, certified)) = handshake.await else {
+        settings.counts.handshake_failed();
         return;
     };
     drop(under_way);

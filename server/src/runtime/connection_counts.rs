@@ -2,8 +2,8 @@
 //! ZooKeeper's gauges `non_mtls_local_conn_count`,
 //! `non_mtls_remote_conn_count` (plaintext connections since start, from a
 //! loopback address or not), `outstanding_tls_handshake` (handshakes
-//! under way now) and `connection_rejected` (refused past
-//! `maxClientCnxns`).
+//! under way now), `unsuccessful_handshake` (TLS handshakes that failed
+//! or timed out) and `connection_rejected` (refused past `maxClientCnxns`).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -15,6 +15,7 @@ pub struct ConnectionCounts {
     plaintext_local: AtomicU64,
     plaintext_remote: AtomicU64,
     tls_handshakes: AtomicI64,
+    failed_handshakes: AtomicU64,
     rejected: AtomicU64,
 }
 
@@ -46,6 +47,16 @@ impl ConnectionCounts {
     pub fn handshake(self: &Arc<Self>) -> Handshake {
         self.tls_handshakes.fetch_add(1, Ordering::Relaxed);
         Handshake(self.clone())
+    }
+
+    /// A TLS handshake failed or ran out of time.
+    pub fn handshake_failed(&self) {
+        self.failed_handshakes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// TLS handshakes that failed since start.
+    pub fn failed_handshakes(&self) -> u64 {
+        self.failed_handshakes.load(Ordering::Relaxed)
     }
 
     /// Plaintext connections since start, from loopback and from elsewhere.

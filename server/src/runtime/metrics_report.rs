@@ -12,8 +12,9 @@
 use super::four_letter::fd_counts;
 use super::server_info::ServerInfo;
 use crate::core::member::MemberView;
-use crate::core::metrics::{Count, Detail, Summary, Timing};
+use crate::core::metrics::{Count, Detail, PerNamespace, Summary, Timing};
 use crate::core::Node;
+use crate::driver::storage_worker::StorageMetrics;
 use std::fmt::Write;
 
 /// A gauge's value, an integer or not, as ZooKeeper's gauge returns it.
@@ -40,6 +41,8 @@ pub enum Reading {
     /// A gauge per key (ZooKeeper's `GaugeSet`), in key order.
     GaugeSet(Vec<(String, Number)>),
     Summary(Box<Summary>, Detail),
+    /// A summary per key (ZooKeeper's `SummarySet`), in key order.
+    SummarySet(Vec<(String, Summary)>, Detail),
 }
 
 /// One metric, named as ZooKeeper names it.
@@ -60,10 +63,14 @@ fn gauge(name: &'static str, value: impl Into<i64>) -> Metric {
 pub fn gather(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Metric> {
     let mut all = gauges(info, node, member);
     let metrics = node.metrics();
-    all.push(Metric {
-        name: "connection_rejected",
-        reading: Reading::Counter(info.connection_counts().rejected()),
-    });
+    let counts = info.connection_counts();
+    for (name, count) in [
+        ("connection_rejected", counts.rejected()),
+        ("unsuccessful_handshake", counts.failed_handshakes()),
+    ] {
+        let reading = Reading::Counter(count);
+        all.push(Metric { name, reading });
+    }
     for count in Count::ALL {
         let reading = Reading::Counter(metrics.count(count));
         all.push(Metric {
@@ -79,14 +86,60 @@ pub fn gather(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec
             reading: Reading::Summary(summary, detail),
         });
     }
+    for set in PerNamespace::ALL {
+        let keys = metrics.per_namespace(set).iter();
+        let keys = keys.map(|(key, summary)| (key.to_owned(), summary.clone()));
+        all.push(Metric {
+            name: set.name(),
+            reading: Reading::SummarySet(keys.collect(), Detail::Basic),
+        });
+    }
     all.extend(quota_gauges(node.tree()));
-    info.storage_metrics().read(|figures| {
-        for (name, summary) in [
-            ("fsynctime", &figures.fsync_ms),
-            ("sync_processor_batch_size", &figures.sync_batch),
-            ("snapshottime", &figures.snapshot_ms),
+    all.extend(storage_metrics(info.storage_metrics()));
+    all
+}
+
+/// The storage thread's: ZooKeeper's SyncRequestProcessor's and its txn
+/// log's. One fsync is the whole flush of a batch, so `fsynctime` is also
+/// its flush time.
+fn storage_metrics(storage: &StorageMetrics) -> Vec<Metric> {
+    let queued = Metric {
+        name: "sync_processor_request_queued",
+        reading: Reading::Counter(storage.queued()),
+    };
+    let mut all = vec![queued];
+    storage.read(|figures| {
+        for (name, summary, detail) in [
+            ("fsynctime", &figures.fsync_ms, Detail::Basic),
+            (
+                "sync_processor_batch_size",
+                &figures.sync_batch,
+                Detail::Basic,
+            ),
+            ("snapshottime", &figures.snapshot_ms, Detail::Basic),
+            (
+                "sync_processor_queue_size",
+                &figures.queue_size,
+                Detail::Basic,
+            ),
+            (
+                "sync_processor_queue_time_ms",
+                &figures.queue_ms,
+                Detail::Advanced,
+            ),
+            (
+                "sync_processor_queue_flush_time_ms",
+                &figures.fsync_ms,
+                Detail::Advanced,
+            ),
+            (
+                "sync_processor_queue_and_flush_time_ms",
+                &figures.queue_and_flush_ms,
+                Detail::Advanced,
+            ),
+            ("sync_process_time", &figures.process_ms, Detail::Basic),
         ] {
-            let reading = Reading::Summary(Box::new(summary.clone()), Detail::Basic);
+            let reading = Reading::Summary(Box::new(summary.clone()), detail);
             all.push(Metric { name, reading });
         }
     });
@@ -131,6 +184,12 @@ fn quota_gauges(tree: &zkd_storage::DataTree) -> Vec<Metric> {
     sets.collect()
 }
 
+/// Failed authentications, as ZooKeeper counts them: auth packets refused
+/// and TLS handshakes that failed.
+pub fn auth_failed_count(info: &ServerInfo, node: &Node) -> u64 {
+    node.stats().auth_failed + info.connection_counts().failed_handshakes()
+}
+
 /// ZooKeeper's registered gauges that zkd has.
 fn gauges(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Metric> {
     let s = node.stats();
@@ -164,7 +223,7 @@ fn gauges(info: &ServerInfo, node: &Node, member: Option<MemberView>) -> Vec<Met
         },
         gauge("open_file_descriptor_count", int(open_fds)),
         gauge("max_file_descriptor_count", max_fds as i64),
-        gauge("auth_failed_count", s.auth_failed as i64),
+        gauge("auth_failed_count", auth_failed_count(info, node) as i64),
         gauge("last_client_response_size", s.client_responses.last),
         gauge("min_client_response_size", s.client_responses.min),
         gauge("max_client_response_size", s.client_responses.max),
@@ -208,6 +267,11 @@ pub fn monitor_values(metrics: &[Metric]) -> Vec<(String, Number)> {
                     .map(|(key, v)| (format!("{key}_{}", m.name), *v)),
             ),
             Reading::Summary(s, detail) => summary_values(m.name, s, *detail, &mut out),
+            Reading::SummarySet(values, detail) => {
+                for (key, s) in values {
+                    summary_values(&format!("{key}_{}", m.name), s, *detail, &mut out);
+                }
+            }
         }
     }
     out
@@ -236,7 +300,7 @@ pub fn prometheus_text(metrics: &[Metric]) -> String {
         let kind = match m.reading {
             Reading::Counter(_) => "counter",
             Reading::Gauge(_) | Reading::GaugeSet(_) => "gauge",
-            Reading::Summary(..) => "summary",
+            Reading::Summary(..) | Reading::SummarySet(..) => "summary",
         };
         let _ = writeln!(out, "# HELP {0} {0}\n# TYPE {0} {kind}", m.name);
         match &m.reading {
@@ -248,24 +312,31 @@ pub fn prometheus_text(metrics: &[Metric]) -> String {
                     sample(&mut out, m.name, &labels, v.as_f64());
                 }
             }
-            Reading::Summary(s, detail) => summary_samples(&mut out, m.name, s, *detail),
+            Reading::Summary(s, detail) => summary_samples(&mut out, m.name, "", s, *detail),
+            Reading::SummarySet(values, detail) => {
+                for (key, s) in values {
+                    let labels = format!("key=\"{}\",", label_value(key));
+                    summary_samples(&mut out, m.name, &labels, s, *detail);
+                }
+            }
         }
     }
     process_metrics(&mut out);
     out
 }
 
-fn summary_samples(out: &mut String, name: &str, s: &Summary, detail: Detail) {
+/// A summary's samples; `labels` (a set's key) come before the quantile's.
+fn summary_samples(out: &mut String, name: &str, labels: &str, s: &Summary, detail: Detail) {
     let quantiles: &[f64] = match detail {
         Detail::Basic => &[0.5],
         Detail::Advanced => &[0.5, 0.9, 0.99],
     };
     for q in quantiles {
         let value = s.quantile(*q).map_or(f64::NAN, |v| v as f64);
-        sample(out, name, &format!("quantile=\"{q}\","), value);
+        sample(out, name, &format!("{labels}quantile=\"{q}\","), value);
     }
-    sample(out, &format!("{name}_count"), "", s.count() as f64);
-    sample(out, &format!("{name}_sum"), "", s.sum() as f64);
+    sample(out, &format!("{name}_count"), labels, s.count() as f64);
+    sample(out, &format!("{name}_sum"), labels, s.sum() as f64);
 }
 
 /// One sample line; `labels` as the Java client writes them (`k="v",`).

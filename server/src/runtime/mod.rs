@@ -283,7 +283,7 @@ fn recover_node<S: Store>(
 
 /// The storage thread, and the node loop's ends of its channels.
 struct StorageThread {
-    jobs: std::sync::mpsc::Sender<StorageJob>,
+    jobs: storage_worker::JobSender,
     reports: mpsc::UnboundedReceiver<StorageReport>,
     progress: storage_worker::SnapshotProgress,
     metrics: storage_worker::StorageMetrics,
@@ -296,12 +296,12 @@ impl StorageThread {
         config: &Config,
         disk_faults: Option<std::sync::Arc<faults::DiskFaults>>,
     ) -> Result<StorageThread, ServeError> {
-        let (jobs, job_rx) = std::sync::mpsc::channel();
+        let metrics = storage_worker::StorageMetrics::default();
+        let (jobs, job_rx) = storage_worker::job_queue(metrics.queue());
         let (report_tx, reports) = mpsc::unbounded_channel();
         let (storage, retain) = (storage.clone(), config.autopurge_snap_retain_count);
         let progress = storage_worker::SnapshotProgress::default();
         let counted = progress.clone();
-        let metrics = storage_worker::StorageMetrics::default();
         let measured = metrics.clone();
         let thread = std::thread::Builder::new()
             .name("zkd-storage".into())

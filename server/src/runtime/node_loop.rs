@@ -26,7 +26,7 @@ pub(super) struct NodeLoop {
     /// that instant as far as the core can tell, so the clock is read once per
     /// wake-up, not at each step (the reads were 2% of a member's CPU under load).
     pub(super) now: Now,
-    pub(super) jobs: std::sync::mpsc::Sender<StorageJob>,
+    pub(super) jobs: storage_worker::JobSender,
     /// How much of the node's snapshot pieces storage is done with.
     pub(super) snapshot_progress: storage_worker::SnapshotProgress,
     pub(super) conns: BTreeMap<ConnId, ConnHandle>,

@@ -16,6 +16,9 @@ const KEPT: usize = 8192;
 #[derive(Debug, Default)]
 pub(super) struct DecodedTxns {
     txns: VecDeque<Txn>,
+    /// The zxids and time stamps of the kept txns not yet durable here (a
+    /// txn may commit, and be taken, before this member's own sync ends).
+    unsynced: VecDeque<(Zxid, i64)>,
 }
 
 impl DecodedTxns {
@@ -23,11 +26,15 @@ impl DecodedTxns {
     /// the list over, so it stays in zxid order.
     pub fn keep(&mut self, txn: Txn) {
         if self.txns.back().is_some_and(|t| t.zxid() >= txn.zxid()) {
-            self.txns.clear();
+            self.clear();
         }
         if self.txns.len() == KEPT {
             self.txns.pop_front();
         }
+        if self.unsynced.len() == KEPT {
+            self.unsynced.pop_front();
+        }
+        self.unsynced.push_back((txn.zxid(), txn.header.time));
         self.txns.push_back(txn);
     }
 
@@ -48,9 +55,25 @@ impl DecodedTxns {
         None
     }
 
+    /// The leader's time stamp of the kept txn `zxid`.
+    pub fn time_of(&self, zxid: Zxid) -> Option<i64> {
+        let at = self.txns.binary_search_by_key(&zxid, Txn::zxid).ok()?;
+        Some(self.txns[at].header.time)
+    }
+
+    /// Calls `each` with the leader's time stamp of every kept txn the sync
+    /// through `zxid` made durable.
+    pub fn persisted(&mut self, zxid: Zxid, mut each: impl FnMut(i64)) {
+        while let Some(&(_, time)) = self.unsynced.front().filter(|(z, _)| *z <= zxid) {
+            self.unsynced.pop_front();
+            each(time);
+        }
+    }
+
     /// Forgets every kept txn: the role ended, or the log was cut or replaced.
     pub fn clear(&mut self) {
         self.txns.clear();
+        self.unsynced.clear();
     }
 }
 
@@ -89,6 +112,37 @@ mod tests {
         assert!(kept.holds(Zxid(5)), "a lower zxid started over");
         assert_eq!(kept.take(Zxid(5)).map(|t| t.zxid()), Some(Zxid(5)));
         assert_eq!(kept.take(Zxid(9)), None);
+    }
+
+    #[test]
+    fn each_durable_txn_is_reported_once_and_a_lookup_finds_kept_ones() {
+        let mut kept = DecodedTxns::default();
+        (1..=6).for_each(|z| {
+            kept.keep(Txn {
+                header: TxnHeader {
+                    time: z * 10,
+                    ..txn(z).header
+                },
+                ..txn(z)
+            })
+        });
+        let durable = |kept: &mut DecodedTxns, z| {
+            let mut times = Vec::new();
+            kept.persisted(Zxid(z), |t| times.push(t));
+            times
+        };
+        assert_eq!(kept.take(Zxid(2)).map(|t| t.zxid()), Some(Zxid(2)));
+        assert_eq!(
+            durable(&mut kept, 3),
+            [10, 20, 30],
+            "committed before durable too"
+        );
+        assert_eq!(durable(&mut kept, 3), [] as [i64; 0], "reported once");
+        assert_eq!(durable(&mut kept, 5), [40, 50]);
+        assert_eq!(kept.time_of(Zxid(6)), Some(60));
+        assert_eq!(kept.time_of(Zxid(7)), None);
+        kept.keep(txn(2));
+        assert_eq!(durable(&mut kept, 2), [0], "a new start reports again");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use super::{Ctx, Member, Role, MAX_FORWARDED_IN_FLIGHT};
 use crate::core::election::ServerId;
+use crate::core::metrics::Count;
 use crate::core::zab::ZabMessage;
 use crate::core::Event;
 use crate::failpoints::{active, Failpoint};
@@ -46,6 +47,7 @@ impl Member {
                 session,
                 timeout_ms,
             } => {
+                ctx.node.metrics_mut().add(Count::Revalidates, 1);
                 let from = from.0;
                 let revalidate = Event::Revalidate {
                     from,

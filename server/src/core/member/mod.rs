@@ -16,11 +16,11 @@
 use crate::core::election::{
     Election, ElectionCommand, ElectionConfig, ServerId, ServerState, Vote,
 };
-use crate::core::metrics::Count;
+use crate::core::metrics::{Count, Timing};
 use crate::core::peer_event::{LearnerIntake, PeerEvent, SnapPiece};
 use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 use crate::core::zab::{
-    DurableState, Epoch, Follower, Leader, Members, StorageOp, Timing, ZabCommand, ZabMessage,
+    DurableState, Epoch, Follower, Leader, Members, StorageOp, ZabCommand, ZabMessage,
 };
 use crate::core::{Command, Event, Node, Now, ReadPermit, MAX_OUTSTANDING};
 use crate::failpoints::{active, Failpoint};
@@ -125,7 +125,7 @@ pub(crate) struct Ctx<'a> {
 pub(crate) struct Member {
     id: ServerId,
     members: Members,
-    timing: Timing,
+    timing: crate::core::zab::Timing,
     election: Election,
     role: Role,
     waiting: Waiting,
@@ -174,7 +174,12 @@ pub(crate) struct Member {
 
 impl Member {
     /// A member that has not looked for a leader yet.
-    pub fn new(id: ServerId, members: Members, timing: Timing, limits: LinkLimits) -> Self {
+    pub fn new(
+        id: ServerId,
+        members: Members,
+        timing: crate::core::zab::Timing,
+        limits: LinkLimits,
+    ) -> Self {
         let config = ElectionConfig {
             my_id: id,
             voters: members.voters.clone(),
@@ -448,15 +453,36 @@ impl Member {
                 .node
                 .handle_event(ctx.now, Event::Revalidated { session, valid }),
             (Role::Following(f), message) => {
-                if let ZabMessage::Proposal { .. } = message {
-                    ctx.node
-                        .metrics_mut()
-                        .add(Count::LearnerProposalsReceived, 1);
+                if f.is_serving() {
+                    Self::count_broadcast(ctx, &self.decoded, &message);
                 }
                 f.handle_message(ctx.now.mono_ms, from, message)
             }
         }
         self.after_zab(ctx)
+    }
+
+    /// A follower's broadcast traffic in ZooKeeper's counters: proposals
+    /// received, and how long after the leader stamped a txn its PROPOSAL,
+    /// and its COMMIT (or INFORM), got here.
+    fn count_broadcast(ctx: &mut Ctx<'_>, decoded: &DecodedTxns, message: &ZabMessage) {
+        let (metrics, now) = (ctx.node.metrics_mut(), ctx.now);
+        let (timing, stamped) = match message {
+            ZabMessage::Proposal { txn, .. } => {
+                metrics.add(Count::LearnerProposalsReceived, 1);
+                (Timing::ProposalLatency, Txn::stamped_time(txn))
+            }
+            ZabMessage::Commit { zxid, .. } | ZabMessage::CommitAndActivate { zxid, .. } => {
+                (Timing::CommitPropagationLatency, decoded.time_of(*zxid))
+            }
+            ZabMessage::Inform { txn, .. } | ZabMessage::InformAndActivate { txn, .. } => {
+                (Timing::CommitPropagationLatency, Txn::stamped_time(txn))
+            }
+            _ => return,
+        };
+        if let Some(time) = stamped {
+            metrics.observe_age(timing, time, now);
+        }
     }
 
     /// A storage report.
@@ -487,11 +513,18 @@ impl Member {
                     l.logged_for(peer, after, txns);
                 }
             }
-            StorageReport::Persisted(zxid) => match &mut self.role {
-                Role::Leading(l) => l.handle_persisted(zxid),
-                Role::Following(f) => f.handle_persisted(zxid),
-                Role::Looking => {}
-            },
+            StorageReport::Persisted(zxid) => {
+                // The ack this sync allows is created now.
+                let (metrics, now) = (ctx.node.metrics_mut(), ctx.now);
+                let timing = Timing::ProposalAckCreationLatency;
+                self.decoded
+                    .persisted(zxid, |time| metrics.observe_age(timing, time, now));
+                match &mut self.role {
+                    Role::Leading(l) => l.handle_persisted(zxid),
+                    Role::Following(f) => f.handle_persisted(zxid),
+                    Role::Looking => {}
+                }
+            }
             StorageReport::Reached(token) => match &mut self.role {
                 Role::Leading(l) => l.handle_reached(ctx.now.mono_ms, token),
                 Role::Following(f) => f.handle_reached(token),

@@ -46,6 +46,12 @@ impl Member {
                     None => Txn::from_bytes(txn)
                         .map_err(|e| Fatal(format!("committed txn {zxid}: {e}")))?,
                 };
+                if let Role::Leading(_) = self.role {
+                    // The leader delivers a txn once a quorum acked it.
+                    let timing = Timing::QuorumAckLatency;
+                    let time = txn.header.time;
+                    ctx.node.metrics_mut().observe_age(timing, time, ctx.now);
+                }
                 ctx.node
                     .handle_event(ctx.now, Event::Committed { txn, digest });
                 if let Some(zxid) = ctx.node.take_divergence() {
@@ -58,9 +64,12 @@ impl Member {
                 self.follow_config(ctx)?;
             }
             ZabCommand::SendSnapshot { to } => {
-                ctx.node.metrics_mut().add(Count::SnapSyncs, 1);
                 self.snaps_out
-                    .start(ctx.now.mono_ms, to, ctx.node.tree(), &mut self.out)
+                    .start(ctx.now.mono_ms, to, ctx.node.tree(), &mut self.out);
+                let metrics = ctx.node.metrics_mut();
+                metrics.add(Count::SnapSyncs, 1);
+                let sending = self.snaps_out.streams() as u64;
+                metrics.observe(Timing::InflightSnapCount, sending, ctx.now.mono_ms);
             }
             ZabCommand::ReadLog {
                 to,
@@ -124,9 +133,26 @@ impl Member {
             other => other,
         };
         if matches!(message, ZabMessage::Diff { .. } | ZabMessage::Trunc { .. }) {
-            ctx.node.metrics_mut().add(Count::DiffSyncs, 1);
+            self.count_diff_sync(ctx);
         }
         self.snaps_out.send(to, message, &mut self.out);
+    }
+
+    /// A DIFF (or TRUNC) sync starts: counted, with the syncs under way
+    /// that stream no SNAP.
+    fn count_diff_sync(&self, ctx: &mut Ctx<'_>) {
+        let Role::Leading(l) = &self.role else {
+            return;
+        };
+        let syncing = l
+            .learners()
+            .filter(|h| h.phase == crate::core::zab::HandlerPhase::Syncing);
+        let diffing = syncing
+            .filter(|h| !self.snaps_out.sending_to(h.sid))
+            .count();
+        let metrics = ctx.node.metrics_mut();
+        metrics.add(Count::DiffSyncs, 1);
+        metrics.observe(Timing::InflightDiffCount, diffing as u64, ctx.now.mono_ms);
     }
 
     fn serving(&mut self, ctx: &mut Ctx<'_>) {

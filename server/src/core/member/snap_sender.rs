@@ -87,6 +87,16 @@ impl SnapSender {
         self.next_ms = Some(now_ms);
     }
 
+    /// How many images are streaming.
+    pub fn streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Whether an image is streaming to `to`.
+    pub fn sending_to(&self, to: ServerId) -> bool {
+        self.streams.contains_key(&to)
+    }
+
     /// Sends `message` to `to`, or holds it while an image (or what waits
     /// behind one) is on its way there. A follower that has more waiting
     /// than its link may queue is dropped.

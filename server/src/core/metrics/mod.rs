@@ -5,8 +5,11 @@
 //! `mntr`, the AdminServer's `monitor` and the Prometheus endpoint.
 
 mod summary;
+mod summary_set;
 
 pub use summary::Summary;
+use summary_set::top_namespace;
+pub use summary_set::{java_length, SummarySet};
 
 /// How much a summary tells, as ZooKeeper's `DetailLevel`: a basic one its
 /// median to Prometheus, an advanced one also its 90th and 99th percentile
@@ -26,6 +29,8 @@ pub enum Count {
     Commits,
     /// Client connections accepted.
     ConnectionRequests,
+    /// Clients that connected with a session id: reconnects, valid or not.
+    ConnectionRevalidates,
     /// Learners the leader synced with a DIFF (or a TRUNC).
     DiffSyncs,
     /// Txns after which this member's tree digest differed from the leader's.
@@ -36,6 +41,8 @@ pub enum Count {
     LearnerProposalsReceived,
     /// Times this member went back to election.
     Looking,
+    /// REVALIDATEs the leader took from learners (their clients' reconnects).
+    Revalidates,
     /// Txns the leader proposed.
     Proposals,
     /// Bytes of replies and notifications sent to clients.
@@ -50,15 +57,17 @@ pub enum Count {
 
 impl Count {
     /// Every counter, in the order reports list them.
-    pub const ALL: [Count; 13] = [
+    pub const ALL: [Count; 15] = [
         Count::BytesReceived,
         Count::Commits,
         Count::ConnectionRequests,
+        Count::ConnectionRevalidates,
         Count::DiffSyncs,
         Count::DigestMismatches,
         Count::LearnerCommitsReceived,
         Count::LearnerProposalsReceived,
         Count::Looking,
+        Count::Revalidates,
         Count::Proposals,
         Count::ResponseBytes,
         Count::SnapSyncs,
@@ -72,11 +81,13 @@ impl Count {
             Count::BytesReceived => "bytes_received_count",
             Count::Commits => "commit_count",
             Count::ConnectionRequests => "connection_request_count",
+            Count::ConnectionRevalidates => "connection_revalidate_count",
             Count::DiffSyncs => "diff_count",
             Count::DigestMismatches => "digest_mismatches_count",
             Count::LearnerCommitsReceived => "learner_commit_received_count",
             Count::LearnerProposalsReceived => "learner_proposal_received_count",
             Count::Looking => "looking_count",
+            Count::Revalidates => "revalidate_count",
             Count::Proposals => "proposal_count",
             Count::ResponseBytes => "response_bytes",
             Count::SnapSyncs => "snap_count",
@@ -95,6 +106,18 @@ pub enum Timing {
     ReadLatency,
     /// From a txn's creation on the leader to its apply here.
     PropagationLatency,
+    /// From a txn's creation on the leader to its PROPOSAL reaching a follower.
+    ProposalLatency,
+    /// From a txn's creation on the leader to this member's ack (it is durable here).
+    ProposalAckCreationLatency,
+    /// From a txn's creation on the leader to a quorum's acks (on the leader).
+    QuorumAckLatency,
+    /// From a txn's creation on the leader to its COMMIT reaching a learner.
+    CommitPropagationLatency,
+    /// SNAPs the leader was sending, counted as one starts (a count).
+    InflightSnapCount,
+    /// DIFF and TRUNC syncs under way, counted as one starts (a count).
+    InflightDiffCount,
     /// Each election, from going LOOKING to a decided role.
     ElectionTime,
     /// A follower's sync, from its decided role to UPTODATE.
@@ -125,10 +148,16 @@ pub enum Timing {
 
 impl Timing {
     /// Every summary, in the order reports list them.
-    pub const ALL: [Timing; 16] = [
+    pub const ALL: [Timing; 22] = [
         Timing::UpdateLatency,
         Timing::ReadLatency,
         Timing::PropagationLatency,
+        Timing::ProposalLatency,
+        Timing::ProposalAckCreationLatency,
+        Timing::QuorumAckLatency,
+        Timing::CommitPropagationLatency,
+        Timing::InflightSnapCount,
+        Timing::InflightDiffCount,
         Timing::ElectionTime,
         Timing::FollowerSyncTime,
         Timing::ObserverSyncTime,
@@ -150,6 +179,14 @@ impl Timing {
             Timing::UpdateLatency => ("updatelatency", Detail::Advanced),
             Timing::ReadLatency => ("readlatency", Detail::Advanced),
             Timing::PropagationLatency => ("propagation_latency", Detail::Advanced),
+            Timing::ProposalLatency => ("proposal_latency", Detail::Advanced),
+            Timing::ProposalAckCreationLatency => {
+                ("proposal_ack_creation_latency", Detail::Advanced)
+            }
+            Timing::QuorumAckLatency => ("quorum_ack_latency", Detail::Advanced),
+            Timing::CommitPropagationLatency => ("commit_propagation_latency", Detail::Advanced),
+            Timing::InflightSnapCount => ("inflight_snap_count", Detail::Basic),
+            Timing::InflightDiffCount => ("inflight_diff_count", Detail::Basic),
             Timing::ElectionTime => ("election_time", Detail::Basic),
             Timing::FollowerSyncTime => ("follower_sync_time", Detail::Basic),
             Timing::ObserverSyncTime => ("observer_sync_time", Detail::Basic),
@@ -167,11 +204,38 @@ impl Timing {
     }
 }
 
+/// A summary per top path segment, named as ZooKeeper's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerNamespace {
+    /// Bytes a read returned: the path, what it read, and a stat's 68.
+    Read,
+    /// Bytes a write changed: the path and the data it wrote.
+    Write,
+}
+
+impl PerNamespace {
+    /// Both, in the order reports list them.
+    pub const ALL: [PerNamespace; 2] = [PerNamespace::Read, PerNamespace::Write];
+
+    /// ZooKeeper's name for it (both are basic).
+    pub fn name(self) -> &'static str {
+        match self {
+            PerNamespace::Read => "read_per_namespace",
+            PerNamespace::Write => "write_per_namespace",
+        }
+    }
+}
+
+/// ZooKeeper's `DataTree.STAT_OVERHEAD_BYTES`: a read's stat, counted in
+/// its bytes.
+const STAT_BYTES: u64 = 6 * 8 + 5 * 4;
+
 /// The counters and summaries of one server.
 #[derive(Clone, Debug, Default)]
 pub struct Metrics {
     counts: [u64; Count::ALL.len()],
     timings: [Summary; Timing::ALL.len()],
+    namespaces: [SummarySet; PerNamespace::ALL.len()],
 }
 
 impl Metrics {
@@ -185,6 +249,31 @@ impl Metrics {
         self.timings[timing as usize].observe(value, now_ms);
     }
 
+    /// Notes how long ago, at `now`, the leader stamped a txn with
+    /// `txn_time` (wall-clock ms). As ZooKeeper, a negative age (the
+    /// members' clocks differ) is not an observation.
+    pub fn observe_age(&mut self, timing: Timing, txn_time: i64, now: crate::core::Now) {
+        if let Ok(age) = u64::try_from(now.wall_ms - txn_time) {
+            self.observe(timing, age, now.mono_ms);
+        }
+    }
+
+    /// Notes a read of `path` that returned `bytes` (data, or child
+    /// names) with its stat, or a write of `bytes` to it, as ZooKeeper's
+    /// DataTree counts them: under the path's top segment, the path's own
+    /// length included.
+    pub fn observe_path(&mut self, set: PerNamespace, path: &str, bytes: usize, now_ms: u64) {
+        let Some(namespace) = top_namespace(path) else {
+            return;
+        };
+        let overhead = match set {
+            PerNamespace::Read => STAT_BYTES,
+            PerNamespace::Write => 0,
+        };
+        let value = java_length(path) + bytes as u64 + overhead;
+        self.namespaces[set as usize].observe(namespace, value, now_ms);
+    }
+
     /// A counter's value.
     pub fn count(&self, count: Count) -> u64 {
         self.counts[count as usize]
@@ -193,6 +282,11 @@ impl Metrics {
     /// A summary.
     pub fn summary(&self, timing: Timing) -> &Summary {
         &self.timings[timing as usize]
+    }
+
+    /// A summary set by namespace.
+    pub fn per_namespace(&self, set: PerNamespace) -> &SummarySet {
+        &self.namespaces[set as usize]
     }
 }
 

@@ -4,12 +4,13 @@
 
 use super::{InFlight, Node, Origin};
 use crate::core::connection::Queued;
-use crate::core::metrics::{Count, Timing};
+use crate::core::metrics::{Count, Metrics, PerNamespace, Timing};
 use crate::core::pipeline::outcome::write_reply;
 use crate::core::reply;
 use crate::core::session::SessionId;
 use crate::core::types::{ConnId, Mode, Now};
 use crate::failpoints::{active, Failpoint};
+use bytes::Bytes;
 use zkd_protocol::records::{ErrorTxn, SyncResponse};
 use zkd_protocol::{ErrorCode, EventType, OpCode, Perms, Zxid};
 use zkd_storage::{DataTree, Txn, TxnBody, TxnOutcome, WatchTrigger};
@@ -88,9 +89,9 @@ impl Node {
             Mode::Following | Mode::Observing => self.metrics.add(Count::LearnerCommitsReceived, 1),
             Mode::Standalone | Mode::NotServing | Mode::ReadOnly => {}
         }
-        let age = (now.wall_ms - txn.header.time).max(0) as u64;
         self.metrics
-            .observe(Timing::PropagationLatency, age, now.mono_ms);
+            .observe_age(Timing::PropagationLatency, txn.header.time, now);
+        count_writes(&mut self.metrics, now.mono_ms, &txn.body);
     }
 
     /// Why applying committed `txn` (with `outcome`) shows this tree is not
@@ -296,4 +297,22 @@ fn failed_op(body: &TxnBody, outcome: &TxnOutcome) -> Option<i32> {
         }
         _ => None,
     }
+}
+
+/// The znodes a txn created, deleted or wrote, in `write_per_namespace`, as
+/// ZooKeeper's DataTree counts them (the path and the data written).
+fn count_writes(metrics: &mut Metrics, now_ms: u64, body: &TxnBody) {
+    let len = |data: &Option<Bytes>| data.as_ref().map_or(0, Bytes::len);
+    let (path, bytes) = match body {
+        TxnBody::Create(_, t) => (&t.path, len(&t.data)),
+        TxnBody::CreateContainer(t) => (&t.path, len(&t.data)),
+        TxnBody::CreateTtl(t) => (&t.path, len(&t.data)),
+        TxnBody::Delete(_, t) => (&t.path, 0),
+        TxnBody::SetData(t) | TxnBody::Reconfig(t) => (&t.path, len(&t.data)),
+        TxnBody::Multi(ops) => {
+            return ops.iter().for_each(|op| count_writes(metrics, now_ms, op));
+        }
+        _ => return,
+    };
+    metrics.observe_path(PerNamespace::Write, path, bytes, now_ms);
 }

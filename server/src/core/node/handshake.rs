@@ -5,6 +5,7 @@
 use super::mode::ModeState;
 use super::{Node, Origin};
 use crate::core::connection::ConnState;
+use crate::core::metrics::Count;
 use crate::core::session::{session_password, SessionId};
 use crate::core::types::{Command, ConnId, Mode, Now};
 use bytes::Bytes;
@@ -70,6 +71,7 @@ impl Node {
     }
 
     fn reattach(&mut self, now: Now, conn: ConnId, request: &ConnectRequest, timeout_ms: i32) {
+        self.metrics.add(Count::ConnectionRevalidates, 1);
         let session = SessionId(request.session_id);
         // ZooKeeper closes every other connection of the session before checking
         // the password: the attached one and any still waiting to reattach.

@@ -357,7 +357,7 @@ impl Node {
                     else {
                         return;
                     };
-                    let Some(frames) = self.execute_read(conn, xid, &request) else {
+                    let Some(frames) = self.execute_read(now, conn, xid, &request) else {
                         return;
                     };
                     (frames, Some((received_ms, Timing::ReadLatency)))
@@ -393,7 +393,13 @@ impl Node {
         }
     }
 
-    fn execute_read(&mut self, conn: ConnId, xid: i32, request: &ClientRequest) -> Option<Frames> {
+    fn execute_read(
+        &mut self,
+        now: Now,
+        conn: ConnId,
+        xid: i32,
+        request: &ClientRequest,
+    ) -> Option<Frames> {
         let c = self.clients.conns.get(&conn)?;
         let session = c.session().map_or(0, |s| s.0);
         let zxid = self.processed_zxid().0;
@@ -405,6 +411,8 @@ impl Node {
             conn,
             session,
             max_reply_bytes: self.config.max_frame_bytes,
+            metrics: &mut self.metrics,
+            now_ms: now.mono_ms,
         };
         Some(ctx.execute(xid, request))
     }

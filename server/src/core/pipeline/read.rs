@@ -2,6 +2,7 @@
 //! (ZooKeeper's `FinalRequestProcessor` for non-txn ops).
 
 use crate::core::acl::{mask_digests, user_of, AuthIds};
+use crate::core::metrics::{java_length, Metrics, PerNamespace};
 use crate::core::reply;
 use crate::core::types::ConnId;
 use crate::core::watch::{Mode, Table, WatchRegistry};
@@ -23,6 +24,9 @@ pub struct ReadCtx<'a> {
     pub max_reply_bytes: usize,
     /// The zxid replies carry: the last one this member processed.
     pub zxid: i64,
+    /// Where a read's bytes are counted (`read_per_namespace`).
+    pub metrics: &'a mut Metrics,
+    pub now_ms: u64,
 }
 
 /// Bytes a multiRead result takes on the wire, near enough.
@@ -66,6 +70,12 @@ impl ReadCtx<'_> {
 
     fn ok(&self, xid: i32, record: &impl Record) -> Frames {
         Frames::reply(reply::with_record(xid, self.zxid(), record))
+    }
+
+    /// A read of `path` that returned `bytes` (data or child names) and a stat.
+    fn count_read(&mut self, path: &str, bytes: usize) {
+        let set = PerNamespace::Read;
+        self.metrics.observe_path(set, path, bytes, self.now_ms);
     }
 
     /// A node the connection may read, or the error ZooKeeper gives.
@@ -180,7 +190,10 @@ impl ReadCtx<'_> {
                         .add(Table::Data, path, self.conn, Mode::Standard);
                 }
                 match stat {
-                    Some(stat) => self.ok(xid, &ExistsResponse { stat }),
+                    Some(stat) => {
+                        self.count_read(path, 0);
+                        self.ok(xid, &ExistsResponse { stat })
+                    }
                     None => self.err(xid, ErrorCode::NoNode),
                 }
             }
@@ -189,13 +202,17 @@ impl ReadCtx<'_> {
 
     fn get_data(&mut self, xid: i32, path: &str, watch: bool) -> Frames {
         // A GetDataResponse, encoded from the node: its data is not copied first.
-        let reply = match self.readable(path) {
-            Ok(node) => reply::with_fields(xid, self.zxid(), |out| {
-                jute::encode_buffer(node.data(), out);
-                node.stat().encode(out);
-            }),
+        let (reply, bytes) = match self.readable(path) {
+            Ok(node) => {
+                let reply = reply::with_fields(xid, self.zxid(), |out| {
+                    jute::encode_buffer(node.data(), out);
+                    node.stat().encode(out);
+                });
+                (reply, node.data().map_or(0, <[u8]>::len))
+            }
             Err(code) => return self.err(xid, code),
         };
+        self.count_read(path, bytes);
         if watch {
             self.watches
                 .add(Table::Data, path, self.conn, Mode::Standard);
@@ -205,10 +222,12 @@ impl ReadCtx<'_> {
 
     fn children(&mut self, path: &str, watch: bool) -> Result<(Vec<String>, Stat), ErrorCode> {
         let node = self.readable(path)?;
-        let out = (
+        let out: (Vec<String>, Stat) = (
             self.tree.child_names(node).map(str::to_owned).collect(),
             node.stat(),
         );
+        let names = out.0.iter().map(|c| java_length(c) as usize).sum();
+        self.count_read(path, names);
         if watch {
             self.watches
                 .add(Table::Child, path, self.conn, Mode::Standard);
@@ -323,18 +342,36 @@ impl ReadCtx<'_> {
         }
     }
 
-    fn multi_read_op(&self, op: &MultiOp) -> MultiResult {
+    fn multi_read_op(&mut self, op: &MultiOp) -> MultiResult {
         // multiRead never sets watches, whatever the flag says.
-        let result = match op {
-            MultiOp::GetData(r) => self.readable(&r.path).map(|n| MultiResult::GetData {
-                data: n.data().map(Bytes::copy_from_slice),
-                stat: n.stat(),
-            }),
-            MultiOp::GetChildren(r) => self.readable(&r.path).map(|n| MultiResult::GetChildren {
-                children: self.tree.child_names(n).map(str::to_owned).collect(),
-            }),
-            _ => Err(ErrorCode::MarshallingError),
+        let (path, result) = match op {
+            MultiOp::GetData(r) => (
+                &r.path,
+                self.readable(&r.path).map(|n| MultiResult::GetData {
+                    data: n.data().map(Bytes::copy_from_slice),
+                    stat: n.stat(),
+                }),
+            ),
+            MultiOp::GetChildren(r) => (
+                &r.path,
+                self.readable(&r.path).map(|n| MultiResult::GetChildren {
+                    children: self.tree.child_names(n).map(str::to_owned).collect(),
+                }),
+            ),
+            _ => {
+                return MultiResult::Error {
+                    err: ErrorCode::MarshallingError.code(),
+                }
+            }
         };
+        let read = match &result {
+            Ok(MultiResult::GetData { data, .. }) => data.as_ref().map_or(0, |d| d.len()),
+            Ok(MultiResult::GetChildren { children }) => {
+                children.iter().map(|c| java_length(c) as usize).sum()
+            }
+            _ => return result.unwrap_or_else(|code| MultiResult::Error { err: code.code() }),
+        };
+        self.count_read(path, read);
         result.unwrap_or_else(|code| MultiResult::Error { err: code.code() })
     }
 }

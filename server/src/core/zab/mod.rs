@@ -28,7 +28,7 @@ mod learner_handler;
 pub use follower::Follower;
 pub use history::{History, SyncPlan};
 pub use leader::Leader;
-pub use learner_handler::LearnerHandler;
+pub use learner_handler::{HandlerPhase, LearnerHandler};
 
 use super::election::ServerId;
 use bytes::Bytes;

@@ -19,21 +19,24 @@
 //! snapshot can land after (and past) a TRUNC. Barriers do not wait for local
 //! snapshots: the log already holds what they contain.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zkd_protocol::Zxid;
 use zkd_storage::snapshot::SnapshotSlot;
 use zkd_storage::store::VerifiedSnapshots;
 use zkd_storage::{StorageError, Store};
 
 mod disk_faults;
+mod job_queue;
 mod local_snapshots;
 mod storage_metrics;
 pub use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 pub use disk_faults::DiskFaults;
+pub use job_queue::{job_queue, JobReceiver, JobSender, Queued};
 use local_snapshots::LocalSnapshots;
 pub use local_snapshots::SnapshotProgress;
+use storage_metrics::BatchFigures;
 pub use storage_metrics::{StorageFigures, StorageMetrics};
 
 /// Largest number of jobs taken from the queue at once; with one fsync per
@@ -59,7 +62,7 @@ const POLL: Duration = Duration::from_millis(5);
 pub fn run<S: Store>(
     storage: S,
     retain: usize,
-    jobs: Receiver<StorageJob>,
+    jobs: JobReceiver,
     reports: Reports,
     disk_faults: Option<Arc<DiskFaults>>,
     progress: SnapshotProgress,
@@ -82,6 +85,8 @@ pub fn run<S: Store>(
         unsynced: None,
         unsynced_permits: Vec::new(),
         unsynced_count: 0,
+        unsynced_queued: Vec::new(),
+        batch: BatchFigures::default(),
         snapshots,
         reports,
         disk_faults,
@@ -116,6 +121,8 @@ impl<S: Store> InlineWorker<S> {
             unsynced: None,
             unsynced_permits: Vec::new(),
             unsynced_count: 0,
+            unsynced_queued: Vec::new(),
+            batch: BatchFigures::default(),
             reports,
             disk_faults: None,
             verified: VerifiedSnapshots::default(),
@@ -162,6 +169,10 @@ struct Worker<S> {
     unsynced_permits: Vec<crate::core::ReadPermit>,
     /// How many appends wait for the next fsync.
     unsynced_count: u64,
+    /// When the appends that wait for the next fsync were queued.
+    unsynced_queued: Vec<Instant>,
+    /// This batch's queue figures, not yet added to `metrics`.
+    batch: BatchFigures,
     snapshots: LocalSnapshots,
     reports: Reports,
     /// A test's slow or failing disk (`zkd.faults.enable` only).
@@ -173,7 +184,7 @@ struct Worker<S> {
 
 impl<S: Store> Worker<S> {
     /// Processes jobs until the channel closes (Ok) or storage fails.
-    fn serve(&mut self, jobs: Receiver<StorageJob>) -> Result<(), StorageError> {
+    fn serve(&mut self, jobs: JobReceiver) -> Result<(), StorageError> {
         loop {
             if let Some(goal) = self.snapshots.collect(false)? {
                 self.purge = self.purge.max(Some(goal));
@@ -187,19 +198,20 @@ impl<S: Store> Worker<S> {
                 }
             } else {
                 match jobs.recv() {
-                    Ok(job) => Some(job),
-                    Err(_) => break,
+                    Some(job) => Some(job),
+                    None => break,
                 }
             };
             if let Some(first) = first {
-                self.execute(first)?;
+                self.take(first)?;
                 for _ in 1..MAX_BATCH {
                     match jobs.try_recv() {
-                        Ok(job) => self.execute(job)?,
+                        Ok(job) => self.take(job)?,
                         Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                     }
                 }
                 self.sync_appends()?;
+                self.metrics.batch(&mut self.batch);
             }
             self.purge_step()?;
         }
@@ -207,6 +219,20 @@ impl<S: Store> Worker<S> {
         self.sync_appends()?;
         self.snapshots.collect(true)?;
         self.snapshots.stop();
+        Ok(())
+    }
+
+    /// Carries out a job taken from the queue, and notes how long it waited
+    /// there and how long it took.
+    fn take(&mut self, queued: Queued) -> Result<(), StorageError> {
+        let started = Instant::now();
+        let append = matches!(queued.job, StorageJob::Persist { .. });
+        self.execute(queued.job)?;
+        if append {
+            self.unsynced_queued.push(queued.at);
+        }
+        let waited = started.saturating_duration_since(queued.at);
+        self.batch.job(queued.waiting, waited, started.elapsed());
         Ok(())
     }
 
@@ -332,6 +358,9 @@ impl<S: Store> Worker<S> {
             // Durable now: the permits go back before the report, so whoever
             // hears of it finds the budget already freed.
             self.unsynced_permits.clear();
+            for queued in self.unsynced_queued.drain(..) {
+                self.batch.flushed(queued.elapsed());
+            }
             self.report(StorageReport::Persisted(zxid));
             self.unsynced_count = 0;
             self.storage.settle()?;

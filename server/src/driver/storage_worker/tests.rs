@@ -3,7 +3,7 @@
 use super::*;
 use crate::core::types::SnapshotPiece;
 use bytes::Bytes;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use zkd_protocol::records::{ErrorTxn, TxnHeader};
@@ -177,7 +177,7 @@ fn persist(z: i64) -> StorageJob {
 
 /// A worker on `storage` with `jobs` already queued (so they form one batch).
 struct Running {
-    jobs: Option<mpsc::Sender<StorageJob>>,
+    jobs: Option<super::JobSender>,
     reports: UnboundedReceiver<StorageReport>,
     thread: Option<std::thread::JoinHandle<()>>,
     progress: SnapshotProgress,
@@ -185,14 +185,14 @@ struct Running {
 
 impl Running {
     fn start(storage: Recorder, queued: Vec<StorageJob>) -> Running {
-        let (tx, rx) = mpsc::channel();
+        let metrics = super::StorageMetrics::default();
+        let (tx, rx) = super::job_queue(metrics.queue());
         for job in queued {
-            tx.send(job).unwrap();
+            tx.send(job).map_err(|_| "worker gone").unwrap();
         }
         let (report_tx, reports) = unbounded_channel();
         let progress = SnapshotProgress::default();
         let counted = progress.clone();
-        let metrics = super::StorageMetrics::default();
         let thread = std::thread::spawn(move || {
             let reports = Box::new(move |r| {
                 let _ = report_tx.send(r);
@@ -208,7 +208,8 @@ impl Running {
     }
 
     fn send(&self, job: StorageJob) {
-        self.jobs.as_ref().unwrap().send(job).unwrap();
+        let sent = self.jobs.as_ref().unwrap().send(job);
+        sent.map_err(|_| "worker gone").unwrap();
     }
 
     /// The next report, or None after `limit`.

@@ -47,7 +47,7 @@ pub(super) fn server_stats(
                 "min_latency": s.latency.min_ms,
                 "num_alive_client_connections": node.connections().len(),
                 "uptime": info.uptime_ms(),
-                "auth_failed_count": s.auth_failed,
+                "auth_failed_count": crate::runtime::metrics_report::auth_failed_count(info, node),
                 "non_mtlsremote_conn_count": plaintext.1,
                 "non_mtlslocal_conn_count": plaintext.0,
             }),
