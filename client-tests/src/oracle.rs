@@ -218,7 +218,7 @@ impl ZooKeeperProcess {
             .collect();
         let mut attempt = 1;
         loop {
-            let mut zk = ZooKeeperProcess::spawn(tick_time_ms, &properties, more, heap);
+            let mut zk = ZooKeeperProcess::spawn(tick_time_ms, &properties, more, heap, None);
             match zk.try_wait_ready() {
                 Ok(()) => return zk,
                 // Another process bound the port first: a new port.
@@ -228,15 +228,35 @@ impl ZooKeeperProcess {
         }
     }
 
-    /// Writes a new directory and config, on a new port, and starts the JVM
+    /// Starts ZooKeeper standalone on a copy of the data directory `data`
+    /// (its `version-2/`), as a server restarted on it would be, and waits
+    /// until it serves.
+    pub fn start_on_copy_of(tick_time_ms: u64, data: &Path) -> ZooKeeperProcess {
+        require_tool(ZOOKEEPER_JAR);
+        let mut zk = ZooKeeperProcess::spawn(tick_time_ms, &[], "", TEST_HEAP, Some(data));
+        zk.try_wait_ready().unwrap_or_else(|e| panic!("{e}"));
+        zk
+    }
+
+    /// Writes a new directory (a copy of `seed`'s `version-2/` in its
+    /// dataDir, if given) and config, on a new port, and starts the JVM
     /// without waiting.
     fn spawn(
         tick_time_ms: u64,
         properties: &[(String, String)],
         more: &str,
         heap: &str,
+        seed: Option<&Path>,
     ) -> ZooKeeperProcess {
         let dir = tempfile::tempdir().expect("tempdir");
+        if let Some(seed) = seed {
+            let to = dir.path().join("data").join("version-2");
+            std::fs::create_dir_all(&to).expect("dataDir");
+            for entry in std::fs::read_dir(seed.join("version-2")).expect("read version-2") {
+                let from = entry.expect("entry").path();
+                std::fs::copy(&from, to.join(from.file_name().expect("name"))).expect("copy");
+            }
+        }
         let port = free_port();
         let config = dir.path().join("zoo.cfg");
         let text = base_config(tick_time_ms, &dir.path().join("data"), port) + more;

@@ -98,11 +98,22 @@ impl Target {
     /// session is number [`SESSIONS`]), with their identities and the
     /// recursive watch.
     async fn connect(ports: &[u16], seed: u64) -> Target {
+        Target::connect_for(ports, seed, [20_000; SESSIONS], 40_000).await
+    }
+
+    /// [`Target::connect`], with sessions of `timeouts` (ms) and the raw one of `raw_ms`.
+    async fn connect_for(
+        ports: &[u16],
+        seed: u64,
+        timeouts: [u64; SESSIONS],
+        raw_ms: i32,
+    ) -> Target {
         let addr = |k: usize| format!("127.0.0.1:{}", ports[k % ports.len()]);
         let mut clients = Vec::new();
         let mut sessions = BTreeMap::new();
-        for i in 0..SESSIONS {
-            let c = zkd_client_tests::connect(&addr(i), Duration::from_secs(20)).await;
+        for (i, timeout) in timeouts.into_iter().enumerate() {
+            let timeout = Duration::from_millis(timeout);
+            let c = zkd_client_tests::connect(&addr(i), timeout).await;
             sessions.insert(c.session_id().0, i);
             clients.push(c);
         }
@@ -115,7 +126,7 @@ impl Target {
                 .await
                 .unwrap();
         }
-        let (mut raw, _) = RawClient::new_session(ports[SESSIONS % ports.len()], 40_000);
+        let (mut raw, _) = RawClient::new_session(ports[SESSIONS % ports.len()], raw_ms);
         for user in identities(&mut rng) {
             raw.send_request(
                 -4,
@@ -584,5 +595,7 @@ async fn random_operations_match_apache_zookeeper() {
 mod comparison;
 #[path = "differential/ensemble.rs"]
 mod ensemble;
+#[path = "differential/import.rs"]
+mod import;
 #[path = "differential/ops.rs"]
 mod ops;

@@ -1,8 +1,12 @@
-//! Issue 36, item 0: `zkd serve` on an Apache ZooKeeper's zoo.cfg and data
-//! directory. zkd cannot read ZooKeeper's files yet, so it must refuse to
-//! start there, naming the files and saying what to do, serve nothing, and
-//! leave every byte of ZooKeeper's as it was: after a clean stop and after
-//! kill -9 (a log without its final snapshot).
+//! Issue 51: `zkd serve` on an Apache ZooKeeper's zoo.cfg and data
+//! directory imports ZooKeeper's state and serves it, leaving every byte of
+//! ZooKeeper's as it was, after a clean stop and after kill -9 (a log
+//! without its final snapshot). What it cannot take it refuses, naming the
+//! file and the offset, and serves nothing: a flipped byte in a log (as
+//! ZooKeeper refuses it), ZooKeeper's files changed after an import (so
+//! zkd's copy is older), ZooKeeper's files beside zkd's own. A newest
+//! snapshot cut short falls back to the one before and the logs, as
+//! ZooKeeper does. (`differential.rs`'s import test compares whole trees.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,8 +33,13 @@ fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// A ZooKeeper that took writes (sequential nodes among them), stopped
-/// cleanly or killed.
+/// ZooKeeper's own files (its `version-2/`) under `data`.
+fn zookeepers(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    contents(&data.join("version-2"))
+}
+
+/// A ZooKeeper that took writes (`/app` and five sequential nodes under
+/// it), stopped cleanly or killed.
 fn zookeeper_that_wrote(kill9: bool) -> ZooKeeperProcess {
     let mut zk = ZooKeeperProcess::start(200);
     let client = ZooKeeper::connect(&zk.addr(), Duration::from_secs(10), |_| {})
@@ -54,83 +63,182 @@ fn zookeeper_that_wrote(kill9: bool) -> ZooKeeperProcess {
     zk
 }
 
-/// Runs `zkd serve` on ZooKeeper's own zoo.cfg until it exits; its exit
-/// status and its log.
-fn zkd_serve(config: &Path) -> (std::process::ExitStatus, String) {
-    let log = tempfile::NamedTempFile::new().expect("log file");
-    let mut child = Command::new(zkd_binary())
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("ZKD_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log.reopen().expect("log"))
-        .spawn()
-        .expect("spawn zkd");
-    let deadline = Instant::now() + REFUSAL_WITHIN;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for zkd") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let log = std::fs::read_to_string(log.path()).unwrap_or_default();
-            panic!("zkd still runs on ZooKeeper's data after {REFUSAL_WITHIN:?}:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (
-        status,
-        std::fs::read_to_string(log.path()).unwrap_or_default(),
-    )
+/// `zkd serve` on ZooKeeper's own zoo.cfg, on a free client port.
+struct Served {
+    child: std::process::Child,
+    log: tempfile::NamedTempFile,
+    port: u16,
 }
 
-fn refuses(kill9: bool) {
+impl Served {
+    fn start(config: &Path) -> Served {
+        let log = tempfile::NamedTempFile::new().expect("log file");
+        let port = zkd_client_tests::process::free_port();
+        let child = Command::new(zkd_binary())
+            .args(["serve", "--config"])
+            .arg(config)
+            .args(["--client-port", &port.to_string()])
+            .env("ZKD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log.reopen().expect("log"))
+            .spawn()
+            .expect("spawn zkd");
+        Served { child, log, port }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Waits until it serves, or exits: its exit status then.
+    fn serving_or_exited(&mut self) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + REFUSAL_WITHIN;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("wait for zkd") {
+                return Some(status);
+            }
+            let addr = format!("127.0.0.1:{}", self.port);
+            if zkd_client_tests::process::four_letter_word(self.port, "ruok")
+                .is_ok_and(|r| r.contains("imok"))
+                && std::net::TcpStream::connect(addr).is_ok()
+            {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("zkd neither served nor exited:\n{}", self.log());
+    }
+
+    /// The one fatal line of a zkd that refused.
+    fn refusal(mut self) -> String {
+        let status = self.serving_or_exited();
+        let log = self.log();
+        assert!(status.is_some_and(|s| !s.success()), "zkd served:\n{log}");
+        assert!(!log.contains("panicked"), "zkd panicked:\n{log}");
+        let fatal: Vec<&str> = log.lines().filter(|l| l.contains("fatal")).collect();
+        assert_eq!(fatal.len(), 1, "one fatal line:\n{log}");
+        fatal[0].to_owned()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serves_what_zookeeper_wrote(kill9: bool) {
     let zk = zookeeper_that_wrote(kill9);
     let data = zk.data_dir();
-    let before = contents(&data);
-    let names: Vec<String> = before
-        .keys()
-        .filter_map(|p| p.strip_prefix(&data).ok())
-        .map(|p| p.display().to_string())
-        .filter(|p| p.starts_with("version-2/"))
-        .collect();
-    assert!(
-        names.iter().any(|n| n.starts_with("version-2/log.")),
-        "ZooKeeper wrote no log: {names:?}"
-    );
-    let (status, log) = zkd_serve(zk.config_path());
-    assert!(!status.success(), "zkd exited with {status}:\n{log}");
-    assert!(!log.contains("panicked"), "zkd panicked:\n{log}");
-    // Nothing was served: it never opened its client port.
-    assert!(!log.contains("client port open"), "zkd served:\n{log}");
-    let fatal: Vec<&str> = log.lines().filter(|l| l.contains("fatal")).collect();
-    assert_eq!(fatal.len(), 1, "one fatal line:\n{log}");
-    assert!(
-        fatal[0].contains("Apache ZooKeeper's data") && fatal[0].contains("empty directory"),
-        "the refusal says what it found and what to do: {}",
-        fatal[0]
-    );
-    for name in names.iter().take(6) {
-        assert!(
-            fatal[0].contains(name.as_str()),
-            "{name} not named: {}",
-            fatal[0]
-        );
-    }
+    let before = zookeepers(&data);
+    let mut zkd = Served::start(zk.config_path());
+    assert_eq!(zkd.serving_or_exited(), None, "zkd exited:\n{}", zkd.log());
+    let client = ZooKeeper::connect(
+        &format!("127.0.0.1:{}", zkd.port),
+        Duration::from_secs(10),
+        |_| {},
+    )
+    .expect("connect to zkd");
+    let (data_v1, _) = client.get_data("/app", false).expect("/app");
+    assert_eq!(data_v1, b"v1");
+    let mut jobs = client.get_children("/app", false).expect("children");
+    jobs.sort();
+    let want: Vec<String> = (0..5).map(|i| format!("job-{i:010}")).collect();
+    assert_eq!(jobs, want);
+    // The sequence counter went on from where ZooKeeper left it.
+    let next = client
+        .create(
+            "/app/job-",
+            Vec::new(),
+            Acl::open_unsafe().clone(),
+            CreateMode::PersistentSequential,
+        )
+        .expect("create after the import");
+    assert_eq!(next, "/app/job-0000000005");
+    client.close().expect("close");
+    drop(zkd);
     assert_eq!(
-        contents(&data),
+        zookeepers(&data),
         before,
-        "ZooKeeper's data directory changed under zkd"
+        "ZooKeeper's files changed under zkd"
     );
+    assert!(data.join("zkd/imported-from-zookeeper").exists());
 }
 
 #[test]
-fn zkd_refuses_a_cleanly_stopped_zookeepers_data_dir_untouched() {
-    refuses(false);
+fn zkd_serves_a_cleanly_stopped_zookeepers_data_dir_and_leaves_it_as_it_was() {
+    serves_what_zookeeper_wrote(false);
 }
 
 #[test]
-fn zkd_refuses_a_killed_zookeepers_data_dir_untouched() {
-    refuses(true);
+fn zkd_serves_a_killed_zookeepers_data_dir_and_leaves_it_as_it_was() {
+    serves_what_zookeeper_wrote(true);
+}
+
+/// The newest of ZooKeeper's logs.
+fn newest_log(data: &Path) -> PathBuf {
+    let mut logs: Vec<PathBuf> = zookeepers(data)
+        .into_keys()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("log."))
+        })
+        .collect();
+    logs.sort_by_key(|p| {
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        u64::from_str_radix(name.trim_start_matches("log."), 16).unwrap_or(0)
+    });
+    logs.pop().expect("a log")
+}
+
+#[test]
+fn a_flipped_byte_in_a_log_is_refused_by_name_and_offset_as_zookeeper_refuses_it() {
+    let zk = zookeeper_that_wrote(true);
+    let data = zk.data_dir();
+    let log = newest_log(&data);
+    let mut bytes = std::fs::read(&log).expect("read the log");
+    // Inside the first record's entry: header 16, crc 8, length 4, then the entry.
+    bytes[16 + 8 + 4 + 10] ^= 0x40;
+    std::fs::write(&log, &bytes).expect("flip a byte");
+    let before = zookeepers(&data);
+    let fatal = Served::start(zk.config_path()).refusal();
+    let name = log.display().to_string();
+    assert!(
+        fatal.contains(&name) && fatal.contains("at byte 16"),
+        "{fatal}"
+    );
+    assert!(fatal.contains("CRC"), "{fatal}");
+    assert_eq!(zookeepers(&data), before, "ZooKeeper's files changed");
+    assert!(!data.join("zkd").exists(), "nothing of zkd's was left");
+}
+
+#[test]
+fn zookeepers_files_changed_since_the_import_are_refused() {
+    let mut zk = zookeeper_that_wrote(false);
+    {
+        let mut zkd = Served::start(zk.config_path());
+        assert_eq!(zkd.serving_or_exited(), None, "zkd exited:\n{}", zkd.log());
+    }
+    // ZooKeeper runs again on its files: it writes a snapshot as it starts.
+    zk.restart();
+    zk.stop(false);
+    let fatal = Served::start(zk.config_path()).refusal();
+    assert!(fatal.contains("changed since zkd imported them"), "{fatal}");
+}
+
+#[test]
+fn zookeepers_files_beside_zkds_own_are_refused() {
+    let zk = zookeeper_that_wrote(false);
+    let data = zk.data_dir();
+    std::fs::create_dir_all(data.join("zkd")).expect("a zkd directory");
+    let before = zookeepers(&data);
+    let fatal = Served::start(zk.config_path()).refusal();
+    assert!(fatal.contains("beside zkd's own files"), "{fatal}");
+    assert!(fatal.contains("snapshot.0"), "{fatal}");
+    assert_eq!(zookeepers(&data), before, "ZooKeeper's files changed");
 }

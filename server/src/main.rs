@@ -36,6 +36,20 @@ enum Commands {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Import Apache ZooKeeper's data directory (its `version-2/` snapshots,
+    /// logs and epochs) into zkd's files under the zoo.cfg's dataDir and
+    /// dataLogDir, without serving. ZooKeeper's files are only read.
+    Import {
+        /// ZooKeeper's dataDir (the one holding `version-2/`).
+        #[arg(long)]
+        from: PathBuf,
+        /// ZooKeeper's dataLogDir, if it was not its dataDir.
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+        /// The zoo.cfg whose dataDir and dataLogDir receive zkd's files.
+        #[arg(long, default_value = "conf/zoo.cfg")]
+        config: PathBuf,
+    },
     /// Run a local ensemble of N members (N = 3 or 5), one `zkd serve` each, until Ctrl-C.
     Ensemble(zkd_server::launcher::EnsembleArgs),
     /// Inject a fault into (or heal, or ask the status of) a running `zkd ensemble`.
@@ -83,17 +97,46 @@ fn main() -> ExitCode {
                 }
                 cfg.data_dir = dir;
             }
-            // Before anything binds or writes: a directory of ZooKeeper's
-            // is refused untouched, and nothing is served over it.
+            // Before anything binds: ZooKeeper's state, if the directories
+            // hold it and no zkd state yet, is imported (its files only read).
             let (data, log) = (&cfg.data_dir, &cfg.data_log_dir);
-            if let Err(e) = zkd_storage::disk::layout::refuse_zookeeper_data(data, log) {
+            if let Err(e) = zkd_storage::disk::import::prepare(data, log) {
                 tracing::error!("fatal: {e}");
                 return ExitCode::FAILURE;
             }
             run(cfg)
         }
+        Commands::Import {
+            from,
+            log_dir,
+            config,
+        } => import(&from, log_dir.as_deref(), &config),
         Commands::Ensemble(args) => zkd_server::launcher::run(&args),
         Commands::Fault(args) => zkd_server::launcher::fault_cli::run(&args),
+    }
+}
+
+/// `zkd import`: ZooKeeper's data into the directories `config` names.
+fn import(
+    from: &std::path::Path,
+    log_dir: Option<&std::path::Path>,
+    config: &std::path::Path,
+) -> ExitCode {
+    let cfg = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let from_log = log_dir.unwrap_or(from);
+    let (to_data, to_log) = (&cfg.data_dir, &cfg.data_log_dir);
+    match zkd_storage::disk::import::import_from(from, from_log, to_data, to_log) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("fatal: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -32,6 +32,7 @@ pub mod snapshot;
 pub mod store;
 pub mod txn;
 pub mod txn_log;
+pub mod zookeeper;
 
 pub use data_tree::{DataNode, DataTree, TxnOutcome, WatchTrigger};
 pub use disk::DiskStorage;

@@ -50,12 +50,23 @@ pub(super) async fn compare(
     replay: &str,
 ) -> Result<usize, String> {
     let mut rng = StdRng::seed_from_u64(seed);
+    compare_next(theirs, ours, (&mut rng, OPS_PER_SEED), seed, replay).await
+}
+
+/// [`compare`] with the next `count` ops of `rng`.
+pub(super) async fn compare_next(
+    theirs: &Target,
+    ours: &Target,
+    (rng, count): (&mut StdRng, usize),
+    seed: u64,
+    replay: &str,
+) -> Result<usize, String> {
     let mut compared = 0;
     let members = theirs.ports.len();
     // The member whose writes the others may not have applied yet.
     let mut unsettled: Option<usize> = None;
-    for i in 0..OPS_PER_SEED {
-        let op = random_op(&mut rng);
+    for i in 0..count {
+        let op = random_op(rng);
         let member = op.session() % members;
         if unsettled.is_some_and(|u| u != member) {
             theirs.settle().await;

@@ -195,6 +195,19 @@ impl SnapshotCursor {
     }
 }
 
+/// The header that starts an image of a tree at `zxid` holding `sessions`
+/// sessions, for images written elsewhere (transcoded from ZooKeeper's
+/// snapshots): the sessions (id, timeout) and the node records (path, data,
+/// ACL list, stat) follow in jute, then an empty path.
+pub fn image_header(zxid: Zxid, sessions: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN);
+    MAGIC.encode(&mut out);
+    VERSION.encode(&mut out);
+    zxid.0.encode(&mut out);
+    sessions.encode(&mut out);
+    out
+}
+
 /// A jute string or buffer: its length (-1 for null), then its bytes.
 fn put_buffer(out: &mut BytesMut, bytes: Option<&[u8]>) {
     match bytes {

@@ -19,7 +19,7 @@ mod path_index;
 mod quota;
 
 pub use children::ChildSet;
-pub use image::{ImageDecoder, SnapshotCursor};
+pub use image::{image_header, ImageDecoder, SnapshotCursor};
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
 pub use quota::{Quota, QuotaExcess, QuotaLimits, QuotaUsage, LIMITS_NODE, QUOTA_DIR, STATS_NODE};
 
@@ -30,7 +30,7 @@ use node_table::{NodeId, NodeTable};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use zkd_protocol::records::{Acl, SharedAcl, Stat, StatPersisted};
+use zkd_protocol::records::{Acl, CloseSessionTxn, SharedAcl, Stat, StatPersisted, TxnHeader};
 use zkd_protocol::{EventType, Perms, Zxid};
 
 /// A change that may fire watches: `(path, event)`, with the ACL that decides
@@ -437,28 +437,41 @@ impl DataTree {
                 self.insert_session(h.client_id, t.time_out);
                 TxnOutcome::SessionCreated
             }
-            TxnBody::CloseSession(t) => {
-                let mut doomed: BTreeSet<String> = t.paths2_delete.iter().cloned().collect();
-                doomed.extend(self.ephemerals_of(h.client_id));
-                for p in doomed {
-                    // Only the session's own ephemerals: a listed path may have been
-                    // deleted and re-created by another session since (replay, races).
-                    let owned =
-                        self.node(&p).and_then(DataNode::ephemeral_session) == Some(h.client_id);
-                    if owned {
-                        self.delete(Cow::Owned(p), h.zxid, out);
-                    } else {
-                        self.raise_parent_pzxid(&p, h.zxid);
-                    }
-                }
-                self.ephemerals.remove(&h.client_id);
-                if let Some(timeout) = self.sessions.remove(&h.client_id) {
-                    let term = digest::session_hash(h.client_id, timeout);
-                    self.digest = self.digest.wrapping_sub(term);
-                }
-                TxnOutcome::SessionClosed
+            TxnBody::CloseSession(t) => self.close_session(h, t, out),
+        }
+    }
+
+    /// A session's end: its ephemerals deleted in the txn's order (its
+    /// leader's, which ZooKeeper's deletes in too), then any others it
+    /// still owns here; then the session itself.
+    fn close_session<'t>(
+        &mut self,
+        h: &TxnHeader,
+        t: &CloseSessionTxn,
+        out: &mut Vec<WatchTrigger<'t>>,
+    ) -> TxnOutcome {
+        let listed: BTreeSet<&String> = t.paths2_delete.iter().collect();
+        let mut local: Vec<String> = self.ephemerals_of(h.client_id);
+        local.retain(|p| !listed.contains(p));
+        local.sort();
+        let mut seen = BTreeSet::new();
+        let doomed = t.paths2_delete.iter().cloned().chain(local);
+        for p in doomed.filter(|p| seen.insert(p.clone())) {
+            // Only the session's own ephemerals: a listed path may have been
+            // deleted and re-created by another session since (replay, races).
+            let owned = self.node(&p).and_then(DataNode::ephemeral_session) == Some(h.client_id);
+            if owned {
+                self.delete(Cow::Owned(p), h.zxid, out);
+            } else {
+                self.raise_parent_pzxid(&p, h.zxid);
             }
         }
+        self.ephemerals.remove(&h.client_id);
+        if let Some(timeout) = self.sessions.remove(&h.client_id) {
+            let term = digest::session_hash(h.client_id, timeout);
+            self.digest = self.digest.wrapping_sub(term);
+        }
+        TxnOutcome::SessionClosed
     }
 
     /// Adds or replaces a session in the table and the digest.

@@ -3,10 +3,11 @@
 //! zkd's files live under `zkd/`: snapshots and epochs in dataDir, the txn
 //! log in dataLogDir. Apache ZooKeeper keeps its snapshots, logs and epochs
 //! under `version-2/`, and zkd writes nothing there, so a directory is
-//! always clearly one or the other. zkd cannot read ZooKeeper's files yet:
-//! a directory that holds them is refused, untouched, rather than served as
-//! an empty tree. Earlier versions of zkd kept their files under
-//! `version-2/` too; those are moved to `zkd/` on open.
+//! always clearly one or the other. ZooKeeper's state is imported into
+//! `zkd/` before the stores open (`import`); a directory that holds
+//! ZooKeeper's files beside zkd's own, not imported from them, is refused,
+//! untouched. Earlier versions of zkd kept their files under `version-2/`
+//! too; those are moved to `zkd/` on open.
 
 use crate::error::{Result, StorageError};
 use std::path::{Path, PathBuf};
@@ -56,16 +57,29 @@ impl Layout {
 }
 
 /// Fails, naming the files, if dataDir or dataLogDir holds Apache
-/// ZooKeeper's snapshots, logs or epochs. Reads only.
+/// ZooKeeper's snapshots, logs or epochs that zkd has not imported. Reads only.
 pub fn refuse_zookeeper_data(data_dir: &Path, data_log_dir: &Path) -> Result<()> {
+    let imported = data_dir.join(ZKD_DIR).join(super::import::RECORD).exists();
+    match imported || zookeeper_files_in(data_dir, data_log_dir)?.is_empty() {
+        true => Ok(()),
+        false => Err(refusal(data_dir, data_log_dir)),
+    }
+}
+
+/// ZooKeeper's files in either directory, sorted.
+fn zookeeper_files_in(data_dir: &Path, data_log_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     for dir in distinct(data_dir, data_log_dir) {
         found.extend(zookeeper_files(dir)?);
     }
-    if found.is_empty() {
-        return Ok(());
-    }
     found.sort();
+    Ok(found)
+}
+
+/// Why zkd will not open directories that hold ZooKeeper's files beside
+/// zkd's own, which were not imported from them.
+pub(super) fn refusal(data_dir: &Path, data_log_dir: &Path) -> StorageError {
+    let found = zookeeper_files_in(data_dir, data_log_dir).unwrap_or_default();
     let count = found.len();
     let mut named: Vec<String> = found
         .iter()
@@ -75,15 +89,14 @@ pub fn refuse_zookeeper_data(data_dir: &Path, data_log_dir: &Path) -> Result<()>
     if count > NAMED {
         named.push(format!("and {} more", count - NAMED));
     }
-    Err(StorageError::Foreign(format!(
-        "{} holds Apache ZooKeeper's data ({}). zkd cannot read ZooKeeper's \
-         files yet, and will not serve an empty tree over them: point dataDir \
-         (and dataLogDir) at an empty directory for zkd, or move ZooKeeper's \
-         {ZOOKEEPER_DIR}/ directory elsewhere. zkd keeps its own files under \
-         {ZKD_DIR}/ and has changed nothing here.",
+    StorageError::Foreign(format!(
+        "{} holds Apache ZooKeeper's data ({}) beside zkd's own files under {ZKD_DIR}/, \
+         which were not imported from it. zkd will not choose between them: move \
+         {ZKD_DIR}/ elsewhere to have zkd import ZooKeeper's data, or move ZooKeeper's \
+         {ZOOKEEPER_DIR}/ elsewhere to serve zkd's. Nothing was changed.",
         dirs_named(data_dir, data_log_dir),
         named.join(", ")
-    )))
+    ))
 }
 
 /// ZooKeeper's files in `dir/version-2`: its snapshots (`snapshot.<zxid>`,
@@ -226,7 +239,7 @@ mod tests {
         for name in ["snapshot.0", "log.1", "acceptedEpoch", "currentEpoch"] {
             assert!(refusal.contains(&format!("version-2/{name}")), "{refusal}");
         }
-        assert!(refusal.contains("empty directory"), "{refusal}");
+        assert!(refusal.contains("Nothing was changed"), "{refusal}");
         assert_eq!(contents(dir.path()), before, "ZooKeeper's files changed");
         assert!(!dir.path().join(ZKD_DIR).exists());
     }

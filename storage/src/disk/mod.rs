@@ -33,6 +33,7 @@ use log_mark::LogMark;
 use snapshot_files::SnapshotFiles;
 
 mod gradual_removal;
+pub mod import;
 pub mod layout;
 mod log_mark;
 mod log_migration;

@@ -370,10 +370,10 @@ impl<'a> Prep<'a> {
                 self.scratch.insert(parent_path.into(), Some(parent));
             }
             self.scratch.insert(p.as_str().into(), None);
-            doomed.push(p);
+            doomed.push((node.stat.czxid, p));
         }
         TxnBody::CloseSession(CloseSessionTxn {
-            paths2_delete: doomed,
+            paths2_delete: in_zookeeper_order(doomed),
         })
     }
 
@@ -419,4 +419,15 @@ impl<'a> Prep<'a> {
         }
         TxnBody::Multi(subs)
     }
+}
+
+/// A closing session's ephemerals in the order ZooKeeper's leader lists them
+/// in its closeSession txn, which is the order they are deleted (and their
+/// watchers told) on every member: a clone of the session's hash set, which
+/// was filled in creation (czxid) order.
+fn in_zookeeper_order(mut doomed: Vec<(i64, String)>) -> Vec<String> {
+    doomed.sort_by_key(|(czxid, _)| *czxid);
+    let names: Vec<&str> = doomed.iter().map(|(_, p)| p.as_str()).collect();
+    let order = crate::core::java_order::hash_set_clone_order(&names);
+    order.into_iter().map(|i| doomed[i].1.clone()).collect()
 }

@@ -1,0 +1,126 @@
+//! Issue 51: Apache ZooKeeper's data directory served by zkd. A seed's ops
+//! run on ZooKeeper 3.8, which is then killed (kill -9) with its sessions
+//! live; zkd starts on that data directory and ZooKeeper on a copy of it.
+//! Both must serve the same tree (data, ACLs, every Stat field, the live
+//! sessions' ephemerals), expire those sessions, and then answer the
+//! seed's next ops the same: the same zxids, sequence numbers and Stats
+//! after the import. ZooKeeper's files are the same bytes afterwards.
+
+use super::comparison::compare_next;
+use super::ops::random_op;
+use super::*;
+use std::path::{Path, PathBuf};
+use zkd_client_tests::process::four_letter_word;
+
+/// Ops on ZooKeeper before the import, and compared after it.
+const OPS_BEFORE: usize = 300;
+const OPS_AFTER: usize = 150;
+/// The killed ZooKeeper's sessions' timeouts (the raw session's last): long
+/// enough to outlive both starts and the first comparison, short enough to
+/// wait out, and two ticks apart, so that both servers expire them one at a
+/// time in the same order (the order their closeSessions take zxids in).
+const SESSIONS_MS: [u64; SESSIONS] = [20_000, 25_000, 30_000];
+const RAW_MS: i32 = 35_000;
+
+/// Every file under `dir`, with its bytes.
+fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("read a directory") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            out.extend(contents(&path));
+        } else {
+            out.insert(path.clone(), std::fs::read(&path).expect("read a file"));
+        }
+    }
+    out
+}
+
+/// `mntr`'s ephemerals count on `port`.
+fn ephemerals(port: u16) -> Option<u64> {
+    let mntr = four_letter_word(port, "mntr").ok()?;
+    let line = mntr
+        .lines()
+        .find_map(|l| l.strip_prefix("zk_ephemerals_count"))?;
+    line.trim().parse().ok()
+}
+
+/// Waits (bounded) until neither server holds an ephemeral: the killed
+/// ZooKeeper's sessions expired on both.
+async fn expired(ports: [u16; 2]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_millis(RAW_MS as u64 * 2);
+    while Instant::now() < deadline {
+        if ports.iter().all(|p| ephemerals(*p) == Some(0)) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!(
+        "the imported sessions' ephemerals did not expire: {:?}",
+        ports.map(ephemerals)
+    ))
+}
+
+async fn run_import_seed(seed: u64) -> Result<usize, String> {
+    let mut zk = ZooKeeperProcess::start(2000);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let before = Target::connect_for(&[zk.port], seed, SESSIONS_MS, RAW_MS).await;
+    for _ in 0..OPS_BEFORE {
+        before.exec(&random_op(&mut rng)).await;
+    }
+    let live = ephemerals(zk.port).unwrap_or(0);
+    zk.stop(true);
+    drop(before);
+    let data = zk.data_dir();
+    let files = contents(&data.join("version-2"));
+    let restarted = ZooKeeperProcess::start_on_copy_of(2000, &data);
+    let options = ServerOptions {
+        data_dir: Some(data.clone()),
+        ..ServerOptions::default()
+    };
+    let zkd = ZkdProcess::start_with(options.with("extendedTypesEnabled", "true"));
+    let replay = format!(
+        "ZKD_IMPORT_SEEDS_ONLY={seed} cargo test -p zkd-client-tests --test differential a_zookeeper_data_dir"
+    );
+    let (theirs, ours) = (
+        Target::connect(&[restarted.port], seed).await,
+        Target::connect(&[zkd.port], seed).await,
+    );
+    let (e, a) = (theirs.dump().await, ours.dump().await);
+    if a != e {
+        let only = |x: &[String], y: &[String]| -> Vec<String> {
+            x.iter().filter(|n| !y.contains(n)).cloned().collect()
+        };
+        return Err(format!(
+            "seed {seed}: the imported trees differ\n  only on zookeeper: {:#?}\n  only on zkd: {:#?}\nreplay: {replay}",
+            only(&e, &a),
+            only(&a, &e)
+        ));
+    }
+    assert_eq!(
+        ephemerals(zkd.port),
+        Some(live),
+        "the live sessions' ephemerals are there"
+    );
+    expired([restarted.port, zkd.port]).await?;
+    let compared = compare_next(&theirs, &ours, (&mut rng, OPS_AFTER), seed, &replay).await?;
+    assert!(
+        contents(&data.join("version-2")) == files,
+        "zkd changed ZooKeeper's files"
+    );
+    Ok(compared)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zookeeper_data_dir_is_served_as_zookeeper_serves_it() {
+    // More seeds on demand: ZKD_IMPORT_SEEDS=20.
+    let mut compared = 0;
+    let mut divergences = Vec::new();
+    for seed in seeds("ZKD_IMPORT_SEEDS", 1) {
+        match run_import_seed(seed).await {
+            Ok(n) => compared += n,
+            Err(d) => divergences.push(d),
+        }
+    }
+    report(&divergences, compared, "Apache ZooKeeper on the same files");
+}
