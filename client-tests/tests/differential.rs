@@ -164,6 +164,13 @@ impl Target {
         }
     }
 
+    /// Forgets the events heard so far (the import test's expiries, whose
+    /// order within a session follows hash sets ZooKeeper rebuilt on load).
+    fn forget_events(&self) {
+        self.events.iter().for_each(|e| e.lock().unwrap().clear());
+        self.recursive.lock().unwrap().clear();
+    }
+
     /// Waits (bounded) until every member has applied the same last txn
     /// (`srvr`'s Zxid), so the next op reads the same state on whichever
     /// member its session is on. Adds no txn, unlike a `sync` (see the

@@ -148,3 +148,122 @@ fn failed_whole(body: TxnBody) -> TxnBody {
     });
     TxnBody::Multi(ops.collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zkd_protocol::records::{CreateTxn, MultiTxn, Txn as SubTxn};
+
+    fn create(zxid: i64, path: &str) -> Txn {
+        Txn {
+            header: TxnHeader {
+                client_id: 1,
+                cxid: 1,
+                zxid,
+                time: 5,
+                r#type: OpCode::Create as i32,
+            },
+            body: TxnBody::Create(
+                OpCode::Create,
+                CreateTxn {
+                    path: path.into(),
+                    data: None,
+                    acl: vec![zkd_protocol::records::Acl::world(31)].into(),
+                    ephemeral: false,
+                    parent_c_version: 1,
+                },
+            ),
+        }
+    }
+
+    /// A log as ZooKeeper writes one: header, records, then preallocated zeros.
+    fn log_of(entries: &[Vec<u8>], zeros: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in [LOG_MAGIC, VERSION] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        out.extend_from_slice(&0i64.to_be_bytes());
+        for entry in entries {
+            out.extend_from_slice(&i64::from(adler2::adler32_slice(entry)).to_be_bytes());
+            out.extend_from_slice(&(entry.len() as i32).to_be_bytes());
+            out.extend_from_slice(entry);
+            out.push(EOR);
+        }
+        out.extend(std::iter::repeat_n(0u8, zeros));
+        out
+    }
+
+    fn read_all(bytes: &[u8]) -> Result<(Vec<i64>, LogEnd), FileError> {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), bytes).unwrap();
+        let mut zxids = Vec::new();
+        let end = read(file.path(), |t| {
+            zxids.push(t.txn.zxid().0);
+            Ok(())
+        })?;
+        Ok((zxids, end))
+    }
+
+    #[test]
+    fn records_end_at_the_zeros_and_a_torn_last_one_is_dropped() {
+        let entries: Vec<Vec<u8>> = (1..=3)
+            .map(|z| create(z, &format!("/n{z}")).to_bytes().to_vec())
+            .collect();
+        let whole = log_of(&entries, 64);
+        assert_eq!(read_all(&whole).unwrap(), (vec![1, 2, 3], LogEnd::Clean));
+        // Cut inside the third record (no zeros after): dropped, as ZooKeeper drops it.
+        let cut = log_of(&entries, 0);
+        let cut = &cut[..cut.len() - 5];
+        let third = 16 + 2 * (8 + 4 + entries[0].len() + 1) as u64;
+        assert_eq!(read_all(cut).unwrap(), (vec![1, 2], LogEnd::Torn(third)));
+    }
+
+    #[test]
+    fn a_flipped_byte_names_its_record() {
+        let entries: Vec<Vec<u8>> = (1..=2)
+            .map(|z| create(z, "/n").to_bytes().to_vec())
+            .collect();
+        let mut bytes = log_of(&entries, 16);
+        let second = 16 + 8 + 4 + entries[0].len() + 1;
+        bytes[second + 8 + 4 + 3] ^= 1;
+        let e = read_all(&bytes).unwrap_err();
+        assert_eq!(e.offset, second as u64, "{e}");
+        assert!(e.what.contains("CRC"), "{e}");
+    }
+
+    #[test]
+    fn a_failed_multi_applies_none_of_its_ops() {
+        let ok = create(7, "/a");
+        let sub = |t: &Txn| SubTxn {
+            r#type: t.header.r#type,
+            data: zkd_protocol::jute::encode_exact(|out| t.body.encode(out)),
+        };
+        let failed = SubTxn {
+            r#type: OpCode::Error as i32,
+            data: ErrorTxn { err: -110 }.to_bytes(),
+        };
+        let multi = MultiTxn {
+            txns: vec![sub(&ok), failed],
+        };
+        let mut entry = TxnHeader {
+            r#type: OpCode::Multi as i32,
+            ..ok.header.clone()
+        }
+        .to_bytes()
+        .to_vec();
+        entry.extend_from_slice(&multi.to_bytes());
+        let logged = decode(entry).unwrap();
+        let TxnBody::Multi(ops) = logged.txn.body else {
+            panic!("not a multi");
+        };
+        let codes: Vec<i32> = ops
+            .iter()
+            .map(|op| match op {
+                TxnBody::Error(e) => e.err,
+                _ => panic!("an op that would apply: {op:?}"),
+            })
+            .collect();
+        assert_eq!(codes, [0, -110]);
+        assert_eq!(logged.digest, None);
+    }
+}

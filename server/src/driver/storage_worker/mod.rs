@@ -358,8 +358,9 @@ impl<S: Store> Worker<S> {
             // Durable now: the permits go back before the report, so whoever
             // hears of it finds the budget already freed.
             self.unsynced_permits.clear();
+            let now = Instant::now();
             for queued in self.unsynced_queued.drain(..) {
-                self.batch.flushed(queued.elapsed());
+                self.batch.flushed(now.saturating_duration_since(queued));
             }
             self.report(StorageReport::Persisted(zxid));
             self.unsynced_count = 0;
