@@ -506,3 +506,18 @@ impl Drop for ZkdProcess {
         self.kill9();
     }
 }
+
+/// Every file under `dir` (recursively), with its bytes: to check that a
+/// directory is left as it was.
+pub fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("read a directory") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.insert(path.clone(), std::fs::read(&path).expect("read a file"));
+        }
+    }
+    out
+}

@@ -13,29 +13,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zkd_client_tests::oracle::ZooKeeperProcess;
-use zkd_client_tests::process::zkd_binary;
+use zkd_client_tests::process::{files_under, zkd_binary};
 use zookeeper::{Acl, CreateMode, ZooKeeper};
 
 /// How long zkd has to refuse.
 const REFUSAL_WITHIN: Duration = Duration::from_secs(10);
 
-/// Every file under `dir`, with its bytes.
-fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).expect("read the data dir") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            out.extend(contents(&path));
-        } else {
-            out.insert(path.clone(), std::fs::read(&path).expect("read a file"));
-        }
-    }
-    out
-}
-
 /// ZooKeeper's own files (its `version-2/`) under `data`.
 fn zookeepers(data: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    contents(&data.join("version-2"))
+    files_under(&data.join("version-2"))
 }
 
 /// A ZooKeeper that took writes (`/app` and five sequential nodes under

@@ -10,8 +10,7 @@
 use super::comparison::compare_next;
 use super::ops::random_op;
 use super::*;
-use std::path::{Path, PathBuf};
-use zkd_client_tests::process::four_letter_word;
+use zkd_client_tests::process::{files_under, four_letter_word};
 
 /// Ops on ZooKeeper before the import, and compared after it.
 const OPS_BEFORE: usize = 300;
@@ -22,20 +21,6 @@ const OPS_AFTER: usize = 150;
 /// time in the same order (the order their closeSessions take zxids in).
 const SESSIONS_MS: [u64; SESSIONS] = [20_000, 25_000, 30_000];
 const RAW_MS: i32 = 35_000;
-
-/// Every file under `dir`, with its bytes.
-fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).expect("read a directory") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            out.extend(contents(&path));
-        } else {
-            out.insert(path.clone(), std::fs::read(&path).expect("read a file"));
-        }
-    }
-    out
-}
 
 /// `mntr`'s ephemerals count on `port`.
 fn ephemerals(port: u16) -> Option<u64> {
@@ -97,7 +82,7 @@ async fn run_import_seed(seed: u64) -> Result<usize, String> {
     writes.abort();
     drop(before);
     let data = zk.data_dir();
-    let files = contents(&data.join("version-2"));
+    let files = files_under(&data.join("version-2"));
     let restarted = ZooKeeperProcess::start_on_copy_of(2000, &data);
     let options = ServerOptions {
         data_dir: Some(data.clone()),
@@ -136,7 +121,7 @@ async fn run_import_seed(seed: u64) -> Result<usize, String> {
     ours.forget_events();
     let compared = compare_next(&theirs, &ours, (&mut rng, OPS_AFTER), seed, &replay).await?;
     assert!(
-        contents(&data.join("version-2")) == files,
+        files_under(&data.join("version-2")) == files,
         "zkd changed ZooKeeper's files"
     );
     Ok(compared)

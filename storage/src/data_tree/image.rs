@@ -209,12 +209,12 @@ pub fn image_header(zxid: Zxid, sessions: i32) -> Vec<u8> {
 }
 
 /// A jute string or buffer: its length (-1 for null), then its bytes.
-fn put_buffer(out: &mut BytesMut, bytes: Option<&[u8]>) {
+pub fn put_buffer(out: &mut impl bytes::BufMut, bytes: Option<&[u8]>) {
     match bytes {
         None => (-1i32).encode(out),
         Some(b) => {
             (b.len() as i32).encode(out);
-            out.extend_from_slice(b);
+            out.put_slice(b);
         }
     }
 }

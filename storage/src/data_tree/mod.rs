@@ -19,7 +19,7 @@ mod path_index;
 mod quota;
 
 pub use children::ChildSet;
-pub use image::{image_header, ImageDecoder, SnapshotCursor};
+pub use image::{image_header, put_buffer, ImageDecoder, SnapshotCursor};
 pub use node::{ttl_of, ttl_owner, DataNode, CONTAINER_OWNER, MAX_TTL_MS};
 pub use quota::{Quota, QuotaExcess, QuotaLimits, QuotaUsage, LIMITS_NODE, QUOTA_DIR, STATS_NODE};
 

@@ -7,7 +7,7 @@
 
 use super::jute_reader::{JuteReader, ReadError};
 use super::FileError;
-use crate::data_tree::{image_header, ImageDecoder};
+use crate::data_tree::{image_header, put_buffer, ImageDecoder};
 use crate::DataTree;
 use std::collections::HashMap;
 use std::fs::File;
@@ -150,17 +150,6 @@ impl Load<'_> {
             self.out.clear();
         }
         Ok(())
-    }
-}
-
-/// A jute buffer: its length (-1 for null), then its bytes.
-fn put_buffer(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
-    match bytes {
-        None => (-1i32).encode(out),
-        Some(b) => {
-            (b.len() as i32).encode(out);
-            out.extend_from_slice(b);
-        }
     }
 }
 
