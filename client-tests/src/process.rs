@@ -413,6 +413,11 @@ impl ZkdProcess {
         &self.config
     }
 
+    /// Its dataDir (zkd's files are under `zkd/` there).
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("zkd.log")).unwrap_or_default()

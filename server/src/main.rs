@@ -50,6 +50,17 @@ enum Commands {
         #[arg(long, default_value = "conf/zoo.cfg")]
         config: PathBuf,
     },
+    /// Write zkd's state (the zoo.cfg's dataDir and dataLogDir; zkd must be
+    /// stopped) as Apache ZooKeeper's data directory: `DIR/version-2/` with a
+    /// snapshot and the epoch files, which ZooKeeper starts from.
+    Export {
+        /// The zoo.cfg whose dataDir and dataLogDir hold zkd's files.
+        #[arg(long, default_value = "conf/zoo.cfg")]
+        config: PathBuf,
+        /// Where `version-2/` goes (ZooKeeper's dataDir).
+        #[arg(long)]
+        to: PathBuf,
+    },
     /// Run a local ensemble of N members (N = 3 or 5), one `zkd serve` each, until Ctrl-C.
     Ensemble(zkd_server::launcher::EnsembleArgs),
     /// Inject a fault into (or heal, or ask the status of) a running `zkd ensemble`.
@@ -111,6 +122,7 @@ fn main() -> ExitCode {
             log_dir,
             config,
         } => import(&from, log_dir.as_deref(), &config),
+        Commands::Export { config, to } => export(&config, &to),
         Commands::Ensemble(args) => zkd_server::launcher::run(&args),
         Commands::Fault(args) => zkd_server::launcher::fault_cli::run(&args),
     }
@@ -133,6 +145,44 @@ fn import(
     let (to_data, to_log) = (&cfg.data_dir, &cfg.data_log_dir);
     match zkd_storage::disk::import::import_from(from, from_log, to_data, to_log) {
         Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("fatal: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `zkd export`: the durable tree and epochs as ZooKeeper's files in `to`.
+fn export(config: &std::path::Path, to: &std::path::Path) -> ExitCode {
+    let written = Config::load(config)
+        .map_err(|e| e.to_string())
+        .and_then(|cfg| {
+            use zkd_storage::EpochStore;
+            if !cfg
+                .data_dir
+                .join(zkd_storage::disk::layout::ZKD_DIR)
+                .exists()
+            {
+                return Err(format!(
+                    "{} holds no zkd state to export",
+                    cfg.data_dir.display()
+                ));
+            }
+            let storage =
+                DiskStorage::open(&cfg.data_dir, &cfg.data_log_dir).map_err(|e| e.to_string())?;
+            let tree =
+                zkd_server::driver::recovery::rebuild(&storage).map_err(|e| e.to_string())?;
+            let accepted = storage.accepted_epoch().map_err(|e| e.to_string())?;
+            let current = storage.current_epoch().map_err(|e| e.to_string())?;
+            zkd_storage::zookeeper::export(&tree, accepted, current, to)
+                .map(|path| (path, tree.last_zxid(), tree.node_count()))
+                .map_err(|e| e.to_string())
+        });
+    match written {
+        Ok((path, zxid, nodes)) => {
+            tracing::info!(snapshot = %path.display(), %zxid, nodes, "exported as Apache ZooKeeper's data");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             tracing::error!("fatal: {e}");
             ExitCode::FAILURE

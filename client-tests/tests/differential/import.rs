@@ -6,6 +6,8 @@
 //! sessions' ephemerals), expire those sessions, and then answer the
 //! seed's next ops the same: the same zxids, sequence numbers and Stats
 //! after the import. ZooKeeper's files are the same bytes afterwards.
+//! The way back the same: a seed's ops on zkd, killed with live sessions,
+//! `zkd export`, and ZooKeeper started on the export against zkd restarted.
 
 use super::comparison::compare_next;
 use super::ops::random_op;
@@ -92,9 +94,27 @@ async fn run_import_seed(seed: u64) -> Result<usize, String> {
     let replay = format!(
         "ZKD_IMPORT_SEEDS_ONLY={seed} cargo test -p zkd-client-tests --test differential a_zookeeper_data_dir"
     );
+    let ports = (restarted.port, zkd.port);
+    let compared = served_alike(ports, (&mut rng, seed), Some(live), &replay).await?;
+    assert!(
+        files_under(&data.join("version-2")) == files,
+        "zkd changed ZooKeeper's files"
+    );
+    Ok(compared)
+}
+
+/// The imported (or exported) trees, right after both servers start: the
+/// same nodes, and the live sessions' ephemerals; then both expire those
+/// sessions, and the seed's next ops are compared on both.
+async fn served_alike(
+    (theirs_port, ours_port): (u16, u16),
+    (rng, seed): (&mut StdRng, u64),
+    live: Option<u64>,
+    replay: &str,
+) -> Result<usize, String> {
     let (theirs, ours) = (
-        Target::connect(&[restarted.port], seed).await,
-        Target::connect(&[zkd.port], seed).await,
+        Target::connect(&[theirs_port], seed).await,
+        Target::connect(&[ours_port], seed).await,
     );
     let (e, a) = (theirs.dump().await, ours.dump().await);
     if a != e {
@@ -102,29 +122,112 @@ async fn run_import_seed(seed: u64) -> Result<usize, String> {
             x.iter().filter(|n| !y.contains(n)).cloned().collect()
         };
         return Err(format!(
-            "seed {seed}: the imported trees differ\n  only on zookeeper: {:#?}\n  only on zkd: {:#?}\nreplay: {replay}",
+            "seed {seed}: the trees differ\n  only on zookeeper: {:#?}\n  only on zkd: {:#?}\nreplay: {replay}",
             only(&e, &a),
             only(&a, &e)
         ));
     }
     assert_eq!(
-        ephemerals(zkd.port),
-        Some(live),
+        ephemerals(ours_port),
+        live,
         "the live sessions' ephemerals are there"
     );
-    expired([restarted.port, zkd.port]).await?;
+    expired([theirs_port, ours_port]).await?;
     // The trees after the expiries are compared below; the order in which one
     // expired session's ephemerals went is not: ZooKeeper lists them from a
     // hash set it refilled from the snapshot's walk, which zkd does not
     // replay (without a restart zkd lists them in ZooKeeper's order).
     theirs.forget_events();
     ours.forget_events();
-    let compared = compare_next(&theirs, &ours, (&mut rng, OPS_AFTER), seed, &replay).await?;
+    compare_next(&theirs, &ours, (rng, OPS_AFTER), seed, replay).await
+}
+
+/// ZooKeeper's own `SnapshotFormatter` (what `zkSnapShotToolkit.sh` runs)
+/// reads the exported snapshot through, its digest included.
+fn formatter_reads(version_2: &std::path::Path) {
+    let snapshot = std::fs::read_dir(version_2)
+        .expect("version-2")
+        .map(|e| e.expect("entry").path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("snapshot."))
+        })
+        .expect("a snapshot");
+    let out = std::process::Command::new("java")
+        .args(["-cp", &zkd_client_tests::oracle::java_classpath()])
+        .args(["org.apache.zookeeper.server.SnapshotFormatter", "-d"])
+        .arg(&snapshot)
+        .output()
+        .expect("run SnapshotFormatter");
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        files_under(&data.join("version-2")) == files,
-        "zkd changed ZooKeeper's files"
+        out.status.success() && text.contains("Last zxid") && !text.contains("CRC"),
+        "SnapshotFormatter on {}: {text}{}",
+        snapshot.display(),
+        String::from_utf8_lossy(&out.stderr)
     );
-    Ok(compared)
+}
+
+async fn run_export_seed(seed: u64) -> Result<usize, String> {
+    let options = ServerOptions::default().with("extendedTypesEnabled", "true");
+    let mut first = ZkdProcess::start_with(options);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let before = Target::connect_for(&[first.port], seed, SESSIONS_MS, RAW_MS).await;
+    for _ in 0..OPS_BEFORE {
+        before.exec(&random_op(&mut rng)).await;
+    }
+    let live = ephemerals(first.port);
+    first.kill9();
+    drop(before);
+    let to = tempfile::tempdir().expect("tempdir");
+    let exported = std::process::Command::new(zkd_client_tests::process::zkd_binary())
+        .args(["export", "--config"])
+        .arg(first.config_path())
+        .arg("--to")
+        .arg(to.path())
+        .output()
+        .expect("run zkd export");
+    assert!(
+        exported.status.success(),
+        "zkd export: {}",
+        String::from_utf8_lossy(&exported.stderr)
+    );
+    formatter_reads(&to.path().join("version-2"));
+    let zk = ZooKeeperProcess::start_on_copy_of(2000, to.path());
+    // zkd again on a copy of its files, on a new port as ZooKeeper is: the
+    // killed sessions' clients must not find either server and reattach.
+    let copy = tempfile::tempdir().expect("tempdir");
+    for (path, bytes) in files_under(first.data_dir()) {
+        let rel = path
+            .strip_prefix(first.data_dir())
+            .expect("under the data dir");
+        let to = copy.path().join(rel);
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(to, bytes).expect("copy");
+    }
+    let options = ServerOptions {
+        data_dir: Some(copy.path().to_owned()),
+        ..ServerOptions::default()
+    };
+    let zkd = ZkdProcess::start_with(options.with("extendedTypesEnabled", "true"));
+    let replay = format!(
+        "ZKD_EXPORT_SEEDS_ONLY={seed} cargo test -p zkd-client-tests --test differential zkds_export"
+    );
+    served_alike((zk.port, zkd.port), (&mut rng, seed), live, &replay).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkds_export_is_served_by_zookeeper_as_zkd_serves_it() {
+    // More seeds on demand: ZKD_EXPORT_SEEDS=20.
+    let mut compared = 0;
+    let mut divergences = Vec::new();
+    for seed in seeds("ZKD_EXPORT_SEEDS", 1) {
+        match run_export_seed(seed).await {
+            Ok(n) => compared += n,
+            Err(d) => divergences.push(d),
+        }
+    }
+    report(&divergences, compared, "Apache ZooKeeper on zkd's export");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,14 +2,17 @@
 //! `dataDir/version-2`, the txn logs after it in `dataLogDir/version-2`
 //! replayed onto it (a fuzzy snapshot's txns again, as ZooKeeper does), the
 //! digests ZooKeeper stored checked against the tree, and the epoch files.
-//! Nothing here writes: ZooKeeper's files are only ever read.
+//! Reading writes nothing: ZooKeeper's files are only ever read. `export`
+//! writes a new `version-2/` from zkd's tree, for the way back.
 
 mod digest;
+mod export;
 mod jute_reader;
 mod snapshot;
 mod txn_log;
 
 pub use digest::zookeeper_digest;
+pub use export::export;
 use jute_reader::ReadError;
 use std::path::{Path, PathBuf};
 pub use txn_log::LogEnd;
