@@ -116,16 +116,34 @@ pub(super) async fn compare_next(
             "seed {seed}: persistent-recursive events differ (order included)\n  zookeeper: {e:?}\n  zkd:       {a:?}\nreplay: {replay}"
         ));
     }
-    let (e, a) = (theirs.dump().await, ours.dump().await);
-    if a != e {
-        let only = |x: &[String], y: &[String]| -> Vec<String> {
-            x.iter().filter(|n| !y.contains(n)).cloned().collect()
-        };
-        return Err(format!(
-            "seed {seed}: final trees differ\n  only on zookeeper: {:#?}\n  only on zkd:       {:#?}\nreplay: {replay}",
-            only(&e, &a),
-            only(&a, &e)
-        ));
-    }
+    same_trees(
+        theirs,
+        ours,
+        &format!("seed {seed}: final trees differ"),
+        replay,
+    )
+    .await?;
     Ok(compared)
+}
+
+/// Both targets' whole trees (every node's data, Stat and ACL), or an error
+/// starting with `what` that lists the nodes only one side has.
+pub(super) async fn same_trees(
+    theirs: &Target,
+    ours: &Target,
+    what: &str,
+    replay: &str,
+) -> Result<(), String> {
+    let (e, a) = (theirs.dump().await, ours.dump().await);
+    if a == e {
+        return Ok(());
+    }
+    let only = |x: &[String], y: &[String]| -> Vec<String> {
+        x.iter().filter(|n| !y.contains(n)).cloned().collect()
+    };
+    Err(format!(
+        "{what}\n  only on zookeeper: {:#?}\n  only on zkd:       {:#?}\nreplay: {replay}",
+        only(&e, &a),
+        only(&a, &e)
+    ))
 }

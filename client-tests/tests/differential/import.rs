@@ -9,7 +9,7 @@
 //! The way back the same: a seed's ops on zkd, killed with live sessions,
 //! `zkd export`, and ZooKeeper started on the export against zkd restarted.
 
-use super::comparison::compare_next;
+use super::comparison::{compare_next, same_trees};
 use super::ops::random_op;
 use super::*;
 use zkd_client_tests::process::{files_under, four_letter_word};
@@ -116,17 +116,8 @@ async fn served_alike(
         Target::connect(&[theirs_port], seed).await,
         Target::connect(&[ours_port], seed).await,
     );
-    let (e, a) = (theirs.dump().await, ours.dump().await);
-    if a != e {
-        let only = |x: &[String], y: &[String]| -> Vec<String> {
-            x.iter().filter(|n| !y.contains(n)).cloned().collect()
-        };
-        return Err(format!(
-            "seed {seed}: the trees differ\n  only on zookeeper: {:#?}\n  only on zkd: {:#?}\nreplay: {replay}",
-            only(&e, &a),
-            only(&a, &e)
-        ));
-    }
+    let what = format!("seed {seed}: the trees differ as the servers start");
+    same_trees(&theirs, &ours, &what, replay).await?;
     assert_eq!(
         ephemerals(ours_port),
         live,
