@@ -34,6 +34,12 @@ impl Zxid {
     pub fn next(self) -> Zxid {
         Zxid(self.0 + 1)
     }
+
+    /// Whether this zxid may directly follow `prev` in a log: the next
+    /// counter of the same epoch, or the start of a later epoch.
+    pub fn follows(self, prev: Zxid) -> bool {
+        self == prev.next() || (self.epoch() > prev.epoch() && self.counter() <= 1)
+    }
 }
 
 impl fmt::Display for Zxid {
@@ -54,6 +60,13 @@ mod tests {
         assert_eq!(z.counter(), 7);
         assert_eq!(z.to_string(), "0x300000007");
         assert_eq!(z.next(), Zxid::new(3, 8));
+    }
+
+    #[test]
+    fn epochs_may_restart_the_counter() {
+        assert!(Zxid::new(1, 8).follows(Zxid::new(1, 7)));
+        assert!(Zxid::new(2, 1).follows(Zxid::new(1, 7)));
+        assert!(!Zxid::new(1, 9).follows(Zxid::new(1, 7)));
     }
 
     #[test]

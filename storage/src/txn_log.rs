@@ -91,6 +91,10 @@ pub trait TxnLog {
     /// The highest zxid of `epoch` in the log (synced or not), if it holds
     /// any txn of that epoch. Cost: one reverse seek.
     fn last_zxid_in_epoch(&self, epoch: u32) -> Result<Option<Zxid>> {
+        // No zxid carries an epoch past MAX_EPOCH (it would be negative).
+        if epoch > zkd_protocol::MAX_EPOCH {
+            return Ok(None);
+        }
         Ok(self
             .last_zxid_at_or_before(Zxid::new(epoch, u32::MAX))?
             .filter(|z| z.epoch() == epoch))

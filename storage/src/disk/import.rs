@@ -15,8 +15,9 @@ use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
 use crate::snapshot::{SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK};
 use crate::store::{install_snapshot, SnapshotSource};
-use crate::zookeeper::{self, ZooKeeperData, VERSION_DIR};
-use crate::DataTree;
+use crate::txn_log::TxnLog;
+use crate::zookeeper::{self, ReplaySink, ZooKeeperData, VERSION_DIR};
+use crate::{DataTree, Txn};
 use std::path::{Path, PathBuf};
 use zkd_protocol::Zxid;
 
@@ -33,6 +34,9 @@ pub struct Imported {
     pub sessions: usize,
     pub snapshot: PathBuf,
     pub logs: usize,
+    /// The txns kept in zkd's log after its first snapshot (0 when the
+    /// snapshot is at the last zxid).
+    pub history: u64,
 }
 
 /// Makes `data_dir` and `data_log_dir` ready for zkd's stores: ZooKeeper's
@@ -52,10 +56,7 @@ pub fn prepare(data_dir: &Path, data_log_dir: &Path) -> Result<Option<Imported>>
     if zkd_data.exists() || (data_log_dir != data_dir && log_dir_is_zkds(data_dir, data_log_dir)) {
         return Err(super::layout::refusal(data_dir, data_log_dir));
     }
-    let Some(found) = zookeeper::load(data_dir, data_log_dir)? else {
-        return Ok(None);
-    };
-    import(found, &stamps, data_dir, data_log_dir).map(Some)
+    import((data_dir, data_log_dir), &stamps, data_dir, data_log_dir).map(Some)
 }
 
 /// Imports what `from_data` and `from_log` hold into zkd's stores under
@@ -73,13 +74,13 @@ pub fn import_from(
         )));
     }
     let stamps = zookeeper_stamps(from_data, from_log)?;
-    let found = zookeeper::load(from_data, from_log)?.ok_or_else(|| {
-        StorageError::Foreign(format!(
+    if stamps.is_empty() {
+        return Err(StorageError::Foreign(format!(
             "{} holds no snapshot or log of ZooKeeper's under {VERSION_DIR}/",
             from_data.display()
-        ))
-    })?;
-    import(found, &stamps, to_data, to_log)
+        )));
+    }
+    import((from_data, from_log), &stamps, to_data, to_log)
 }
 
 /// The log directory's `zkd/` exists without dataDir's: left by an import
@@ -96,8 +97,10 @@ fn log_dir_is_zkds(data_dir: &Path, data_log_dir: &Path) -> bool {
     true
 }
 
+/// Reads ZooKeeper's files in `from` (dataDir, dataLogDir) into zkd's
+/// stores staged beside `data_dir` and `log_dir`, then moves them into place.
 fn import(
-    found: ZooKeeperData,
+    (from_data, from_log): (&Path, &Path),
     stamps: &[String],
     data_dir: &Path,
     log_dir: &Path,
@@ -108,22 +111,25 @@ fn import(
         true => stage_data.clone(),
         false => fresh(&log_dir.join(STAGING))?,
     };
-    let tree = &found.tree;
-    {
+    let imported = {
         let mut store = DiskStorage::open(&stage_data, &stage_log)?;
-        save_tree(&mut store, tree)?;
-        let epoch_of_zxid = tree.last_zxid().0 >> 32;
-        let current = found.current_epoch.unwrap_or(epoch_of_zxid);
-        let accepted = found.accepted_epoch.unwrap_or(current);
-        store.set_accepted_epoch(epoch(accepted)?)?;
-        store.set_current_epoch(epoch(current)?)?;
-    }
-    let imported = Imported {
-        zxid: tree.last_zxid(),
-        nodes: tree.node_count(),
-        sessions: tree.sessions().len(),
-        snapshot: found.snapshot.clone(),
-        logs: found.logs.len(),
+        let mut history = HistoryWriter::new(&mut store);
+        let found = zookeeper::load(from_data, from_log, &mut history)?.ok_or_else(|| {
+            StorageError::Foreign(format!(
+                "{} holds no snapshot or log of ZooKeeper's under {VERSION_DIR}/",
+                from_data.display()
+            ))
+        })?;
+        let kept = history.finish(&found.tree)?;
+        save_epochs(&mut store, &found)?;
+        Imported {
+            zxid: found.tree.last_zxid(),
+            nodes: found.tree.node_count(),
+            sessions: found.tree.sessions().len(),
+            snapshot: found.snapshot,
+            logs: found.logs.len(),
+            history: kept,
+        }
     };
     write_record(&stage_data.join(ZKD_DIR).join(RECORD), &imported, stamps)?;
     if stage_log != stage_data {
@@ -136,10 +142,79 @@ fn import(
         sessions = imported.sessions,
         snapshot = %imported.snapshot.display(),
         logs = imported.logs,
+        history = imported.history,
         ms = started.elapsed().as_millis() as u64,
         "imported Apache ZooKeeper's data; its files are unchanged"
     );
     Ok(imported)
+}
+
+/// ZooKeeper's epochs, or the last zxid's when it wrote no epoch files (standalone).
+fn save_epochs(store: &mut DiskStorage, found: &ZooKeeperData) -> Result<()> {
+    let epoch_of_zxid = found.tree.last_zxid().0 >> 32;
+    let current = found.current_epoch.unwrap_or(epoch_of_zxid);
+    let accepted = found.accepted_epoch.unwrap_or(current);
+    store.set_accepted_epoch(epoch(accepted)?)?;
+    store.set_current_epoch(epoch(current)?)
+}
+
+/// Writes the import as zkd's own history: a snapshot of the tree where it is
+/// first exact, then ZooKeeper's later txns in zkd's log, so a leader can
+/// bring a member that stopped a little behind it up by DIFF, and cut one
+/// that logged a txn nobody committed by TRUNC, as ZooKeeper would.
+/// Without that point, or with a gap in the txns, the snapshot is of the
+/// last zxid and the log starts empty.
+struct HistoryWriter<'s> {
+    store: &'s mut DiskStorage,
+    /// The last zxid written (snapshot or log), while the history is whole.
+    last: Option<Zxid>,
+    gap: bool,
+    kept: u64,
+}
+
+impl<'s> HistoryWriter<'s> {
+    fn new(store: &'s mut DiskStorage) -> HistoryWriter<'s> {
+        HistoryWriter {
+            store,
+            last: None,
+            gap: false,
+            kept: 0,
+        }
+    }
+
+    /// Makes the history durable, ending at `tree`: the txns logged since
+    /// its snapshot (synced), or a snapshot of `tree` alone.
+    fn finish(self, tree: &DataTree) -> Result<u64> {
+        if self.last == Some(tree.last_zxid()) && !self.gap {
+            self.store.sync()?;
+            return Ok(self.kept);
+        }
+        save_tree(self.store, tree)?;
+        Ok(0)
+    }
+}
+
+impl ReplaySink for HistoryWriter<'_> {
+    fn exact(&mut self, tree: &DataTree) -> Result<()> {
+        save_tree(self.store, tree)?;
+        self.last = Some(tree.last_zxid());
+        Ok(())
+    }
+
+    fn txn(&mut self, txn: &Txn) -> Result<()> {
+        let Some(prev) = self.last.filter(|_| !self.gap) else {
+            return Ok(());
+        };
+        if !txn.zxid().follows(prev) {
+            tracing::warn!(%prev, next = %txn.zxid(), "ZooKeeper's logs skip txns after their snapshot; zkd's history starts at the last zxid");
+            self.gap = true;
+            return Ok(());
+        }
+        self.store.append(txn.zxid(), txn.to_bytes())?;
+        self.last = Some(txn.zxid());
+        self.kept += 1;
+        Ok(())
+    }
 }
 
 /// An empty directory at `dir`, whatever an earlier, unfinished import left there.
@@ -252,4 +327,101 @@ fn check_unchanged(record: &Path, stamps: &[String]) -> Result<()> {
 
 fn io(path: &Path, e: std::io::Error) -> StorageError {
     StorageError::Db(format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{SnapshotRef, SnapshotStore};
+    use crate::store::load_snapshot;
+    use crate::TxnBody;
+    use zkd_protocol::records::{Acl, CreateTxn, TxnHeader};
+    use zkd_protocol::OpCode;
+
+    fn create(zxid: i64) -> Txn {
+        let body = TxnBody::Create(
+            OpCode::Create,
+            CreateTxn {
+                path: format!("/n{zxid:x}"),
+                data: Some(bytes::Bytes::from_static(b"v")),
+                acl: vec![Acl::world(31)].into(),
+                ephemeral: false,
+                parent_c_version: 1,
+            },
+        );
+        let header = TxnHeader {
+            client_id: 0,
+            cxid: 1,
+            zxid,
+            time: 1_700_000_000_000,
+            r#type: OpCode::Create as i32,
+        };
+        Txn { header, body }
+    }
+
+    /// ZooKeeper's files: a snapshot (with its digest) of txns 1 to 4 of
+    /// epoch 1, and a log of the txns `logged`.
+    fn zookeeper_dir(logged: &[i64]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tree = DataTree::new();
+        (0x100000001..=0x100000004).for_each(|z| drop(tree.apply(&create(z))));
+        zookeeper::export(&tree, 1, 1, dir.path()).unwrap();
+        let entries: Vec<Vec<u8>> = logged
+            .iter()
+            .map(|z| create(*z).to_bytes().to_vec())
+            .collect();
+        let log = dir.path().join(VERSION_DIR).join("log.100000001");
+        std::fs::write(log, zookeeper::log_of(&entries, 100)).unwrap();
+        dir
+    }
+
+    /// The tree the imported store recovers: its newest snapshot, then its log.
+    fn recovered(store: &DiskStorage) -> DataTree {
+        let (zxid, seal) = *store.snapshot_seals().unwrap().last().unwrap();
+        let mut tree = load_snapshot(store, SnapshotRef { zxid, seal }).unwrap();
+        for item in store.txns_after(zxid, 0) {
+            tree.apply(&Txn::from_bytes(item.unwrap().1).unwrap());
+        }
+        tree
+    }
+
+    #[test]
+    fn the_txns_after_the_snapshot_stay_zkds_history() {
+        let logged: Vec<i64> = (0x100000001..=0x100000009).collect();
+        let from = zookeeper_dir(&logged);
+        let to = tempfile::tempdir().unwrap();
+        let imported = import_from(from.path(), from.path(), to.path(), to.path()).unwrap();
+        assert_eq!((imported.zxid, imported.history), (Zxid(0x100000009), 5));
+        let store = DiskStorage::open(to.path(), to.path()).unwrap();
+        let snapshots: Vec<Zxid> = store
+            .snapshot_seals()
+            .unwrap()
+            .into_iter()
+            .map(|(z, _)| z)
+            .collect();
+        assert_eq!(
+            snapshots,
+            vec![Zxid(0x100000004)],
+            "the snapshot where the tree is exact"
+        );
+        assert_eq!(store.first_zxid().unwrap(), Some(Zxid(0x100000005)));
+        assert_eq!(store.last_zxid().unwrap(), Some(Zxid(0x100000009)));
+        let tree = recovered(&store);
+        assert_eq!(tree.last_zxid(), Zxid(0x100000009));
+        assert_eq!(tree.node_count(), imported.nodes);
+        assert!(tree.node("/n100000009").is_some());
+    }
+
+    #[test]
+    fn txns_that_skip_a_zxid_leave_only_a_snapshot_of_the_end() {
+        let from = zookeeper_dir(&[0x100000005, 0x100000006, 0x100000008]);
+        let to = tempfile::tempdir().unwrap();
+        let imported = import_from(from.path(), from.path(), to.path(), to.path()).unwrap();
+        assert_eq!((imported.zxid, imported.history), (Zxid(0x100000008), 0));
+        let store = DiskStorage::open(to.path(), to.path()).unwrap();
+        let newest = store.snapshot_seals().unwrap().last().unwrap().0;
+        assert_eq!(newest, Zxid(0x100000008));
+        assert_eq!(store.last_zxid().unwrap(), None, "an empty log");
+        assert_eq!(recovered(&store).node_count(), imported.nodes);
+    }
 }

@@ -15,11 +15,13 @@ pub use digest::zookeeper_digest;
 pub use export::export;
 use jute_reader::ReadError;
 use std::path::{Path, PathBuf};
+#[cfg(test)]
+pub(crate) use txn_log::log_of;
 pub use txn_log::LogEnd;
 use zkd_protocol::Zxid;
 
 use crate::error::StorageError;
-use crate::DataTree;
+use crate::{DataTree, Txn};
 
 /// ZooKeeper's directory under dataDir and dataLogDir.
 pub const VERSION_DIR: &str = "version-2";
@@ -112,16 +114,33 @@ pub fn files(dir: &Path, prefix: &str) -> Result<Vec<NamedFile>, StorageError> {
     Ok(found)
 }
 
-/// Reads ZooKeeper's state from `data_dir` and `log_dir`: `None` if they
-/// hold no snapshot and no log (an empty `version-2` is a fresh tree).
-pub fn load(data_dir: &Path, log_dir: &Path) -> Result<Option<ZooKeeperData>, StorageError> {
+/// Where a load hands on what it replays: the tree once it is exact (the
+/// snapshot's fuzzy txns are behind it: the replay has passed the zxid its
+/// digest names, and the digest matched), then every txn applied after that,
+/// in order. Without a digest the tree is only known exact at the end, and
+/// `exact` is never called.
+pub trait ReplaySink {
+    /// The tree, exact at its last zxid.
+    fn exact(&mut self, tree: &DataTree) -> Result<(), StorageError>;
+    /// A txn applied after the tree was handed on (or after the last `txn`).
+    fn txn(&mut self, txn: &Txn) -> Result<(), StorageError>;
+}
+
+/// Reads ZooKeeper's state from `data_dir` and `log_dir`, handing `sink` the
+/// tree once exact and the txns after it: `None` if they hold no snapshot
+/// and no log (an empty `version-2` is a fresh tree).
+pub fn load(
+    data_dir: &Path,
+    log_dir: &Path,
+    sink: &mut dyn ReplaySink,
+) -> Result<Option<ZooKeeperData>, StorageError> {
     let snapshots = files(data_dir, "snapshot")?;
     let logs = files(log_dir, "log")?;
     if snapshots.is_empty() && logs.is_empty() {
         return Ok(None);
     }
     let (snapshot, loaded) = newest_snapshot(&snapshots)?;
-    let mut replay = Replay::new(loaded);
+    let mut replay = Replay::new(loaded, sink)?;
     let replayed = logs_after(&logs, snapshot.zxid);
     for log in &replayed {
         replay.log(&log.path)?;
@@ -212,42 +231,66 @@ fn read_epoch(path: &Path) -> Result<Option<i64>, StorageError> {
 }
 
 /// The logs replayed onto a snapshot's tree, with ZooKeeper's digests checked.
-struct Replay {
+struct Replay<'s> {
     tree: DataTree,
     /// The snapshot's digest, until the replay reaches its zxid.
     pending: Option<snapshot::ZxidDigest>,
     /// The digest ZooKeeper logged with the last txn applied, and where.
     last_digest: Option<(i64, PathBuf)>,
     torn: Option<(PathBuf, u64)>,
+    /// Where the tree is exact, once the replay is there (from the snapshot's digest).
+    exact_at: Option<Zxid>,
+    sink: &'s mut dyn ReplaySink,
+    handed_on: bool,
 }
 
-impl Replay {
-    fn new(loaded: snapshot::Snapshot) -> Replay {
-        Replay {
+impl<'s> Replay<'s> {
+    fn new(
+        loaded: snapshot::Snapshot,
+        sink: &'s mut dyn ReplaySink,
+    ) -> Result<Replay<'s>, StorageError> {
+        let mut replay = Replay {
             tree: loaded.tree,
             pending: loaded.digest,
             last_digest: None,
             torn: None,
-        }
+            exact_at: loaded.digest.map(|d| d.zxid),
+            sink,
+            handed_on: false,
+        };
+        replay.check_snapshot_digest(Path::new("the snapshot"))?;
+        replay.hand_on(None)?;
+        Ok(replay)
     }
 
     fn log(&mut self, path: &Path) -> Result<(), StorageError> {
-        self.check_snapshot_digest(path)?;
         let end = txn_log::read(path, |logged| {
             if logged.txn.zxid() <= self.tree.last_zxid() {
                 return Ok(());
             }
             self.tree.apply(&logged.txn);
             self.last_digest = logged.digest.map(|d| (d, path.to_owned()));
-            self.check_snapshot_digest(path).map_err(|e| FileError {
-                path: path.to_owned(),
-                offset: 0,
-                what: e.to_string(),
-            })
+            self.check_snapshot_digest(path)?;
+            self.hand_on(Some(&logged.txn))
         })?;
         if let LogEnd::Torn(offset) = end {
             tracing::warn!(log = %path.display(), offset, "last transaction was partial; dropped");
             self.torn = Some((path.to_owned(), offset));
+        }
+        Ok(())
+    }
+
+    /// Hands the sink the tree once it is exact, then each txn after that
+    /// (`txn`, just applied).
+    fn hand_on(&mut self, txn: Option<&Txn>) -> Result<(), StorageError> {
+        if self.handed_on {
+            return txn.map_or(Ok(()), |t| self.sink.txn(t));
+        }
+        let exact =
+            self.pending.is_none() && self.exact_at.is_some_and(|z| self.tree.last_zxid() >= z);
+        if exact {
+            self.sink.exact(&self.tree)?;
+            self.handed_on = true;
         }
         Ok(())
     }
@@ -271,8 +314,7 @@ impl Replay {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<DataTree, StorageError> {
-        self.check_snapshot_digest(Path::new("the snapshot"))?;
+    fn finish(self) -> Result<DataTree, StorageError> {
         if let Some((expected, log)) = self.last_digest {
             let ours = zookeeper_digest(&self.tree);
             if ours != expected {

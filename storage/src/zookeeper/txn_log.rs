@@ -37,11 +37,12 @@ pub enum LogEnd {
     Torn(u64),
 }
 
-/// Reads every record of the log at `path` in order, handing each to `each`.
-pub fn read(
+/// Reads every record of the log at `path` in order, handing each to `each`
+/// (whose error ends the read).
+pub fn read<E: From<FileError>>(
     path: &Path,
-    mut each: impl FnMut(LoggedTxn) -> Result<(), FileError>,
-) -> Result<LogEnd, FileError> {
+    mut each: impl FnMut(LoggedTxn) -> Result<(), E>,
+) -> Result<LogEnd, E> {
     let file = File::open(path).map_err(|e| FileError::io(path, 0, e))?;
     let mut r = JuteReader::new(file);
     header(&mut r).map_err(|e| FileError::read(path, r.offset(), e))?;
@@ -51,7 +52,7 @@ pub fn read(
             Ok(Some(entry)) => entry,
             Ok(None) => return Ok(LogEnd::Clean),
             Err(ReadError::End) => return Ok(LogEnd::Torn(at)),
-            Err(e) => return Err(FileError::read(path, at, e)),
+            Err(e) => return Err(FileError::read(path, at, e).into()),
         };
         let Some(bytes) = entry else {
             return Ok(LogEnd::Torn(at));
@@ -149,6 +150,25 @@ fn failed_whole(body: TxnBody) -> TxnBody {
     TxnBody::Multi(ops.collect())
 }
 
+/// A log as ZooKeeper writes one: header, records of `entries`, then
+/// `zeros` preallocated zeros.
+#[cfg(test)]
+pub(crate) fn log_of(entries: &[Vec<u8>], zeros: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in [LOG_MAGIC, VERSION] {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+    out.extend_from_slice(&0i64.to_be_bytes());
+    for entry in entries {
+        out.extend_from_slice(&i64::from(adler2::adler32_slice(entry)).to_be_bytes());
+        out.extend_from_slice(&(entry.len() as i32).to_be_bytes());
+        out.extend_from_slice(entry);
+        out.push(EOR);
+    }
+    out.extend(std::iter::repeat_n(0u8, zeros));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,30 +196,13 @@ mod tests {
         }
     }
 
-    /// A log as ZooKeeper writes one: header, records, then preallocated zeros.
-    fn log_of(entries: &[Vec<u8>], zeros: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        for v in [LOG_MAGIC, VERSION] {
-            out.extend_from_slice(&v.to_be_bytes());
-        }
-        out.extend_from_slice(&0i64.to_be_bytes());
-        for entry in entries {
-            out.extend_from_slice(&i64::from(adler2::adler32_slice(entry)).to_be_bytes());
-            out.extend_from_slice(&(entry.len() as i32).to_be_bytes());
-            out.extend_from_slice(entry);
-            out.push(EOR);
-        }
-        out.extend(std::iter::repeat_n(0u8, zeros));
-        out
-    }
-
     fn read_all(bytes: &[u8]) -> Result<(Vec<i64>, LogEnd), FileError> {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), bytes).unwrap();
         let mut zxids = Vec::new();
         let end = read(file.path(), |t| {
             zxids.push(t.txn.zxid().0);
-            Ok(())
+            Ok::<_, FileError>(())
         })?;
         Ok((zxids, end))
     }
