@@ -39,6 +39,21 @@ pub async fn connect(addr: &str, session_timeout: Duration) -> zk::Client {
         .expect("connect failed")
 }
 
+/// [`connect`], for a client whose session is left to expire when it is
+/// dropped, as a killed client's is: no closeSession, not even to a server
+/// that answers on its address later.
+pub async fn connect_detached(addr: &str, session_timeout: Duration) -> zk::Client {
+    let fut = zk::Client::connector()
+        .with_session_timeout(session_timeout)
+        .with_fail_eagerly()
+        .with_detached()
+        .connect(addr);
+    tokio::time::timeout(OP_TIMEOUT, fut)
+        .await
+        .expect("connect timed out")
+        .expect("connect failed")
+}
+
 /// Awaits `fut`, failing the test if it takes longer than [`OP_TIMEOUT`].
 pub async fn within<T>(fut: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(OP_TIMEOUT, fut)

@@ -55,6 +55,17 @@ pub fn base_config_at(tick_time_ms: u64, data_dir: &Path, host: &str, client_por
     )
 }
 
+/// Copies ZooKeeper's files (`version-2/`) from the dataDir `from` to the
+/// dataDir `to`.
+pub fn copy_version_2(from: &Path, to: &Path) {
+    let to = to.join("version-2");
+    std::fs::create_dir_all(&to).expect("dataDir");
+    for entry in std::fs::read_dir(from.join("version-2")).expect("read version-2") {
+        let from = entry.expect("entry").path();
+        std::fs::copy(&from, to.join(from.file_name().expect("name"))).expect("copy");
+    }
+}
+
 /// Starts one ZooKeeper JVM running `main_class` on the zoo.cfg `config`,
 /// with TTL nodes enabled, no admin server and the extra system properties
 /// `properties` (each passed as `-Dkey=value`). Its log (stderr) is appended
@@ -250,12 +261,7 @@ impl ZooKeeperProcess {
     ) -> ZooKeeperProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         if let Some(seed) = seed {
-            let to = dir.path().join("data").join("version-2");
-            std::fs::create_dir_all(&to).expect("dataDir");
-            for entry in std::fs::read_dir(seed.join("version-2")).expect("read version-2") {
-                let from = entry.expect("entry").path();
-                std::fs::copy(&from, to.join(from.file_name().expect("name"))).expect("copy");
-            }
+            copy_version_2(seed, &dir.path().join("data"));
         }
         let port = free_port();
         let config = dir.path().join("zoo.cfg");

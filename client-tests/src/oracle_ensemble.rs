@@ -81,6 +81,23 @@ impl ZooKeeperMember {
         four_letter_word_at(&self.host, self.port, word).expect("4lw")
     }
 
+    /// The member's zoo.cfg.
+    pub fn config_path(&self) -> &std::path::Path {
+        &self.config
+    }
+
+    /// The member's dataDir (`myid`, `version-2/`).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// SIGSTOP: the JVM freezes with its sockets open (a kill -9 still ends it).
+    pub fn pause(&self) {
+        if let Some(pid) = self.pid() {
+            crate::process::signal(pid, "-STOP");
+        }
+    }
+
     /// kill -9: the JVM gets no chance to flush or to say goodbye to peers.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -199,6 +216,33 @@ impl ZooKeeperEnsemble {
         ZooKeeperEnsemble::start_configured(n, 500, properties, TEST_HEAP, &|_| lines.to_owned())
     }
 
+    /// Starts `n` members with `tickTime=tick_time_ms`, every zoo.cfg ending
+    /// with `lines`, and waits until every one serves.
+    pub fn start_ticked_with_lines(n: usize, tick_time_ms: u64, lines: &str) -> ZooKeeperEnsemble {
+        ZooKeeperEnsemble::start_configured(n, tick_time_ms, &[], TEST_HEAP, &|_| lines.to_owned())
+    }
+
+    /// Members on copies of the dataDirs `data` (member `i` on `data[i]`'s
+    /// `version-2/`, with myid `i + 1`), on new ports, every zoo.cfg ending
+    /// with `lines`; none is started: start each with
+    /// [`ZooKeeperMember::restart`], in the order the test needs, then
+    /// [`ZooKeeperEnsemble::wait_until_serving`].
+    pub fn on_copies_of(data: &[PathBuf], tick_time_ms: u64, lines: &str) -> ZooKeeperEnsemble {
+        require_tool(ZOOKEEPER_JAR);
+        ZooKeeperEnsemble::configure_all(data.len(), tick_time_ms, &[], TEST_HEAP, &|_| {
+            lines.to_owned()
+        })
+        .with_data_from(data)
+    }
+
+    /// Replaces every member's (empty) `version-2/` with a copy of `data[i]`'s.
+    fn with_data_from(self, data: &[PathBuf]) -> ZooKeeperEnsemble {
+        for (member, from) in self.members.iter().zip(data) {
+            crate::oracle::copy_version_2(from, &member.data_dir());
+        }
+        self
+    }
+
     /// Starts `n` members, member `i`'s zoo.cfg ending with `extra(i)`
     /// (whose keys override the base config's), and waits until every one serves.
     fn start_configured(
@@ -237,6 +281,20 @@ impl ZooKeeperEnsemble {
         heap: &'static str,
         extra: &dyn Fn(usize) -> String,
     ) -> ZooKeeperEnsemble {
+        let mut ensemble =
+            ZooKeeperEnsemble::configure_all(n, tick_time_ms, properties, heap, extra);
+        ensemble.members.iter_mut().for_each(ZooKeeperMember::spawn);
+        ensemble
+    }
+
+    /// Writes every member's directory and config, on new ports; starts none.
+    fn configure_all(
+        n: usize,
+        tick_time_ms: u64,
+        properties: &[(String, String)],
+        heap: &'static str,
+        extra: &dyn Fn(usize) -> String,
+    ) -> ZooKeeperEnsemble {
         let mut servers = String::from("initLimit=10\nsyncLimit=4\n");
         for id in 1..=n {
             servers.push_str(&format!(
@@ -255,7 +313,7 @@ impl ZooKeeperEnsemble {
                 let config = dir.path().join("zoo.cfg");
                 let text = base_config(tick_time_ms, &data, port) + &servers + &extra(id - 1);
                 std::fs::write(&config, text).expect("write zoo.cfg");
-                let mut member = ZooKeeperMember {
+                ZooKeeperMember {
                     child: None,
                     port,
                     host: "127.0.0.1".into(),
@@ -264,9 +322,7 @@ impl ZooKeeperEnsemble {
                     properties: properties.to_vec(),
                     heap,
                     wrapper: Vec::new(),
-                };
-                member.spawn();
-                member
+                }
             })
             .collect();
         ZooKeeperEnsemble { members, net: None }

@@ -285,6 +285,19 @@ impl ZkdProcess {
         ZkdProcess::run(dir, data, path, (host, port), options)
     }
 
+    /// Starts `zkd serve` on an existing zoo.cfg, in place (another server's,
+    /// such as a stopped ZooKeeper member's), whose dataDir is `data` and
+    /// client port `host:port`; zkd's own log goes to a directory of its own.
+    pub fn try_start_on(
+        config: &Path,
+        data: &Path,
+        (host, port): (&str, u16),
+    ) -> Result<ZkdProcess, String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (data, config) = (data.to_owned(), config.to_owned());
+        ZkdProcess::run(dir, data, config, (host, port), ServerOptions::default())
+    }
+
     /// As [`ZkdProcess::start_at`]; the error says why it did not start, with its log.
     pub fn try_start_at(
         options: ServerOptions,
@@ -495,7 +508,7 @@ impl ZkdProcess {
 
     fn signal(&self, sig: &str) {
         if let Some(pid) = self.pid() {
-            let _ = Command::new("kill").arg(sig).arg(pid.to_string()).status();
+            signal(pid, sig);
         }
     }
 
@@ -503,6 +516,12 @@ impl ZkdProcess {
     pub fn four_letter_word(&self, word: &str) -> String {
         four_letter_word_at(&self.host, self.port, word).expect("4lw")
     }
+}
+
+/// Sends `sig` (as `kill` takes it: `-STOP`, `-CONT`) to the process `pid`,
+/// one this test started.
+pub fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill").arg(sig).arg(pid.to_string()).status();
 }
 
 impl Drop for ZkdProcess {

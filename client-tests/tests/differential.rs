@@ -98,22 +98,36 @@ impl Target {
     /// session is number [`SESSIONS`]), with their identities and the
     /// recursive watch.
     async fn connect(ports: &[u16], seed: u64) -> Target {
-        Target::connect_for(ports, seed, [20_000; SESSIONS], 40_000).await
+        Target::open(ports, seed, ([20_000; SESSIONS], 40_000), false).await
     }
 
-    /// [`Target::connect`], with sessions of `timeouts` (ms) and the raw one of `raw_ms`.
+    /// [`Target::connect`], with sessions of `timeouts` (ms) and the raw one
+    /// of `raw_ms`, left to expire when dropped (as a killed client's are),
+    /// to outlive the server they were opened on.
     async fn connect_for(
         ports: &[u16],
         seed: u64,
         timeouts: [u64; SESSIONS],
         raw_ms: i32,
     ) -> Target {
+        Target::open(ports, seed, (timeouts, raw_ms), true).await
+    }
+
+    async fn open(
+        ports: &[u16],
+        seed: u64,
+        (timeouts, raw_ms): ([u64; SESSIONS], i32),
+        detached: bool,
+    ) -> Target {
         let addr = |k: usize| format!("127.0.0.1:{}", ports[k % ports.len()]);
         let mut clients = Vec::new();
         let mut sessions = BTreeMap::new();
         for (i, timeout) in timeouts.into_iter().enumerate() {
             let timeout = Duration::from_millis(timeout);
-            let c = zkd_client_tests::connect(&addr(i), timeout).await;
+            let c = match detached {
+                true => zkd_client_tests::connect_detached(&addr(i), timeout).await,
+                false => zkd_client_tests::connect(&addr(i), timeout).await,
+            };
             sessions.insert(c.session_id().0, i);
             clients.push(c);
         }
@@ -602,6 +616,8 @@ async fn random_operations_match_apache_zookeeper() {
 mod comparison;
 #[path = "differential/ensemble.rs"]
 mod ensemble;
+#[path = "differential/ensemble_move.rs"]
+mod ensemble_move;
 #[path = "differential/import.rs"]
 mod import;
 #[path = "differential/ops.rs"]

@@ -141,9 +141,16 @@ pub(super) async fn same_trees(
     let only = |x: &[String], y: &[String]| -> Vec<String> {
         x.iter().filter(|n| !y.contains(n)).cloned().collect()
     };
+    // The same nodes, listed in another order or more than once.
+    let first = e.iter().zip(&a).position(|(x, y)| x != y);
     Err(format!(
-        "{what}\n  only on zookeeper: {:#?}\n  only on zkd:       {:#?}\nreplay: {replay}",
+        "{what}\n  only on zookeeper: {:#?}\n  only on zkd:       {:#?}\n  \
+         {} nodes and {}, first apart at {first:?}: {:?} and {:?}\nreplay: {replay}",
         only(&e, &a),
-        only(&a, &e)
+        only(&a, &e),
+        e.len(),
+        a.len(),
+        first.map(|i| &e[i]),
+        first.map(|i| &a[i]),
     ))
 }

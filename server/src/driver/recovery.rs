@@ -142,8 +142,8 @@ pub fn load_base_snapshot(
     Ok(None)
 }
 
-/// What a member has durably, read back from storage: its epochs, and its
-/// log since the last snapshot (the last `window` txns kept for DIFF).
+/// What a member has durably, read back from storage: its epochs, and the
+/// last `window` txns of its log, kept for DIFF.
 /// `verified`: the snapshots already read whole (see `store::lowest_cut`).
 pub fn durable_state(
     storage: &impl Store,
@@ -163,11 +163,17 @@ pub fn durable_state(
         .filter(|zxid| end.is_none_or(|end| *zxid <= end))
         .max()
         .unwrap_or(Zxid::ZERO);
-    // Only the newest `window` txns are kept: read no further back (a
-    // restart or election after 100k txns read them all, about 10 ms).
+    // The newest `window` txns the log holds, before the snapshot too (as
+    // ZooKeeper's leader syncs from its logs): a follower that stopped a
+    // little before a snapshot still gets a DIFF. No further back (a restart
+    // or election after 100k txns read them all, about 10 ms). Never below
+    // the purge mark: a purge's removals need not be durable, and what a
+    // crash left of them may have gaps.
+    let purged = storage.purged_through()?.unwrap_or(Zxid::ZERO);
     let start = match storage.zxid_before_last(window)? {
-        Some(zxid) if zxid > base => zxid,
-        _ => base,
+        _ if storage.last_zxid()?.is_none() => base,
+        Some(zxid) => zxid.max(purged),
+        None => purged,
     };
     let mut history = History::new(start, window);
     for item in storage.txns_after(start, 1024) {
@@ -293,6 +299,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = DiskStorage::open(dir.path(), dir.path()).unwrap();
         (dir, s)
+    }
+
+    /// The history a member elects with: the newest `window` txns of its
+    /// log, across its snapshot, never below the purge mark; the snapshot's
+    /// zxid when the log is empty.
+    fn keeps_the_newest_txns_across_the_snapshot(mut s: impl zkd_storage::Store) {
+        history(&mut s);
+        let history = |s: &_, window| {
+            let verified = &mut zkd_storage::store::VerifiedSnapshots::default();
+            let h = durable_state(s, window, verified).unwrap().history;
+            (h.base(), h.last_zxid())
+        };
+        assert_eq!(history(&s, 100), (Zxid::ZERO, Zxid(10)), "the whole log");
+        assert_eq!(
+            history(&s, 4),
+            (Zxid(6), Zxid(10)),
+            "before the snapshot at 8"
+        );
+        s.purge_through(Zxid(7)).unwrap();
+        assert_eq!(history(&s, 100), (Zxid(7), Zxid(10)));
+        let image = SnapshotSource::Whole(tree_through(10).to_image());
+        zkd_storage::store::install_snapshot(&mut s, Zxid(10), image).unwrap();
+        assert_eq!(history(&s, 100), (Zxid(10), Zxid(10)), "an empty log");
+    }
+
+    #[test]
+    fn the_history_is_the_logs_newest_txns() {
+        keeps_the_newest_txns_across_the_snapshot(MemStorage::new());
+        let (_dir, s) = sled();
+        keeps_the_newest_txns_across_the_snapshot(s);
     }
 
     #[test]

@@ -9,15 +9,12 @@
 //! start that finds ZooKeeper's files changed since (ZooKeeper ran again)
 //! refuses, rather than serve an older tree than ZooKeeper's.
 
+use super::imported_history::HistoryWriter;
 use super::layout::ZKD_DIR;
 use super::DiskStorage;
 use crate::epoch_store::EpochStore;
 use crate::error::{Result, StorageError};
-use crate::snapshot::{SnapshotSlot, SnapshotWriter, SNAPSHOT_CHUNK};
-use crate::store::{install_snapshot, SnapshotSource};
-use crate::txn_log::TxnLog;
-use crate::zookeeper::{self, ReplaySink, ZooKeeperData, VERSION_DIR};
-use crate::{DataTree, Txn};
+use crate::zookeeper::{self, ZooKeeperData, VERSION_DIR};
 use std::path::{Path, PathBuf};
 use zkd_protocol::Zxid;
 
@@ -113,7 +110,7 @@ fn import(
     };
     let imported = {
         let mut store = DiskStorage::open(&stage_data, &stage_log)?;
-        let mut history = HistoryWriter::new(&mut store);
+        let mut history = HistoryWriter::new(&mut store, from_log);
         let found = zookeeper::load(from_data, from_log, &mut history)?.ok_or_else(|| {
             StorageError::Foreign(format!(
                 "{} holds no snapshot or log of ZooKeeper's under {VERSION_DIR}/",
@@ -158,65 +155,6 @@ fn save_epochs(store: &mut DiskStorage, found: &ZooKeeperData) -> Result<()> {
     store.set_current_epoch(epoch(current)?)
 }
 
-/// Writes the import as zkd's own history: a snapshot of the tree where it is
-/// first exact, then ZooKeeper's later txns in zkd's log, so a leader can
-/// bring a member that stopped a little behind it up by DIFF, and cut one
-/// that logged a txn nobody committed by TRUNC, as ZooKeeper would.
-/// Without that point, or with a gap in the txns, the snapshot is of the
-/// last zxid and the log starts empty.
-struct HistoryWriter<'s> {
-    store: &'s mut DiskStorage,
-    /// The last zxid written (snapshot or log), while the history is whole.
-    last: Option<Zxid>,
-    gap: bool,
-    kept: u64,
-}
-
-impl<'s> HistoryWriter<'s> {
-    fn new(store: &'s mut DiskStorage) -> HistoryWriter<'s> {
-        HistoryWriter {
-            store,
-            last: None,
-            gap: false,
-            kept: 0,
-        }
-    }
-
-    /// Makes the history durable, ending at `tree`: the txns logged since
-    /// its snapshot (synced), or a snapshot of `tree` alone.
-    fn finish(self, tree: &DataTree) -> Result<u64> {
-        if self.last == Some(tree.last_zxid()) && !self.gap {
-            self.store.sync()?;
-            return Ok(self.kept);
-        }
-        save_tree(self.store, tree)?;
-        Ok(0)
-    }
-}
-
-impl ReplaySink for HistoryWriter<'_> {
-    fn exact(&mut self, tree: &DataTree) -> Result<()> {
-        save_tree(self.store, tree)?;
-        self.last = Some(tree.last_zxid());
-        Ok(())
-    }
-
-    fn txn(&mut self, txn: &Txn) -> Result<()> {
-        let Some(prev) = self.last.filter(|_| !self.gap) else {
-            return Ok(());
-        };
-        if !txn.zxid().follows(prev) {
-            tracing::warn!(%prev, next = %txn.zxid(), "ZooKeeper's logs skip txns after their snapshot; zkd's history starts at the last zxid");
-            self.gap = true;
-            return Ok(());
-        }
-        self.store.append(txn.zxid(), txn.to_bytes())?;
-        self.last = Some(txn.zxid());
-        self.kept += 1;
-        Ok(())
-    }
-}
-
 /// An empty directory at `dir`, whatever an earlier, unfinished import left there.
 fn fresh(dir: &Path) -> Result<PathBuf> {
     if dir.exists() {
@@ -224,24 +162,6 @@ fn fresh(dir: &Path) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     Ok(dir.to_owned())
-}
-
-/// Writes `tree` as the store's snapshot, a piece at a time; the log starts after it.
-fn save_tree(store: &mut DiskStorage, tree: &DataTree) -> Result<()> {
-    let mut writer = SnapshotWriter::new(store, SnapshotSlot::Staging)?;
-    let mut cursor = tree.start_snapshot();
-    loop {
-        let done = cursor.step(tree, 4096);
-        while let Some(chunk) = cursor.take_chunk(SNAPSHOT_CHUNK) {
-            writer.write(store, &chunk)?;
-        }
-        if done {
-            break;
-        }
-    }
-    writer.write(store, &cursor.finish())?;
-    let seal = writer.seal_so_far();
-    install_snapshot(store, tree.last_zxid(), SnapshotSource::Staged(seal))
 }
 
 fn epoch(value: i64) -> Result<u32> {
@@ -333,8 +253,9 @@ fn io(path: &Path, e: std::io::Error) -> StorageError {
 mod tests {
     use super::*;
     use crate::snapshot::{SnapshotRef, SnapshotStore};
-    use crate::store::load_snapshot;
-    use crate::TxnBody;
+    use crate::store::{load_snapshot, lowest_cut, VerifiedSnapshots};
+    use crate::txn_log::TxnLog;
+    use crate::{DataTree, Txn, TxnBody};
     use zkd_protocol::records::{Acl, CreateTxn, TxnHeader};
     use zkd_protocol::OpCode;
 
@@ -359,12 +280,12 @@ mod tests {
         Txn { header, body }
     }
 
-    /// ZooKeeper's files: a snapshot (with its digest) of txns 1 to 4 of
-    /// epoch 1, and a log of the txns `logged`.
-    fn zookeeper_dir(logged: &[i64]) -> tempfile::TempDir {
+    /// ZooKeeper's files: a snapshot (with its digest) of the txns
+    /// `snapshot`, and a log of the txns `logged`.
+    fn zookeeper_dir(snapshot: &[i64], logged: &[i64]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let mut tree = DataTree::new();
-        (0x100000001..=0x100000004).for_each(|z| drop(tree.apply(&create(z))));
+        snapshot.iter().for_each(|z| drop(tree.apply(&create(*z))));
         zookeeper::export(&tree, 1, 1, dir.path()).unwrap();
         let entries: Vec<Vec<u8>> = logged
             .iter()
@@ -386,26 +307,27 @@ mod tests {
     }
 
     #[test]
-    fn the_txns_after_the_snapshot_stay_zkds_history() {
+    fn zookeepers_txns_around_the_snapshot_stay_zkds_history() {
         let logged: Vec<i64> = (0x100000001..=0x100000009).collect();
-        let from = zookeeper_dir(&logged);
+        let from = zookeeper_dir(&logged[..4], &logged);
         let to = tempfile::tempdir().unwrap();
         let imported = import_from(from.path(), from.path(), to.path(), to.path()).unwrap();
-        assert_eq!((imported.zxid, imported.history), (Zxid(0x100000009), 5));
+        assert_eq!((imported.zxid, imported.history), (Zxid(0x100000009), 9));
         let store = DiskStorage::open(to.path(), to.path()).unwrap();
-        let snapshots: Vec<Zxid> = store
-            .snapshot_seals()
-            .unwrap()
-            .into_iter()
+        let snapshots: Vec<Zxid> = (store.snapshot_seals().unwrap().into_iter())
             .map(|(z, _)| z)
             .collect();
+        // The digest is at 4, and 5 may be half in the image.
         assert_eq!(
             snapshots,
-            vec![Zxid(0x100000004)],
-            "the snapshot where the tree is exact"
+            vec![Zxid(0x100000005)],
+            "where the tree is exact"
         );
-        assert_eq!(store.first_zxid().unwrap(), Some(Zxid(0x100000005)));
+        assert_eq!(store.first_zxid().unwrap(), Some(Zxid(0x100000001)));
         assert_eq!(store.last_zxid().unwrap(), Some(Zxid(0x100000009)));
+        // A TRUNC may cut the log back to the snapshot, not below it.
+        let cut = lowest_cut(&store, &mut VerifiedSnapshots::default()).unwrap();
+        assert_eq!(cut, Zxid(0x100000005));
         let tree = recovered(&store);
         assert_eq!(tree.last_zxid(), Zxid(0x100000009));
         assert_eq!(tree.node_count(), imported.nodes);
@@ -413,8 +335,22 @@ mod tests {
     }
 
     #[test]
+    fn txns_of_an_earlier_epoch_are_not_history() {
+        let mut logged: Vec<i64> = (0x100000001..=0x100000004).collect();
+        logged.extend(0x200000001..=0x200000003);
+        let from = zookeeper_dir(&logged[..6], &logged);
+        let to = tempfile::tempdir().unwrap();
+        let imported = import_from(from.path(), from.path(), to.path(), to.path()).unwrap();
+        assert_eq!(imported.history, 3, "epoch 2's txns only");
+        let store = DiskStorage::open(to.path(), to.path()).unwrap();
+        assert_eq!(store.first_zxid().unwrap(), Some(Zxid(0x200000001)));
+        assert_eq!(recovered(&store).last_zxid(), Zxid(0x200000003));
+    }
+
+    #[test]
     fn txns_that_skip_a_zxid_leave_only_a_snapshot_of_the_end() {
-        let from = zookeeper_dir(&[0x100000005, 0x100000006, 0x100000008]);
+        let snapshot: Vec<i64> = (0x100000001..=0x100000004).collect();
+        let from = zookeeper_dir(&snapshot, &[0x100000005, 0x100000006, 0x100000008]);
         let to = tempfile::tempdir().unwrap();
         let imported = import_from(from.path(), from.path(), to.path(), to.path()).unwrap();
         assert_eq!((imported.zxid, imported.history), (Zxid(0x100000008), 0));

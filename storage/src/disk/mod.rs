@@ -34,6 +34,7 @@ use snapshot_files::SnapshotFiles;
 
 mod gradual_removal;
 pub mod import;
+mod imported_history;
 pub mod layout;
 mod log_mark;
 mod log_migration;

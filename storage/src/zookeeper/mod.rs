@@ -11,6 +11,7 @@ mod jute_reader;
 mod snapshot;
 mod txn_log;
 
+use bytes::Bytes;
 pub use digest::zookeeper_digest;
 pub use export::export;
 use jute_reader::ReadError;
@@ -115,9 +116,9 @@ pub fn files(dir: &Path, prefix: &str) -> Result<Vec<NamedFile>, StorageError> {
 }
 
 /// Where a load hands on what it replays: the tree once it is exact (the
-/// snapshot's fuzzy txns are behind it: the replay has passed the zxid its
-/// digest names, and the digest matched), then every txn applied after that,
-/// in order. Without a digest the tree is only known exact at the end, and
+/// snapshot's fuzzy txns are behind it: the replay has applied the txn
+/// after the zxid its digest names), then every txn applied after that, in
+/// order. Without a digest the tree is only known exact at the end, and
 /// `exact` is never called.
 pub trait ReplaySink {
     /// The tree, exact at its last zxid.
@@ -140,7 +141,7 @@ pub fn load(
         return Ok(None);
     }
     let (snapshot, loaded) = newest_snapshot(&snapshots)?;
-    let mut replay = Replay::new(loaded, sink)?;
+    let mut replay = Replay::new(loaded, sink);
     let replayed = logs_after(&logs, snapshot.zxid);
     for log in &replayed {
         replay.log(&log.path)?;
@@ -156,6 +157,101 @@ pub fn load(
         logs: replayed.into_iter().map(|l| l.path).collect(),
         torn,
     }))
+}
+
+/// The txns (encoded as zkd logs them) of `zxid`'s epoch that ZooKeeper's logs in `log_dir` hold up to
+/// and including `zxid`, oldest first: the newest `max` of them at most
+/// (and `max_bytes` of their records), without a gap, ending at `zxid`.
+/// Empty if the logs do not reach `zxid` so, or cannot be read whole.
+///
+/// Within one epoch a member's log is a prefix of that epoch's leader's, so
+/// none of these is a txn the ensemble dropped. Across epochs one can be: a
+/// proposal never committed, left in an older file when a SNAP replaced the
+/// history after it. So the txns stop at the epoch's start.
+pub fn logged_through(
+    log_dir: &Path,
+    zxid: Zxid,
+    max: usize,
+    max_bytes: usize,
+) -> Vec<(Zxid, Bytes)> {
+    let Ok(logs) = files(log_dir, "log") else {
+        return Vec::new();
+    };
+    // The files that can hold the newest `max` txns of the epoch up to `zxid`.
+    let mut reading = Vec::new();
+    for log in logs.iter().rev().filter(|l| l.zxid <= zxid) {
+        reading.push(log);
+        let reaches = log.zxid.epoch() < zxid.epoch()
+            || (zxid.counter() - log.zxid.counter()) as usize >= max;
+        if reaches {
+            break;
+        }
+    }
+    let mut kept = Prior::new(max, max_bytes);
+    for log in reading.iter().rev() {
+        let read = txn_log::read(&log.path, |logged| {
+            kept.push(&logged.txn, zxid);
+            Ok::<_, FileError>(())
+        });
+        if let Err(e) = read {
+            tracing::warn!(error = %e, "ZooKeeper's older txns are not kept as history");
+            return Vec::new();
+        }
+    }
+    kept.ending_at(zxid)
+}
+
+/// The newest txns of one epoch read so far, without a gap, as zkd logs them.
+struct Prior {
+    txns: std::collections::VecDeque<(Zxid, Bytes)>,
+    bytes: usize,
+    max: usize,
+    max_bytes: usize,
+}
+
+impl Prior {
+    fn new(max: usize, max_bytes: usize) -> Prior {
+        let txns = std::collections::VecDeque::new();
+        Prior {
+            txns,
+            bytes: 0,
+            max,
+            max_bytes,
+        }
+    }
+
+    /// Keeps `txn` if it is of `through`'s epoch and not past it; a txn
+    /// that does not follow the last kept one starts them afresh.
+    fn push(&mut self, txn: &Txn, through: Zxid) {
+        let zxid = txn.zxid();
+        if zxid > through || zxid.epoch() != through.epoch() {
+            return;
+        }
+        if self
+            .txns
+            .back()
+            .is_some_and(|(last, _)| !zxid.follows(*last))
+        {
+            self.txns.clear();
+            self.bytes = 0;
+        }
+        let bytes = txn.to_bytes();
+        self.bytes += bytes.len();
+        self.txns.push_back((zxid, bytes));
+        while self.txns.len() > self.max || self.bytes > self.max_bytes {
+            match self.txns.pop_front() {
+                Some((_, old)) => self.bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+
+    fn ending_at(self, zxid: Zxid) -> Vec<(Zxid, Bytes)> {
+        match self.txns.back() {
+            Some((last, _)) if *last == zxid => self.txns.into(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The newest snapshot that reads whole, trying older ones as ZooKeeper
@@ -238,29 +334,23 @@ struct Replay<'s> {
     /// The digest ZooKeeper logged with the last txn applied, and where.
     last_digest: Option<(i64, PathBuf)>,
     torn: Option<(PathBuf, u64)>,
-    /// Where the tree is exact, once the replay is there (from the snapshot's digest).
-    exact_at: Option<Zxid>,
+    /// The snapshot's digest zxid: the tree is exact after the next txn.
+    exact_after: Option<Zxid>,
     sink: &'s mut dyn ReplaySink,
     handed_on: bool,
 }
 
 impl<'s> Replay<'s> {
-    fn new(
-        loaded: snapshot::Snapshot,
-        sink: &'s mut dyn ReplaySink,
-    ) -> Result<Replay<'s>, StorageError> {
-        let mut replay = Replay {
+    fn new(loaded: snapshot::Snapshot, sink: &'s mut dyn ReplaySink) -> Replay<'s> {
+        Replay {
             tree: loaded.tree,
             pending: loaded.digest,
             last_digest: None,
             torn: None,
-            exact_at: loaded.digest.map(|d| d.zxid),
+            exact_after: loaded.digest.map(|d| d.zxid),
             sink,
             handed_on: false,
-        };
-        replay.check_snapshot_digest(Path::new("the snapshot"))?;
-        replay.hand_on(None)?;
-        Ok(replay)
+        }
     }
 
     fn log(&mut self, path: &Path) -> Result<(), StorageError> {
@@ -270,7 +360,7 @@ impl<'s> Replay<'s> {
             }
             self.tree.apply(&logged.txn);
             self.last_digest = logged.digest.map(|d| (d, path.to_owned()));
-            self.check_snapshot_digest(path)?;
+            self.check_snapshot_digest(path);
             self.hand_on(Some(&logged.txn))
         })?;
         if let LogEnd::Torn(offset) = end {
@@ -281,37 +371,50 @@ impl<'s> Replay<'s> {
     }
 
     /// Hands the sink the tree once it is exact, then each txn after that
-    /// (`txn`, just applied).
+    /// (`txn`, just applied). The tree is exact once the txn after the
+    /// snapshot's digest zxid is applied: the snapshot may have held part
+    /// of that one, never of a later one.
     fn hand_on(&mut self, txn: Option<&Txn>) -> Result<(), StorageError> {
         if self.handed_on {
             return txn.map_or(Ok(()), |t| self.sink.txn(t));
         }
-        let exact =
-            self.pending.is_none() && self.exact_at.is_some_and(|z| self.tree.last_zxid() >= z);
-        if exact {
+        if self.exact_after.is_some_and(|z| self.tree.last_zxid() > z) {
             self.sink.exact(&self.tree)?;
             self.handed_on = true;
         }
         Ok(())
     }
 
-    /// Compares the snapshot's digest once the tree is at its zxid.
-    fn check_snapshot_digest(&mut self, at: &Path) -> Result<(), StorageError> {
-        let Some(expected) = self.pending.filter(|d| d.zxid == self.tree.last_zxid()) else {
-            return Ok(());
+    /// Compares the snapshot's digest once the txn of its zxid is applied,
+    /// as ZooKeeper does (never the loaded tree itself). A mismatch is only
+    /// logged, as ZooKeeper logs it: the snapshot may hold part of the txn
+    /// after its digest's (ZooKeeper applies a txn before it moves its last
+    /// processed zxid), and the digest logged with the last txn is checked
+    /// at the end.
+    fn check_snapshot_digest(&mut self, at: &Path) {
+        let Some(expected) = self.pending else {
+            return;
         };
+        let zxid = self.tree.last_zxid();
+        if zxid < expected.zxid {
+            return;
+        }
         self.pending = None;
+        if zxid > expected.zxid {
+            // Not replayed: it is the snapshot's own zxid, or missing from the logs.
+            tracing::debug!(zxid = %expected.zxid, "the snapshot's digest is not compared");
+            return;
+        }
         let ours = zookeeper_digest(&self.tree);
         if ours != expected.digest {
-            return Err(StorageError::Corrupt(format!(
-                "ZooKeeper's data: the tree at zxid {} (replayed to {}) does not match the \
-                 digest its snapshot stored ({:#x}, the tree's is {ours:#x})",
-                expected.zxid,
-                at.display(),
-                expected.digest
-            )));
+            tracing::warn!(
+                zxid = %expected.zxid,
+                log = %at.display(),
+                stored = format!("{:#x}", expected.digest),
+                tree = format!("{ours:#x}"),
+                "digest mismatch: the tree replayed to the snapshot's digest zxid differs (ZooKeeper logs this and goes on)"
+            );
         }
-        Ok(())
     }
 
     fn finish(self) -> Result<DataTree, StorageError> {
