@@ -243,8 +243,19 @@ impl ZooKeeperProcess {
     /// (its `version-2/`), as a server restarted on it would be, and waits
     /// until it serves.
     pub fn start_on_copy_of(tick_time_ms: u64, data: &Path) -> ZooKeeperProcess {
+        ZooKeeperProcess::start_sized_on_copy_of(tick_time_ms, data, "", TEST_HEAP)
+    }
+
+    /// [`ZooKeeperProcess::start_on_copy_of`], with `more` zoo.cfg lines and
+    /// a heap of `heap` (as `-Xmx` takes it).
+    pub fn start_sized_on_copy_of(
+        tick_time_ms: u64,
+        data: &Path,
+        more: &str,
+        heap: &str,
+    ) -> ZooKeeperProcess {
         require_tool(ZOOKEEPER_JAR);
-        let mut zk = ZooKeeperProcess::spawn(tick_time_ms, &[], "", TEST_HEAP, Some(data));
+        let mut zk = ZooKeeperProcess::spawn(tick_time_ms, &[], more, heap, Some(data));
         zk.try_wait_ready().unwrap_or_else(|e| panic!("{e}"));
         zk
     }

@@ -3,10 +3,12 @@
 //! ZooKeeper's as it was, after a clean stop and after kill -9 (a log
 //! without its final snapshot). What it cannot take it refuses, naming the
 //! file and the offset, and serves nothing: a flipped byte in a log (as
-//! ZooKeeper refuses it), ZooKeeper's files changed after an import (so
-//! zkd's copy is older), ZooKeeper's files beside zkd's own. A newest
+//! ZooKeeper refuses it), a snapshot of another format version (which
+//! ZooKeeper 3.8 does not check), ZooKeeper's files changed after an import
+//! (so zkd's copy is older), ZooKeeper's files beside zkd's own. A newest
 //! snapshot cut short falls back to the one before and the logs, as
-//! ZooKeeper does. (`differential.rs`'s import test compares whole trees.)
+//! ZooKeeper does; an import a crash cut short is done again.
+//! (`differential.rs`'s import test compares whole trees.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -162,31 +164,91 @@ fn zkd_serves_a_killed_zookeepers_data_dir_and_leaves_it_as_it_was() {
     serves_what_zookeeper_wrote(true);
 }
 
-/// The newest of ZooKeeper's logs.
-fn newest_log(data: &Path) -> PathBuf {
-    let mut logs: Vec<PathBuf> = zookeepers(data)
-        .into_keys()
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("log."))
-        })
-        .collect();
-    logs.sort_by_key(|p| {
-        let name = p
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        u64::from_str_radix(name.trim_start_matches("log."), 16).unwrap_or(0)
-    });
-    logs.pop().expect("a log")
+/// The newest of ZooKeeper's files named `prefix.<hex zxid>` (`log`, `snapshot`).
+fn newest(data: &Path, prefix: &str) -> PathBuf {
+    let zxid = |p: &PathBuf| -> Option<u64> {
+        let name = p.file_name()?.to_string_lossy().into_owned();
+        u64::from_str_radix(name.strip_prefix(prefix)?.strip_prefix('.')?, 16).ok()
+    };
+    let files = zookeepers(data).into_keys();
+    let named = files.filter_map(|p| Some((zxid(&p)?, p)));
+    named.max().map(|(_, p)| p).expect("a file")
+}
+
+/// `/app`'s children as the server at `addr` lists them, sorted.
+fn jobs(addr: &str) -> Vec<String> {
+    let client = ZooKeeper::connect(addr, Duration::from_secs(10), |_| {}).expect("connect");
+    let mut jobs = client.get_children("/app", false).expect("children");
+    jobs.sort();
+    client.close().expect("close");
+    jobs
+}
+
+#[test]
+fn a_newest_snapshot_cut_short_falls_back_as_zookeeper_does() {
+    let mut zk = zookeeper_that_wrote(false);
+    // ZooKeeper writes a snapshot of every txn as it starts again.
+    zk.restart();
+    zk.stop(false);
+    let data = zk.data_dir();
+    let snapshot = newest(&data, "snapshot");
+    assert!(!snapshot.ends_with("snapshot.0"), "a second snapshot");
+    let bytes = std::fs::read(&snapshot).expect("read the snapshot");
+    std::fs::write(&snapshot, &bytes[..bytes.len() / 2]).expect("cut it short");
+    let theirs = ZooKeeperProcess::start_on_copy_of(200, &data);
+    let want: Vec<String> = (0..5).map(|i| format!("job-{i:010}")).collect();
+    assert_eq!(jobs(&theirs.addr()), want, "ZooKeeper fell back");
+    let mut zkd = Served::start(zk.config_path());
+    assert_eq!(zkd.serving_or_exited(), None, "zkd exited:\n{}", zkd.log());
+    assert_eq!(jobs(&format!("127.0.0.1:{}", zkd.port)), want);
+    assert!(zkd.log().contains("invalid snapshot"), "{}", zkd.log());
+}
+
+#[test]
+fn a_snapshot_of_another_format_version_is_refused_by_name() {
+    let zk = zookeeper_that_wrote(true);
+    let data = zk.data_dir();
+    let snapshot = newest(&data, "snapshot");
+    let mut bytes = std::fs::read(&snapshot).expect("read the snapshot");
+    // The header: magic ZKSN, then the format version (2), then the dbid.
+    bytes[4..8].copy_from_slice(&3i32.to_be_bytes());
+    std::fs::write(&snapshot, &bytes).expect("write version 3");
+    let before = zookeepers(&data);
+    let fatal = Served::start(zk.config_path()).refusal();
+    let name = snapshot.display().to_string();
+    assert!(
+        fatal.contains(&name) && fatal.contains("at byte 8"),
+        "{fatal}"
+    );
+    assert!(fatal.contains("other than version 2"), "{fatal}");
+    assert_eq!(zookeepers(&data), before, "ZooKeeper's files changed");
+    assert!(!data.join("zkd").exists(), "nothing of zkd's was left");
+}
+
+#[test]
+fn an_import_cut_short_by_a_crash_is_done_again() {
+    let zk = zookeeper_that_wrote(true);
+    let data = zk.data_dir();
+    // What a crash part-way through an import leaves: its staging directory.
+    let staging = data.join("zkd.importing/zkd");
+    std::fs::create_dir_all(&staging).expect("staging");
+    std::fs::write(staging.join("half-written"), b"...").expect("a piece");
+    let mut zkd = Served::start(zk.config_path());
+    assert_eq!(zkd.serving_or_exited(), None, "zkd exited:\n{}", zkd.log());
+    let want: Vec<String> = (0..5).map(|i| format!("job-{i:010}")).collect();
+    assert_eq!(jobs(&format!("127.0.0.1:{}", zkd.port)), want);
+    assert!(
+        !data.join("zkd.importing").exists(),
+        "the staging directory is gone"
+    );
+    assert!(!data.join("zkd/half-written").exists());
 }
 
 #[test]
 fn a_flipped_byte_in_a_log_is_refused_by_name_and_offset_as_zookeeper_refuses_it() {
     let zk = zookeeper_that_wrote(true);
     let data = zk.data_dir();
-    let log = newest_log(&data);
+    let log = newest(&data, "log");
     let mut bytes = std::fs::read(&log).expect("read the log");
     // Inside the first record's entry: header 16, crc 8, length 4, then the entry.
     bytes[16 + 8 + 4 + 10] ^= 0x40;

@@ -25,6 +25,8 @@ mod ensemble;
 mod fanout;
 #[path = "bench/memory.rs"]
 mod memory;
+#[path = "bench/migrate.rs"]
+mod migrate;
 #[path = "bench/stall.rs"]
 mod stall;
 #[cfg(feature = "bench-tls")]
@@ -59,8 +61,10 @@ struct Args {
     /// Run only these parts (standalone only): phases (write, read,
     /// create), stall (writes while snapshots are taken), memory (per
     /// znode), fanout (watch notification and memory per session), tls
-    /// (write and read over TLS and in plaintext). All by default.
-    #[arg(long, value_enum, value_delimiter = ',', default_values = ["phases", "stall", "memory", "fanout", "tls"])]
+    /// (write and read over TLS and in plaintext), migrate (`--nodes`
+    /// znodes exported, then each server started on ZooKeeper's files).
+    /// All by default.
+    #[arg(long, value_enum, value_delimiter = ',', default_values = ["phases", "stall", "memory", "fanout", "tls", "migrate"])]
     only: Vec<Part>,
     /// Znodes in the tree the snapshot-stall phase writes over (0 skips it).
     #[arg(long, default_value_t = 500_000)]
@@ -91,6 +95,7 @@ enum Part {
     Memory,
     Fanout,
     Tls,
+    Migrate,
 }
 
 fn parse_members(s: &str) -> Result<usize, String> {
@@ -291,12 +296,18 @@ async fn run_phase_at(
     }
 }
 
+/// The resident memory of process `pid` in KiB, or 0.
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:` for the peak), or 0.
+fn status_kib(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
@@ -488,6 +499,10 @@ async fn main() {
         let theirs = fanout::measure(&zk.addr(), zk.pid(), &args).await;
         drop(zk);
         fanout::print(&ours, &theirs, &args);
+    }
+    if args.only.contains(&Part::Migrate) {
+        let migration = migrate::measure(&args).await;
+        migrate::print(&migration, &args);
     }
     if !args.only.contains(&Part::Memory) {
         return;

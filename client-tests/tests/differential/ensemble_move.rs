@@ -1,7 +1,9 @@
 //! Issue 51, an ensemble moves: a 3-member ZooKeeper 3.8 ensemble runs a
 //! seed's ops (snapshots every few txns, so they are fuzzy), then stops
 //! under writes so that its members hold different histories:
-//! - a follower is killed first (it lags: the others commit more);
+//! - a follower is killed first (it lags: the others commit more, past a
+//!   snapshot or two, so only the history kept before the new leader's
+//!   snapshot can DIFF it);
 //! - the other follower freezes (SIGSTOP) while the leader logs a write it
 //!   can no longer commit, then both are killed: the leader holds a txn
 //!   nobody acknowledged.
@@ -50,7 +52,7 @@ fn acknowledged_writes(port: u16, acked: Arc<Mutex<Vec<String>>>) -> tokio::task
 }
 
 /// How many writes were acknowledged, once more than `after` are.
-async fn one_more_than(acked: &Mutex<Vec<String>>, after: usize) -> usize {
+async fn more_than(acked: &Mutex<Vec<String>>, after: usize) -> usize {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let n = acked.lock().unwrap().len();
@@ -77,12 +79,12 @@ async fn stop_under_writes(zk: &mut ZooKeeperEnsemble) -> ([usize; 3], Vec<Strin
     let writes = acknowledged_writes(port, acked.clone());
     let addr = format!("127.0.0.1:{port}");
     let late = zkd_client_tests::connect_detached(&addr, Duration::from_secs(20)).await;
-    let n = one_more_than(&acked, 0).await;
+    let n = more_than(&acked, 0).await;
     zk.kill9(order[0]);
     // The other two go on committing without it, past a snapshot or two
     // (one every 10 to 20 txns): the laggard is then behind the new
     // leader's snapshot, and only its logged history can DIFF it.
-    one_more_than(&acked, n + 2 * SNAP_COUNT).await;
+    more_than(&acked, n + 2 * SNAP_COUNT).await;
     zk.members[order[1]].pause();
     // The leader logs this write (behind the writer's, which the frozen
     // follower may have logged); no one else does, so it is never acknowledged.
@@ -159,11 +161,6 @@ fn zookeeper_on_copies(data: &[std::path::PathBuf], order: [usize; 3]) -> ZooKee
     oracle
 }
 
-/// Ports of a Target.
-fn ports(members: impl Iterator<Item = u16>) -> Vec<u16> {
-    members.collect()
-}
-
 async fn run_move_seed(seed: u64) -> Result<usize, String> {
     let mut zk = tokio::task::block_in_place(|| {
         ZooKeeperEnsemble::start_ticked_with_lines(3, TICK_MS, LINES)
@@ -184,8 +181,10 @@ async fn run_move_seed(seed: u64) -> Result<usize, String> {
     let zkd = tokio::task::block_in_place(|| zkd_in_place(&zk, order));
     session_went_on(&stays, &zkd, seed).await;
     let oracle = tokio::task::block_in_place(|| zookeeper_on_copies(&data, order));
-    let theirs = Target::connect(&ports(oracle.members.iter().map(|m| m.port)), seed).await;
-    let ours = Target::connect(&ports(zkd.iter().map(|m| m.port)), seed).await;
+    let theirs_ports: Vec<u16> = oracle.members.iter().map(|m| m.port).collect();
+    let ours_ports: Vec<u16> = zkd.iter().map(|m| m.port).collect();
+    let theirs = Target::connect(&theirs_ports, seed).await;
+    let ours = Target::connect(&ours_ports, seed).await;
     theirs.settle().await;
     ours.settle().await;
     let replay = format!(

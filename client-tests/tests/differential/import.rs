@@ -33,12 +33,16 @@ fn ephemerals(port: u16) -> Option<u64> {
     line.trim().parse().ok()
 }
 
-/// Waits (bounded) until neither server holds an ephemeral: the killed
-/// ZooKeeper's sessions expired on both.
-async fn expired(ports: [u16; 2]) -> Result<(), String> {
+/// Waits (bounded) until the killed server's sessions expired on both: no
+/// ephemeral is left, and the last session's timeout (the raw one's, which
+/// may hold none) and two ticks have passed since `started`, by which both
+/// servers had started. Else one that expires later would take its zxid
+/// among the compared ops, at another point on each server.
+async fn expired(ports: [u16; 2], started: Instant) -> Result<(), String> {
+    let all_gone = started + Duration::from_millis(RAW_MS as u64 + 4_000);
     let deadline = Instant::now() + Duration::from_millis(RAW_MS as u64 * 2);
     while Instant::now() < deadline {
-        if ports.iter().all(|p| ephemerals(*p) == Some(0)) {
+        if ports.iter().all(|p| ephemerals(*p) == Some(0)) && Instant::now() >= all_gone {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -112,6 +116,7 @@ async fn served_alike(
     live: Option<u64>,
     replay: &str,
 ) -> Result<usize, String> {
+    let started = Instant::now();
     let (theirs, ours) = (
         Target::connect(&[theirs_port], seed).await,
         Target::connect(&[ours_port], seed).await,
@@ -123,7 +128,7 @@ async fn served_alike(
         live,
         "the live sessions' ephemerals are there"
     );
-    expired([theirs_port, ours_port]).await?;
+    expired([theirs_port, ours_port], started).await?;
     // The trees after the expiries are compared below; the order in which one
     // expired session's ephemerals went is not: ZooKeeper lists them from a
     // hash set it refilled from the snapshot's walk, which zkd does not
