@@ -162,7 +162,7 @@ const LONG_FNS: [(&str, &str, usize); 18] = [
     ("client-tests/src/bin/lazyfs/state.rs", "rename", 90),
     ("client-tests/src/bin/nemesis/main.rs", "run_cell", 115),
     ("client-tests/src/bin/bench.rs", "run_phase_at", 96),
-    ("client-tests/src/bin/bench.rs", "main", 81),
+    ("client-tests/src/bin/bench.rs", "main", 73),
     ("client-tests/src/bin/bench/ensemble.rs", "print", 86),
 ];
 

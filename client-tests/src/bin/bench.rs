@@ -504,21 +504,29 @@ async fn main() {
         let migration = migrate::measure(&args).await;
         migrate::print(&migration, &args);
     }
-    if !args.only.contains(&Part::Memory) {
-        return;
+    if args.only.contains(&Part::Memory) {
+        memory_part(&args, start_zkd, start_zookeeper).await;
     }
+}
+
+/// The memory rows: a fresh server of each kind filled, then restarted.
+async fn memory_part(
+    args: &Args,
+    start_zkd: impl Fn() -> ZkdProcess,
+    start_zookeeper: impl Fn() -> ZooKeeperProcess,
+) {
     let mut zkd = start_zkd();
-    let mut ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), &args).await;
+    let mut ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), args).await;
     ours.restart_ms = memory::restart(&zkd.addr(), || zkd.restart()).await;
     drop(zkd);
     let mut zk = start_zookeeper();
-    let mut theirs = memory::measure(&zk.addr(), zk.pid(), &args).await;
+    let mut theirs = memory::measure(&zk.addr(), zk.pid(), args).await;
     theirs.live_heap_per_znode =
         memory::jvm_live_heap(zk.pid()).map(|b| b as f64 / args.nodes.max(1) as f64);
     let addr = zk.addr();
     theirs.restart_ms = memory::restart(&addr, || zk.restart()).await;
     drop(zk);
-    memory::print(&ours, &theirs, &args);
+    memory::print(&ours, &theirs, args);
 }
 
 /// The throughput and latency table, and its ratios.
