@@ -29,24 +29,29 @@ pub const OP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connects a stock client with the given session timeout.
 pub async fn connect(addr: &str, session_timeout: Duration) -> zk::Client {
-    let fut = zk::Client::connector()
-        .with_session_timeout(session_timeout)
-        .with_fail_eagerly()
-        .connect(addr);
-    tokio::time::timeout(OP_TIMEOUT, fut)
-        .await
-        .expect("connect timed out")
-        .expect("connect failed")
+    connect_with(zk::Client::connector(), addr, session_timeout).await
 }
 
 /// [`connect`], for a client whose session is left to expire when it is
 /// dropped, as a killed client's is: no closeSession, not even to a server
 /// that answers on its address later.
 pub async fn connect_detached(addr: &str, session_timeout: Duration) -> zk::Client {
-    let fut = zk::Client::connector()
+    connect_with(
+        zk::Client::connector().with_detached(),
+        addr,
+        session_timeout,
+    )
+    .await
+}
+
+async fn connect_with(
+    connector: zk::Connector,
+    addr: &str,
+    session_timeout: Duration,
+) -> zk::Client {
+    let fut = connector
         .with_session_timeout(session_timeout)
         .with_fail_eagerly()
-        .with_detached()
         .connect(addr);
     tokio::time::timeout(OP_TIMEOUT, fut)
         .await

@@ -31,8 +31,8 @@ pub struct Imported {
     pub sessions: usize,
     pub snapshot: PathBuf,
     pub logs: usize,
-    /// The txns kept in zkd's log after its first snapshot (0 when the
-    /// snapshot is at the last zxid).
+    /// ZooKeeper's txns that zkd's log holds, around its snapshot (0 when
+    /// the snapshot is of the last zxid).
     pub history: u64,
 }
 
@@ -72,12 +72,16 @@ pub fn import_from(
     }
     let stamps = zookeeper_stamps(from_data, from_log)?;
     if stamps.is_empty() {
-        return Err(StorageError::Foreign(format!(
-            "{} holds no snapshot or log of ZooKeeper's under {VERSION_DIR}/",
-            from_data.display()
-        )));
+        return Err(nothing_to_import(from_data));
     }
     import((from_data, from_log), &stamps, to_data, to_log)
+}
+
+fn nothing_to_import(dir: &Path) -> StorageError {
+    StorageError::Foreign(format!(
+        "{} holds no snapshot or log of ZooKeeper's under {VERSION_DIR}/",
+        dir.display()
+    ))
 }
 
 /// The log directory's `zkd/` exists without dataDir's: left by an import
@@ -111,12 +115,8 @@ fn import(
     let imported = {
         let mut store = DiskStorage::open(&stage_data, &stage_log)?;
         let mut history = HistoryWriter::new(&mut store, from_log);
-        let found = zookeeper::load(from_data, from_log, &mut history)?.ok_or_else(|| {
-            StorageError::Foreign(format!(
-                "{} holds no snapshot or log of ZooKeeper's under {VERSION_DIR}/",
-                from_data.display()
-            ))
-        })?;
+        let found = zookeeper::load(from_data, from_log, &mut history)?
+            .ok_or_else(|| nothing_to_import(from_data))?;
         let kept = history.finish(&found.tree)?;
         save_epochs(&mut store, &found)?;
         Imported {

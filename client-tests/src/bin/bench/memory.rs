@@ -45,7 +45,19 @@ pub async fn restart(addr: &str, restart: impl FnOnce()) -> f64 {
     drop(before);
     let started = Instant::now();
     tokio::task::block_in_place(restart);
-    let deadline = started + Duration::from_secs(120);
+    let expected = usize::try_from(expected).unwrap_or(0);
+    every_znode_readable(addr, expected, started, Duration::from_secs(120)).await
+}
+
+/// Ms from `started` until a read of `/mem` at `addr` finds `nodes`
+/// children (the tree recovered), or NaN after `limit`.
+pub async fn every_znode_readable(
+    addr: &str,
+    nodes: usize,
+    started: Instant,
+    limit: Duration,
+) -> f64 {
+    let deadline = started + limit;
     while Instant::now() < deadline {
         let connecting = zk::Client::connector()
             .with_session_timeout(Duration::from_secs(30))
@@ -53,7 +65,7 @@ pub async fn restart(addr: &str, restart: impl FnOnce()) -> f64 {
             .connect(addr);
         if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(2), connecting).await {
             if let Ok((_, stat)) = c.get_data("/mem").await {
-                if stat.num_children >= expected {
+                if stat.num_children as usize >= nodes {
                     return started.elapsed().as_secs_f64() * 1000.0;
                 }
             }

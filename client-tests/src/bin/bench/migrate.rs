@@ -5,13 +5,16 @@
 //! files, and zkd importing them (a copy into its own store) and serving.
 //! Beside the times, each start's CPU seconds and peak and settled RSS.
 
+use super::memory::every_znode_readable;
 use super::{cpu_secs, populate, status_kib, Args};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use zkd_client_tests::oracle::{ZooKeeperProcess, BENCH_HEAP};
 use zkd_client_tests::process::{free_port, zkd_binary};
 use zkd_client_tests::{ServerOptions, ZkdProcess};
-use zookeeper_client as zk;
+
+/// How long a start may take.
+const LIMIT: Duration = Duration::from_secs(300);
 
 /// One server's start on ZooKeeper's files.
 pub struct Start {
@@ -77,7 +80,7 @@ async fn zkd_start(data: &Path, nodes: usize) -> Start {
     let zkd = ZkdProcess::try_start_on(&config, data, ("127.0.0.1", port))
         .unwrap_or_else(|e| panic!("{e}"));
     let pid = zkd.pid().unwrap_or(0);
-    let ms = every_znode_readable(&zkd.addr(), nodes, started).await;
+    let ms = every_znode_readable(&zkd.addr(), nodes, started, LIMIT).await;
     let log = zkd.log();
     let imported = log
         .lines()
@@ -96,7 +99,7 @@ async fn zookeeper_start(data: &Path, nodes: usize) -> Start {
     let zk = tokio::task::block_in_place(|| {
         ZooKeeperProcess::start_sized_on_copy_of(2000, data, more, BENCH_HEAP)
     });
-    let ms = every_znode_readable(&zk.addr(), nodes, started).await;
+    let ms = every_znode_readable(&zk.addr(), nodes, started, LIMIT).await;
     settled(zk.pid(), ms, None)
 }
 
@@ -109,26 +112,6 @@ fn settled(pid: u32, ms: f64, import_ms: Option<f64>) -> Start {
         peak_kib: status_kib(pid, "VmHWM:"),
         rss_kib: status_kib(pid, "VmRSS:"),
     }
-}
-
-/// Ms from `started` until a read of `/mem` at `addr` finds `nodes` children.
-async fn every_znode_readable(addr: &str, nodes: usize, started: Instant) -> f64 {
-    let deadline = started + Duration::from_secs(300);
-    while Instant::now() < deadline {
-        let connecting = zk::Client::connector()
-            .with_session_timeout(Duration::from_secs(30))
-            .with_fail_eagerly()
-            .connect(addr);
-        if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(2), connecting).await {
-            if let Ok((_, stat)) = c.get_data("/mem").await {
-                if stat.num_children as usize >= nodes {
-                    return started.elapsed().as_secs_f64() * 1000.0;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    f64::NAN
 }
 
 /// Prints the migration rows with their ratios.
