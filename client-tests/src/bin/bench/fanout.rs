@@ -2,7 +2,8 @@
 //! `--watchers` sessions each hold a data watch on one znode and one setData
 //! fires them all; the time until the last session hears of it is the row
 //! (median of three rounds, after untimed rounds for `--warm` seconds). The
-//! same sessions, idle, give the server's resident memory per session.
+//! same sessions, idle, give the server's resident memory per session, over
+//! all of them and over the second half alone (the marginal cost).
 
 use super::{rss_kib, Args};
 use std::time::{Duration, Instant};
@@ -20,6 +21,11 @@ pub struct Fanout {
     pub notified_ms: Vec<f64>,
     /// Resident bytes the idle sessions added, per session.
     pub rss_per_session: f64,
+    /// The same for the second half of them alone: the cost of one more
+    /// session, without the memory the process had freed before it began
+    /// (which the first sessions take up, so the whole figure grows with
+    /// the number of sessions even where each costs the same).
+    pub marginal_rss_per_session: f64,
 }
 
 impl Fanout {
@@ -37,20 +43,14 @@ pub async fn measure(addr: &str, pid: u32, args: &Args) -> Fanout {
     let _ = writer.create("/fan", b"", &persistent()).await;
     let empty = rss_kib(pid);
     let mut sessions = Vec::with_capacity(args.watchers);
-    while sessions.len() < args.watchers {
-        let batch = CONNECT_BATCH.min(args.watchers - sessions.len());
-        let connecting = (0..batch).map(|_| {
-            let addr = addr.to_owned();
-            tokio::spawn(async move { connect(&addr, Duration::from_secs(30)).await })
-        });
-        for c in connecting.collect::<Vec<_>>() {
-            sessions.push(c.await.expect("connect task"));
-        }
-    }
-    // Idle a moment, so the server's per-connection buffers settle.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_per_session =
-        rss_kib(pid).saturating_sub(empty) as f64 * 1024.0 / args.watchers.max(1) as f64;
+    let half = args.watchers / 2;
+    connect_up_to(addr, &mut sessions, half).await;
+    let at_half = settled_rss_kib(pid).await;
+    connect_up_to(addr, &mut sessions, args.watchers).await;
+    let full = settled_rss_kib(pid).await;
+    let per = |kib: u64, n: usize| kib as f64 * 1024.0 / n.max(1) as f64;
+    let rss_per_session = per(full.saturating_sub(empty), args.watchers);
+    let marginal_rss_per_session = per(full.saturating_sub(at_half), args.watchers - half);
     let warm = Instant::now();
     let mut round = 0;
     while warm.elapsed() < Duration::from_secs(args.warm) {
@@ -64,7 +64,28 @@ pub async fn measure(addr: &str, pid: u32, args: &Args) -> Fanout {
     Fanout {
         notified_ms,
         rss_per_session,
+        marginal_rss_per_session,
     }
+}
+
+/// Connects sessions to `addr`, [`CONNECT_BATCH`] at a time, until `sessions` holds `n`.
+async fn connect_up_to(addr: &str, sessions: &mut Vec<zk::Client>, n: usize) {
+    while sessions.len() < n {
+        let batch = CONNECT_BATCH.min(n - sessions.len());
+        let connecting = (0..batch).map(|_| {
+            let addr = addr.to_owned();
+            tokio::spawn(async move { connect(&addr, Duration::from_secs(30)).await })
+        });
+        for c in connecting.collect::<Vec<_>>() {
+            sessions.push(c.await.expect("connect task"));
+        }
+    }
+}
+
+/// The server's RSS once its per-connection buffers settled (idle a moment).
+async fn settled_rss_kib(pid: u32) -> u64 {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    rss_kib(pid)
 }
 
 /// One round: every session watches `/fan`, `writer` sets it; the time from
@@ -110,6 +131,14 @@ pub fn print(ours: &Fanout, theirs: &Fanout, args: &Args) {
     let (a, b) = (ours.rss_per_session, theirs.rss_per_session);
     println!(
         "| RSS per idle session | {a:.0} B | {b:.0} B | {:.2}x |",
+        a / b.max(1.0)
+    );
+    let (a, b) = (
+        ours.marginal_rss_per_session,
+        theirs.marginal_rss_per_session,
+    );
+    println!(
+        "| RSS per idle session, the second half's alone (marginal) | {a:.0} B | {b:.0} B | {:.2}x |",
         a / b.max(1.0)
     );
 }
