@@ -347,6 +347,36 @@ mod tests {
         assert_eq!(recovered(&store).last_zxid(), Zxid(0x200000003));
     }
 
+    /// The digest ZooKeeper logs with a txn (a TxnDigest: version 2, then
+    /// the tree's digest after it) must match the imported tree's.
+    #[test]
+    fn a_logged_digest_that_does_not_match_the_tree_is_refused() {
+        let snapshot: Vec<i64> = (0x100000001..=0x100000004).collect();
+        let mut after = DataTree::new();
+        snapshot
+            .iter()
+            .chain(&[0x100000005])
+            .for_each(|z| drop(after.apply(&create(*z))));
+        let right = crate::zookeeper::zookeeper_digest(&after);
+        for (digest, imports) in [(right, true), (right ^ 1, false)] {
+            let from = zookeeper_dir(&snapshot, &[]);
+            let mut entry = create(0x100000005).to_bytes().to_vec();
+            entry.extend_from_slice(&2i32.to_be_bytes());
+            entry.extend_from_slice(&digest.to_be_bytes());
+            let log = from.path().join(VERSION_DIR).join("log.100000005");
+            std::fs::write(log, zookeeper::log_of(&[entry], 100)).unwrap();
+            let to = tempfile::tempdir().unwrap();
+            let result = import_from(from.path(), from.path(), to.path(), to.path());
+            match imports {
+                true => assert_eq!(result.unwrap().zxid, Zxid(0x100000005)),
+                false => {
+                    let e = result.unwrap_err().to_string();
+                    assert!(e.contains("does not match the digest"), "{e}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn txns_that_skip_a_zxid_leave_only_a_snapshot_of_the_end() {
         let snapshot: Vec<i64> = (0x100000001..=0x100000004).collect();
