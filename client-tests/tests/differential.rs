@@ -567,6 +567,24 @@ fn last_zxid(port: u16) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Runs `run` for every seed of [`seeds`]`(var, default)`: the sum of
+/// what the seeds that passed counted, and each other seed's divergence.
+async fn every_seed<F, Fut>(var: &str, default: u64, run: F) -> (usize, Vec<String>)
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<usize, String>>,
+{
+    let mut counted = 0;
+    let mut divergences = Vec::new();
+    for seed in seeds(var, default) {
+        match run(seed).await {
+            Ok(n) => counted += n,
+            Err(d) => divergences.push(d),
+        }
+    }
+    (counted, divergences)
+}
+
 /// Seeds 1..=`$var` (default `default`), or only seed `$var_ONLY` if set.
 fn seeds(var: &str, default: u64) -> Vec<u64> {
     let env = |name: &str| std::env::var(name).ok().and_then(|n| n.parse().ok());
@@ -601,14 +619,7 @@ async fn run_seed(seed: u64) -> Result<usize, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_operations_match_apache_zookeeper() {
     // More seeds on demand: ZKD_DIFFERENTIAL_SEEDS=200.
-    let mut compared = 0;
-    let mut divergences = Vec::new();
-    for seed in seeds("ZKD_DIFFERENTIAL_SEEDS", 5) {
-        match run_seed(seed).await {
-            Ok(n) => compared += n,
-            Err(d) => divergences.push(d),
-        }
-    }
+    let (compared, divergences) = every_seed("ZKD_DIFFERENTIAL_SEEDS", 5, run_seed).await;
     report(&divergences, compared, "Apache ZooKeeper");
 }
 

@@ -40,13 +40,7 @@ async fn run_ensemble_seed(seed: u64) -> Result<usize, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_operations_on_ensembles_match_an_apache_zookeeper_ensemble() {
     // More seeds on demand: ZKD_DIFFERENTIAL_ENSEMBLE_SEEDS=50 (each starts two ensembles).
-    let mut compared = 0;
-    let mut divergences = Vec::new();
-    for seed in seeds("ZKD_DIFFERENTIAL_ENSEMBLE_SEEDS", 3) {
-        match run_ensemble_seed(seed).await {
-            Ok(n) => compared += n,
-            Err(d) => divergences.push(d),
-        }
-    }
+    let (compared, divergences) =
+        every_seed("ZKD_DIFFERENTIAL_ENSEMBLE_SEEDS", 3, run_ensemble_seed).await;
     report(&divergences, compared, "an Apache ZooKeeper ensemble");
 }

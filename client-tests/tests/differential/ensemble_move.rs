@@ -276,14 +276,7 @@ async fn session_went_on(stays: &zk::Client, zkd: &[ZkdProcess; 3], seed: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ensemble_moves_from_zookeeper_to_zkd_in_place() {
     // More seeds on demand: ZKD_MOVE_SEEDS=10 (each runs three ensembles).
-    let mut acked = 0;
-    let mut divergences = Vec::new();
-    for seed in seeds("ZKD_MOVE_SEEDS", 1) {
-        match run_move_seed(seed).await {
-            Ok(n) => acked += n,
-            Err(d) => divergences.push(d),
-        }
-    }
+    let (acked, divergences) = every_seed("ZKD_MOVE_SEEDS", 1, run_move_seed).await;
     assert!(divergences.is_empty(), "{}", divergences.join("\n\n"));
     assert!(acked > 0, "no acknowledged write was checked");
 }

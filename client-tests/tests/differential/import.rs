@@ -215,27 +215,13 @@ async fn run_export_seed(seed: u64) -> Result<usize, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zkds_export_is_served_by_zookeeper_as_zkd_serves_it() {
     // More seeds on demand: ZKD_EXPORT_SEEDS=20.
-    let mut compared = 0;
-    let mut divergences = Vec::new();
-    for seed in seeds("ZKD_EXPORT_SEEDS", 1) {
-        match run_export_seed(seed).await {
-            Ok(n) => compared += n,
-            Err(d) => divergences.push(d),
-        }
-    }
+    let (compared, divergences) = every_seed("ZKD_EXPORT_SEEDS", 1, run_export_seed).await;
     report(&divergences, compared, "Apache ZooKeeper on zkd's export");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zookeeper_data_dir_is_served_as_zookeeper_serves_it() {
     // More seeds on demand: ZKD_IMPORT_SEEDS=20.
-    let mut compared = 0;
-    let mut divergences = Vec::new();
-    for seed in seeds("ZKD_IMPORT_SEEDS", 1) {
-        match run_import_seed(seed).await {
-            Ok(n) => compared += n,
-            Err(d) => divergences.push(d),
-        }
-    }
+    let (compared, divergences) = every_seed("ZKD_IMPORT_SEEDS", 1, run_import_seed).await;
     report(&divergences, compared, "Apache ZooKeeper on the same files");
 }
