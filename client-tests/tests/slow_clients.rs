@@ -7,7 +7,7 @@ use zkd_client_tests::raw::{RawClient, Read1};
 use zkd_client_tests::ZkdProcess;
 use zkd_protocol::records::*;
 use zkd_protocol::request::ClientRequest;
-use zkd_protocol::OpCode;
+use zkd_protocol::{OpCode, Record};
 
 fn still_serves(port: u16) {
     let (mut c, _) = RawClient::new_session(port, 10_000);
@@ -67,6 +67,46 @@ fn a_client_that_never_reads_its_replies_cannot_exhaust_memory() {
         rss < 300,
         "zkd buffered replies without bound: RSS {rss} MiB"
     );
+}
+
+/// A client that pauses reading is held back, not cut off: zkd stops
+/// reading its requests once 8 MB of replies wait for it, well before the
+/// 32 MB at which it would close the connection. Once the client reads,
+/// every reply comes, as from ZooKeeper, which stops reading a client with
+/// too much outstanding rather than closing it.
+#[test]
+fn a_client_that_pauses_reading_is_held_back_not_cut_off() {
+    let server = ZkdProcess::start();
+    let (mut setup, _) = RawClient::new_session(server.port, 10_000);
+    let create = ClientRequest::Create(
+        OpCode::Create,
+        CreateRequest {
+            path: "/medium".into(),
+            data: Some(Bytes::from(vec![1u8; 100_000])),
+            acl: vec![Acl::world(31)],
+            flags: 0,
+        },
+    );
+    assert_eq!(setup.call(1, &create).0.err, 0);
+    let (mut paused, _) = RawClient::new_session(server.port, 30_000);
+    // 200 MB of replies, 100 KB each: at most 128 of them (12.8 MB) are
+    // ever taken in at once, so only the byte bound holds the rest back.
+    let get = ClientRequest::GetData(GetDataRequest {
+        path: "/medium".into(),
+        watch: false,
+    });
+    for xid in 0..2000 {
+        paused.send_request(xid, &get);
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    still_serves(server.port);
+    for xid in 0..2000 {
+        let Read1::Frame(mut reply) = paused.read() else {
+            panic!("the connection ended after {xid} of 2000 replies");
+        };
+        let header = ReplyHeader::decode(&mut reply).unwrap();
+        assert_eq!((header.xid, header.err), (xid, 0));
+    }
 }
 
 #[test]

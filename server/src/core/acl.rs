@@ -107,6 +107,8 @@ impl AuthIds {
         if self.added.len() >= MAX_IDS {
             return false;
         }
+        // Most connections hold one id for life: no room for more (issue 52).
+        self.added.reserve_exact(1);
         self.added.push(id);
         let hashes: Vec<i32> = self
             .added

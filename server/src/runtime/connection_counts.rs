@@ -5,9 +5,10 @@
 //! under way now), `unsuccessful_handshake` (TLS handshakes that failed
 //! or timed out) and `connection_rejected` (refused past `maxClientCnxns`).
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The counts, shared by every connection task and the metrics.
 #[derive(Debug, Default)]
@@ -76,5 +77,49 @@ impl ConnectionCounts {
 impl Drop for Handshake {
     fn drop(&mut self) {
         self.0.tls_handshakes.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One port's open connections by address, for `maxClientCnxns`.
+#[derive(Clone, Debug, Default)]
+pub struct AddressCounts(Arc<Mutex<HashMap<IpAddr, u32>>>);
+
+/// A connection's place in its address's count, given back when dropped.
+#[derive(Debug)]
+pub struct AddressSlot {
+    counts: AddressCounts,
+    ip: IpAddr,
+}
+
+impl AddressCounts {
+    /// A place for one more connection from `ip`; None if it already has
+    /// `max` (0 for no limit).
+    pub fn take(&self, ip: IpAddr, max: u32) -> Option<AddressSlot> {
+        let mut counts = self.lock();
+        let n = counts.entry(ip).or_insert(0);
+        if max != 0 && *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            counts: self.clone(),
+            ip,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<IpAddr, u32>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock();
+        if let Some(n) = counts.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
     }
 }

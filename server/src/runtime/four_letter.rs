@@ -168,7 +168,7 @@ fn cons(node: &Node) -> String {
 fn session_of(node: &Node, conn: ConnId) -> String {
     node.connections()
         .get(&conn)
-        .and_then(Conn::session)
+        .and_then(|c| c.session())
         .map_or_else(|| "0x0".into(), |s| s.to_string())
 }
 

@@ -16,6 +16,7 @@ pub mod clock;
 pub mod connection;
 pub mod connection_counts;
 pub mod faults;
+mod flow;
 pub mod four_letter;
 
 pub mod metrics_report;
@@ -24,6 +25,7 @@ pub mod operator;
 pub mod peer;
 mod prometheus;
 pub mod server_info;
+mod serving;
 #[cfg(test)]
 mod snap_sender_tests;
 
@@ -39,12 +41,12 @@ use crate::driver::{member_driver, recovery, storage_worker};
 use crate::failpoints::{active, Failpoint};
 use bytes::Bytes;
 use clock::Clock;
+use connection_counts::AddressCounts;
 use node_loop::{Membership, NodeLoop};
 use server_info::ServerInfo;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use storage_worker::{StorageJob, StorageReport};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -62,10 +64,8 @@ pub enum Inbound {
         /// On the secure port, the subject its certificate authenticated it as.
         certified: Option<String>,
         /// Its writer's queue, and the reply bytes queued for it, shared
-        /// with its reader for backpressure.
+        /// with its reader for backpressure; ending it ends the connection.
         flow: Arc<connection::Flow>,
-        /// Ends its writer at once, queued frames and all.
-        writer: tokio::task::AbortHandle,
     },
     /// Its ConnectRequest.
     Handshake {
@@ -95,7 +95,7 @@ const FOUR_LETTER_CAPACITY: usize = 64;
 /// Bytes queued for one connection's writer beyond which the connection is
 /// closed. Replies stop being read well before this (the reader's flow
 /// control); notifications to a client that never reads are what reach it.
-const MAX_CONNECTION_QUEUE_BYTES: usize = 4 * connection::MAX_QUEUED_REPLY_BYTES;
+const MAX_CONNECTION_QUEUE_BYTES: usize = 4 * flow::MAX_QUEUED_REPLY_BYTES;
 
 /// The core settings derived from a validated config.
 pub fn core_config(config: &Config) -> CoreConfig {
@@ -454,26 +454,6 @@ fn storage_failed<S>(storage: S, error: String) -> ServeError {
     ServeError::Storage(error)
 }
 
-/// Per-IP connection counts, for maxClientCnxns.
-type IpCounts = Arc<Mutex<HashMap<IpAddr, u32>>>;
-
-struct IpSlot {
-    counts: IpCounts,
-    ip: IpAddr,
-}
-
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = counts.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.ip);
-            }
-        }
-    }
-}
-
 /// Runs a port's accept loop, if it has one; else waits for ever.
 async fn accepting(accept_loop: Option<impl Future<Output = ()>>) {
     match accept_loop {
@@ -492,7 +472,7 @@ async fn accept_loop(
     max_per_ip: u32,
     ids: Arc<std::sync::atomic::AtomicU64>,
 ) {
-    let counts: IpCounts = Arc::default();
+    let per_address = AddressCounts::default();
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -503,27 +483,17 @@ async fn accept_loop(
                 continue;
             }
         };
-        let slot = {
-            let mut map = counts.lock().unwrap_or_else(|e| e.into_inner());
-            let n = map.entry(addr.ip()).or_insert(0);
-            if max_per_ip != 0 && *n >= max_per_ip {
-                tracing::warn!(ip = %addr.ip(), max_per_ip, "too many connections from one address");
-                settings.counts.reject();
-                continue;
-            }
-            *n += 1;
-            IpSlot {
-                counts: counts.clone(),
-                ip: addr.ip(),
-            }
+        let Some(slot) = per_address.take(addr.ip(), max_per_ip) else {
+            tracing::warn!(ip = %addr.ip(), max_per_ip, "too many connections from one address");
+            settings.counts.reject();
+            continue;
         };
         let conn = ConnId(ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
         let channels = channels.clone();
         let settings = settings.clone();
         let kind = kind.clone();
         tokio::spawn(async move {
-            let _slot = slot;
-            connection::serve_port(stream, &kind, conn, channels, settings).await
+            connection::serve_port(stream, slot, &kind, conn, channels, settings).await
         });
     }
 }

@@ -13,12 +13,6 @@ async fn recv_if_any<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     }
 }
 
-/// A connection as the node loop holds it.
-pub(super) struct ConnHandle {
-    pub(super) flow: Arc<connection::Flow>,
-    pub(super) writer: tokio::task::AbortHandle,
-}
-
 pub(super) struct NodeLoop {
     pub(super) node: Node,
     pub(super) clock: Clock,
@@ -29,7 +23,8 @@ pub(super) struct NodeLoop {
     pub(super) jobs: storage_worker::JobSender,
     /// How much of the node's snapshot pieces storage is done with.
     pub(super) snapshot_progress: storage_worker::SnapshotProgress,
-    pub(super) conns: BTreeMap<ConnId, ConnHandle>,
+    /// Each connection's queue to its writer.
+    pub(super) conns: BTreeMap<ConnId, Arc<connection::Flow>>,
     pub(super) info: super::server_info::ServerInfo,
     /// The election and Zab side, in an ensemble.
     pub(super) member: Option<Membership>,
@@ -260,9 +255,8 @@ impl NodeLoop {
                 remote_port,
                 certified,
                 flow,
-                writer,
             } => {
-                self.conns.insert(conn, ConnHandle { flow, writer });
+                self.conns.insert(conn, flow);
                 let connected = Event::Connected {
                     conn,
                     remote_ip,
@@ -307,8 +301,8 @@ impl NodeLoop {
                 Command::Reply { conn, frame } => self.write(conn, frame, true),
                 Command::Send { conn, frame } => self.write(conn, frame, false),
                 Command::Close { conn } => {
-                    if let Some(c) = self.conns.remove(&conn) {
-                        c.flow.close();
+                    if let Some(flow) = self.conns.remove(&conn) {
+                        flow.close();
                     }
                 }
                 Command::Persist { txn } => self.submit(StorageJob::Persist {
@@ -344,10 +338,10 @@ impl NodeLoop {
     }
 
     fn write(&mut self, conn: ConnId, frame: Bytes, answers_request: bool) {
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(flow) = self.conns.get(&conn) else {
             return;
         };
-        if c.flow.queued(frame.len()) > MAX_CONNECTION_QUEUE_BYTES {
+        if flow.queued(frame.len()) > MAX_CONNECTION_QUEUE_BYTES {
             // A client that reads nothing while its watches fire: cut it off
             // rather than hold its notifications without bound.
             tracing::warn!(
@@ -357,13 +351,13 @@ impl NodeLoop {
             self.drop_connection(conn);
             return;
         }
-        c.flow.send(frame, answers_request);
+        flow.send(frame, answers_request);
     }
 
     /// Drops a connection at once, its session left to live or expire.
     pub(super) fn drop_connection(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.remove(&conn) {
-            c.writer.abort();
+        if let Some(flow) = self.conns.remove(&conn) {
+            flow.end();
             self.node
                 .handle_event(self.now, Event::Disconnected { conn });
         }

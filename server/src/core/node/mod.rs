@@ -57,7 +57,9 @@ pub(super) struct InFlight {
 /// The clients' connections, by id and by the session each serves.
 #[derive(Debug, Default)]
 pub(super) struct Clients {
-    pub(super) conns: BTreeMap<ConnId, Conn>,
+    /// Boxed: a B-tree keeps its nodes part empty, and empty slots of a
+    /// few bytes cost less than slots the size of a `Conn` (issue 52).
+    pub(super) conns: BTreeMap<ConnId, Box<Conn>>,
     pub(super) session_conn: BTreeMap<SessionId, ConnId>,
     /// Connections in `ConnState::Reattaching`, so applying a txn checks only them.
     pub(super) reattaching: std::collections::BTreeSet<ConnId>,
@@ -148,7 +150,7 @@ impl Node {
                 let rules = self.config.acl_rules;
                 self.clients
                     .conns
-                    .insert(conn, Conn::new(remote_ip, remote_port, rules));
+                    .insert(conn, Box::new(Conn::new(remote_ip, remote_port, rules)));
             }
             Event::Certified { conn, subject } => {
                 if let Some(c) = self.clients.conns.get_mut(&conn) {
@@ -269,7 +271,7 @@ impl Node {
     }
 
     /// Live connections.
-    pub fn connections(&self) -> &BTreeMap<ConnId, Conn> {
+    pub fn connections(&self) -> &BTreeMap<ConnId, Box<Conn>> {
         &self.clients.conns
     }
 

@@ -332,7 +332,11 @@ impl Node {
                 return;
             };
             let (frames, received_ms) = match c.queue.front_mut() {
-                None => break,
+                None => {
+                    // An idle session holds no queue (issue 52).
+                    c.queue = std::collections::VecDeque::new();
+                    break;
+                }
                 Some(Queued::Write { reply: None, .. }) => return,
                 Some(Queued::Write { reply: Some(_), .. }) | Some(Queued::Ready(_)) => {
                     match c.queue.pop_front() {

@@ -2,7 +2,6 @@
 //! `hash` (the tree's digest log).
 
 use super::commands::object;
-use crate::core::connection::Conn;
 use crate::core::digest_log::ZKD_DIGEST_VERSION;
 use crate::core::{ConnId, Node};
 use serde_json::{json, Map, Value};
@@ -32,7 +31,7 @@ pub(super) fn dump(node: &Node) -> Map<String, Value> {
 fn session_of(node: &Node, conn: ConnId) -> i64 {
     node.connections()
         .get(&conn)
-        .and_then(Conn::session)
+        .and_then(|c| c.session())
         .map_or(0, |s| s.0)
 }
 
