@@ -76,6 +76,10 @@ struct Args {
     /// idle memory is measured).
     #[arg(long, default_value_t = 5_000)]
     watchers: usize,
+    /// Data watches set on the memory part's znodes (at most one each),
+    /// from four sessions, whose memory per watch is then read.
+    #[arg(long, default_value_t = 200_000)]
+    watches: usize,
     /// Seconds of steady writes before the leader is killed (ensembles only).
     #[arg(long, default_value_t = 3)]
     warmup: u64,
@@ -319,29 +323,41 @@ struct ServerRun {
     create: PhaseResult,
 }
 
+/// Znodes [`populate`] creates at once (one task each).
+const POPULATE_IN_FLIGHT: usize = 64;
+
 /// Creates `count` znodes of `payload` bytes under `/mem`, 64 in flight on
 /// one session, however few the timed phases keep in flight.
 async fn populate(addr: &str, count: usize, payload: usize) {
-    const IN_FLIGHT: usize = 64;
     let c = connect(addr, Duration::from_secs(30)).await;
     let _ = c.create("/mem", b"", &persistent()).await;
     let data = vec![5u8; payload];
-    let per_task = count.div_ceil(IN_FLIGHT);
+    let per_task = count.div_ceil(POPULATE_IN_FLIGHT);
     let mut tasks = Vec::new();
-    for w in 0..IN_FLIGHT {
+    for w in 0..POPULATE_IN_FLIGHT {
         let c = c.clone();
         let data = data.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..per_task {
-                let _ = c
-                    .create(&format!("/mem/n{w}-{i}"), &data, &persistent())
-                    .await;
+                let _ = c.create(&populated_path(w, i), &data, &persistent()).await;
             }
         }));
     }
     for t in tasks {
         let _ = t.await;
     }
+}
+
+/// The path of the `i`th znode [`populate`]'s task `w` creates.
+fn populated_path(w: usize, i: usize) -> String {
+    format!("/mem/n{w}-{i}")
+}
+
+/// `count` of the paths [`populate`] created (it made at least `count`).
+fn populated_paths(count: usize) -> Vec<String> {
+    (0..count)
+        .map(|k| populated_path(k % POPULATE_IN_FLIGHT, k / POPULATE_IN_FLIGHT))
+        .collect()
 }
 
 /// Drives `phase` untimed for `--warm` seconds, as [`run_phase`] would.
@@ -516,13 +532,11 @@ async fn memory_part(
     start_zookeeper: impl Fn() -> ZooKeeperProcess,
 ) {
     let mut zkd = start_zkd();
-    let mut ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), args).await;
+    let mut ours = memory::measure(&zkd.addr(), zkd.pid().unwrap_or(0), args, false).await;
     ours.restart_ms = memory::restart(&zkd.addr(), || zkd.restart()).await;
     drop(zkd);
     let mut zk = start_zookeeper();
-    let mut theirs = memory::measure(&zk.addr(), zk.pid(), args).await;
-    theirs.live_heap_per_znode =
-        memory::jvm_live_heap(zk.pid()).map(|b| b as f64 / args.nodes.max(1) as f64);
+    let mut theirs = memory::measure(&zk.addr(), zk.pid(), args, true).await;
     let addr = zk.addr();
     theirs.restart_ms = memory::restart(&addr, || zk.restart()).await;
     drop(zk);

@@ -33,8 +33,10 @@ pub struct AuthIds {
     skip: bool,
     /// In the order they were added (ip first).
     added: Vec<Id>,
-    /// The same ids in the order ZooKeeper's per-connection hash set yields them.
-    ids: Vec<Id>,
+    /// The same ids in the order ZooKeeper's per-connection hash set yields
+    /// them; empty while there is one, the order of one (issue 52: most
+    /// connections hold only their ip for life).
+    ordered: Vec<Id>,
 }
 
 impl AuthIds {
@@ -81,7 +83,10 @@ impl AuthIds {
     /// The identities in ZooKeeper's order: `auth` ACLs expand to them and
     /// whoAmI lists them in this order, and clients compare ACL lists as lists.
     pub fn ids(&self) -> &[Id] {
-        &self.ids
+        match self.ordered.is_empty() {
+            true => &self.added,
+            false => &self.ordered,
+        }
     }
 
     /// The identities in the order they were added, as a follower forwards them.
@@ -110,12 +115,15 @@ impl AuthIds {
         // Most connections hold one id for life: no room for more (issue 52).
         self.added.reserve_exact(1);
         self.added.push(id);
+        if self.added.len() == 1 {
+            return true;
+        }
         let hashes: Vec<i32> = self
             .added
             .iter()
             .map(|id| java_order::id_hash(&id.scheme, &id.id))
             .collect();
-        self.ids = java_order::concurrent_hash_set_order(&hashes)
+        self.ordered = java_order::concurrent_hash_set_order(&hashes)
             .into_iter()
             .map(|i| self.added[i].clone())
             .collect();
@@ -123,7 +131,7 @@ impl AuthIds {
     }
 
     fn is_super(&self) -> bool {
-        self.ids.iter().any(|id| id.scheme == "super")
+        self.added.iter().any(|id| id.scheme == "super")
     }
 
     /// Processes an auth packet. `Err(AuthFailed)` for an unknown scheme.
@@ -167,17 +175,20 @@ impl AuthIds {
             match id.scheme.as_str() {
                 "world" => id.id == "anyone",
                 "digest" => self
-                    .ids
+                    .added
                     .iter()
                     .any(|h| h.scheme == "digest" && h.id == id.id),
                 "ip" => self
-                    .ids
+                    .added
                     .iter()
                     .any(|h| h.scheme == "ip" && ip_matches(&h.id, &id.id)),
-                "x509" => self.ids.iter().any(|h| h.scheme == "x509" && h.id == id.id),
+                "x509" => self
+                    .added
+                    .iter()
+                    .any(|h| h.scheme == "x509" && h.id == id.id),
                 // ZooKeeper's SASL provider: a held id of `super` matches any.
                 "sasl" if self.sasl_scheme => self
-                    .ids
+                    .added
                     .iter()
                     .any(|h| h.scheme == "sasl" && (h.id == id.id || h.id == "super")),
                 _ => false,
@@ -204,7 +215,7 @@ impl AuthIds {
                     let mut any = false;
                     let authenticated =
                         |id: &&Id| matches!(id.scheme.as_str(), "digest" | "x509" | "sasl");
-                    for id in self.ids.iter().filter(authenticated) {
+                    for id in self.ids().iter().filter(authenticated) {
                         any = true;
                         push(Acl {
                             perms: a.perms,

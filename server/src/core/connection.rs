@@ -84,8 +84,9 @@ pub struct Conn {
     /// Requests forwarded to the leader for it and not answered yet.
     pub forwarded: usize,
     pub stats: ConnStats,
-    /// The connection's SASL exchange, from its first SASL request.
-    pub sasl: Option<super::sasl::digest_md5::DigestMd5>,
+    /// The connection's SASL exchange, from its first SASL request (boxed:
+    /// most connections never have one).
+    pub sasl: Option<Box<super::sasl::digest_md5::DigestMd5>>,
 }
 
 impl Conn {

@@ -1,7 +1,9 @@
 //! The memory rows: a fresh server of each kind, `--nodes` znodes of
-//! `--payload` bytes created, then its resident memory per znode; for
-//! ZooKeeper also its live heap per znode (after a full GC, as
-//! `jmap -histo:live` counts it), the figure a compact JVM could reach.
+//! `--payload` bytes created, then its resident memory per znode; then
+//! `--watches` data watches on them from four sessions, and the memory per
+//! watch. For ZooKeeper also its live heap per znode and per watch (after a
+//! full GC, as `jmap -histo:live` counts it), the figure a compact JVM
+//! could reach.
 
 use super::{populate, rss_kib, Args};
 use std::time::{Duration, Instant};
@@ -15,22 +17,97 @@ pub struct Memory {
     pub added_per_znode: f64,
     /// The JVM's live heap per znode (ZooKeeper only).
     pub live_heap_per_znode: Option<f64>,
+    /// Resident bytes the watches added, per watch.
+    pub rss_per_watch: f64,
+    /// The live heap the watches added, per watch (ZooKeeper only).
+    pub live_heap_per_watch: Option<f64>,
+    /// The watches the server reported holding (`wchs`).
+    pub watches: usize,
     /// kill -9 -> restarted and answering a read, ms (see [`restart`]).
     pub restart_ms: f64,
 }
 
-/// Fills the server at `addr` (process `pid`) and measures it.
-pub async fn measure(addr: &str, pid: u32, args: &Args) -> Memory {
+/// Fills the server at `addr` (process `pid`), then watches its znodes,
+/// and measures it after each step; `jvm` also reads the live heap.
+pub async fn measure(addr: &str, pid: u32, args: &Args, jvm: bool) -> Memory {
+    let live_heap = || jvm.then(|| jvm_live_heap(pid)).flatten();
     let empty = rss_kib(pid);
     populate(addr, args.nodes, args.payload).await;
     let full = rss_kib(pid);
-    let per = |kib: u64| kib as f64 * 1024.0 / args.nodes.max(1) as f64;
+    let live_full = live_heap();
+    let watchers = watch_znodes(addr, args.watches.min(args.nodes)).await;
+    let watched = rss_kib(pid);
+    let live_watched = live_heap();
+    // As the server counts them: a watch the client failed to set is not one.
+    let watches = watch_count(addr);
+    drop(watchers);
+    let per = |bytes: f64, n: usize| bytes / n.max(1) as f64;
+    let kib = |k: u64| k as f64 * 1024.0;
     Memory {
-        rss_per_znode: per(full),
-        added_per_znode: per(full.saturating_sub(empty)),
-        live_heap_per_znode: None,
+        rss_per_znode: per(kib(full), args.nodes),
+        added_per_znode: per(kib(full.saturating_sub(empty)), args.nodes),
+        live_heap_per_znode: live_full.map(|b| per(b as f64, args.nodes)),
+        rss_per_watch: per(kib(watched.saturating_sub(full)), watches),
+        live_heap_per_watch: live_full
+            .zip(live_watched)
+            .map(|(before, after)| per(after.saturating_sub(before) as f64, watches)),
+        watches,
         restart_ms: f64::NAN,
     }
+}
+
+/// The watches the server at `addr` holds, from `wchs`'s
+/// `Total watches:N` line (0 if it cannot be read).
+fn watch_count(addr: &str) -> usize {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return 0;
+    };
+    let port = port.parse().unwrap_or(0);
+    let text = zkd_client_tests::process::four_letter_word_at(host, port, "wchs");
+    text.unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Total watches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sets an exists watch on each of the first `count` znodes [`populate`]
+/// made, from four sessions; returns the sessions and the watchers, which
+/// keep the watches set while they live.
+async fn watch_znodes(addr: &str, count: usize) -> (Vec<zk::Client>, Vec<zk::OneshotWatcher>) {
+    const SESSIONS: usize = 4;
+    const TASKS_PER_SESSION: usize = 16;
+    let paths = super::populated_paths(count);
+    let tasks = SESSIONS * TASKS_PER_SESSION;
+    let mut running = Vec::new();
+    let mut sessions = Vec::new();
+    for s in 0..SESSIONS {
+        let c = zkd_client_tests::connect(addr, Duration::from_secs(30)).await;
+        sessions.push(c.clone());
+        for t in 0..TASKS_PER_SESSION {
+            let c = c.clone();
+            let mine: Vec<String> = paths
+                .iter()
+                .skip(s * TASKS_PER_SESSION + t)
+                .step_by(tasks)
+                .cloned()
+                .collect();
+            running.push(tokio::spawn(async move {
+                let mut watchers = Vec::with_capacity(mine.len());
+                for path in mine {
+                    if let Ok((_, watcher)) = c.check_and_watch_stat(&path).await {
+                        watchers.push(watcher);
+                    }
+                }
+                watchers
+            }));
+        }
+    }
+    let mut watchers = Vec::new();
+    for task in running {
+        watchers.extend(task.await.unwrap_or_default());
+    }
+    (sessions, watchers)
 }
 
 /// Times a restart of the populated server at `addr`: `restart` kills it
@@ -107,6 +184,21 @@ pub fn print(ours: &Memory, theirs: &Memory, args: &Args) {
         ours.added_per_znode,
         theirs.added_per_znode,
     );
+    println!(
+        "| RSS per data watch (zkd held {}, ZooKeeper {}, from 4 sessions) | {:.0} B | {:.0} B | {:.2}x |",
+        ours.watches,
+        theirs.watches,
+        ours.rss_per_watch,
+        theirs.rss_per_watch,
+        ours.rss_per_watch / theirs.rss_per_watch.max(1.0)
+    );
+    if let Some(live) = theirs.live_heap_per_watch {
+        row(
+            "zkd RSS per watch vs ZooKeeper's live heap per watch",
+            ours.rss_per_watch,
+            live,
+        );
+    }
     println!(
         "| kill -9 with {} txns logged -> restarted, every znode readable | {:.0} ms | {:.0} ms | {:.2}x |",
         args.nodes,

@@ -29,7 +29,7 @@ impl Node {
         };
         let exchange = c
             .sasl
-            .get_or_insert_with(|| DigestMd5::new(CLIENT_SERVICE, sasl.nonces.nonce()));
+            .get_or_insert_with(|| Box::new(DigestMd5::new(CLIENT_SERVICE, sasl.nonces.nonce())));
         let token = match exchange.step(token, &sasl.users) {
             Ok(Step::Challenge(token)) => token,
             Ok(Step::Authenticated { token, user }) => {

@@ -9,6 +9,8 @@
 
 use crate::core::types::ConnId;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound::Included;
+use std::sync::Arc;
 use zkd_protocol::{EventType, WatcherType};
 
 /// Which table a watch lives in.
@@ -31,19 +33,23 @@ pub enum Mode {
     PersistentRecursive = 4,
 }
 
-type Watchers = BTreeMap<ConnId, u8>;
+mod watchers;
 
-/// Both watch tables plus a per-connection index for cleanup.
+use watchers::Watchers;
+
+/// Both watch tables plus a per-connection index for cleanup. A watched
+/// path is stored once, shared by its table and the index (issue 52: a
+/// watch cost 368 B, most of it copies of its path and B-tree nodes).
 #[derive(Debug, Default)]
 pub struct WatchRegistry {
-    data: BTreeMap<String, Watchers>,
-    child: BTreeMap<String, Watchers>,
-    by_conn: BTreeMap<ConnId, BTreeSet<(Table, String)>>,
+    data: BTreeMap<Arc<str>, Watchers>,
+    child: BTreeMap<Arc<str>, Watchers>,
+    by_conn: BTreeMap<ConnId, BTreeSet<(Table, Arc<str>)>>,
     recursive: usize,
 }
 
 impl WatchRegistry {
-    fn table(&mut self, t: Table) -> &mut BTreeMap<String, Watchers> {
+    fn table(&mut self, t: Table) -> &mut BTreeMap<Arc<str>, Watchers> {
         match t {
             Table::Data => &mut self.data,
             Table::Child => &mut self.child,
@@ -52,37 +58,45 @@ impl WatchRegistry {
 
     /// Registers a watch; registering the same one twice is one watch.
     pub fn add(&mut self, table: Table, path: &str, conn: ConnId, mode: Mode) {
-        let modes = self
-            .table(table)
-            .entry(path.to_owned())
-            .or_default()
-            .entry(conn)
-            .or_insert(0);
+        let tab = self.table(table);
+        let key = match tab.get_key_value(path) {
+            Some((key, _)) => key.clone(),
+            None => {
+                let key: Arc<str> = Arc::from(path);
+                tab.insert(key.clone(), Watchers::default());
+                key
+            }
+        };
+        let Some(watchers) = tab.get_mut(path) else {
+            return;
+        };
+        let modes = watchers.modes_mut(conn);
         let had_recursive = *modes & Mode::PersistentRecursive as u8 != 0;
         *modes |= mode as u8;
         if mode == Mode::PersistentRecursive && !had_recursive {
             self.recursive += 1;
         }
-        self.by_conn
-            .entry(conn)
-            .or_default()
-            .insert((table, path.to_owned()));
+        self.by_conn.entry(conn).or_default().insert((table, key));
     }
 
     /// Clears `mask` bits of a watch; returns the bits that were set.
     fn clear(&mut self, table: Table, path: &str, conn: ConnId, mask: u8) -> u8 {
         let tab = self.table(table);
-        let Some(watchers) = tab.get_mut(path) else {
+        let Some((key, watchers)) = tab
+            .range_mut::<str, _>((Included(path), Included(path)))
+            .next()
+        else {
             return 0;
         };
-        let Some(modes) = watchers.get_mut(&conn) else {
+        let key = key.clone();
+        let Some(modes) = watchers.get_mut(conn) else {
             return 0;
         };
         let removed = *modes & mask;
         *modes &= !mask;
         let now_empty = *modes == 0;
         if now_empty {
-            watchers.remove(&conn);
+            watchers.remove(conn);
             if watchers.is_empty() {
                 tab.remove(path);
             }
@@ -92,7 +106,7 @@ impl WatchRegistry {
         }
         if now_empty {
             if let Some(idx) = self.by_conn.get_mut(&conn) {
-                idx.remove(&(table, path.to_owned()));
+                idx.remove(&(table, key));
                 if idx.is_empty() {
                     self.by_conn.remove(&conn);
                 }
@@ -106,10 +120,7 @@ impl WatchRegistry {
             Table::Data => &self.data,
             Table::Child => &self.child,
         };
-        tab.get(path)
-            .and_then(|w| w.get(&conn))
-            .copied()
-            .unwrap_or(0)
+        tab.get(path).and_then(|w| w.get(conn)).unwrap_or(0)
     }
 
     /// Drops every watch of a closed connection.
@@ -118,7 +129,7 @@ impl WatchRegistry {
             let tab = self.table(table);
             let mut removed = 0;
             if let Some(watchers) = tab.get_mut(&path) {
-                removed = watchers.remove(&conn).unwrap_or(0);
+                removed = watchers.remove(conn).unwrap_or(0);
                 if watchers.is_empty() {
                     tab.remove(&path);
                 }
@@ -133,7 +144,7 @@ impl WatchRegistry {
     fn fire(&mut self, table: Table, path: &str, skip: &BTreeSet<ConnId>) -> BTreeSet<ConnId> {
         let mut hit = BTreeSet::new();
         if let Some(watchers) = self.table(table).get(path) {
-            hit.extend(watchers.keys().copied());
+            hit.extend(watchers.iter().map(|(c, _)| c));
         }
         // Ancestors only matter for persistent-recursive watches; skip the walk if none exist.
         if self.recursive > 0 && table == Table::Data {
@@ -144,8 +155,8 @@ impl WatchRegistry {
                     hit.extend(
                         watchers
                             .iter()
-                            .filter(|(_, m)| **m & Mode::PersistentRecursive as u8 != 0)
-                            .map(|(c, _)| *c),
+                            .filter(|(_, m)| m & Mode::PersistentRecursive as u8 != 0)
+                            .map(|(c, _)| c),
                     );
                 }
             }
@@ -218,8 +229,12 @@ impl WatchRegistry {
 
     /// (connections, paths, watches) of the data table, as `wchs` reports them.
     pub fn data_summary(&self) -> (usize, usize, usize) {
-        let conns: BTreeSet<_> = self.data.values().flat_map(|w| w.keys()).collect();
-        let watches = self.data.values().map(BTreeMap::len).sum();
+        let conns: BTreeSet<_> = self
+            .data
+            .values()
+            .flat_map(|w| w.iter().map(|(c, _)| c))
+            .collect();
+        let watches = self.data.values().map(Watchers::len).sum();
         (conns.len(), self.data.len(), watches)
     }
 
@@ -228,7 +243,7 @@ impl WatchRegistry {
         self.data
             .values()
             .chain(self.child.values())
-            .map(BTreeMap::len)
+            .map(Watchers::len)
             .sum()
     }
 
@@ -236,8 +251,8 @@ impl WatchRegistry {
     pub fn data_paths_by_conn(&self) -> BTreeMap<ConnId, Vec<String>> {
         let mut out: BTreeMap<ConnId, Vec<String>> = BTreeMap::new();
         for (path, watchers) in &self.data {
-            for conn in watchers.keys() {
-                out.entry(*conn).or_default().push(path.clone());
+            for (conn, _) in watchers.iter() {
+                out.entry(conn).or_default().push(path.to_string());
             }
         }
         out
@@ -247,7 +262,7 @@ impl WatchRegistry {
     pub fn data_conns_by_path(&self) -> BTreeMap<String, Vec<ConnId>> {
         self.data
             .iter()
-            .map(|(p, w)| (p.clone(), w.keys().copied().collect()))
+            .map(|(p, w)| (p.to_string(), w.iter().map(|(c, _)| c).collect()))
             .collect()
     }
 }
