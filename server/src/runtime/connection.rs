@@ -168,7 +168,7 @@ pub async fn serve_stream<S: Stream>(
     let Some(request) = opening.await else {
         return;
     };
-    let flow = Arc::new(Flow::default());
+    let flow = Arc::new(Flow::new(peer.slot));
     let connected = Inbound::Connected {
         conn,
         remote_ip: peer.ip,
@@ -187,7 +187,7 @@ pub async fn serve_stream<S: Stream>(
     // A task of its own: the opening's futures, timers and copies of its
     // arguments would otherwise take room for the session's whole life.
     let read = (buf, codec);
-    tokio::spawn(Serving::new(conn, stream, read, inbound, flow, peer.slot));
+    tokio::spawn(Serving::new(conn, stream, read, inbound, flow));
 }
 
 /// A connection's first bytes: a four-letter word, answered, or a

@@ -1,6 +1,7 @@
 //! What the node loop sends one connection, and the connection's flow
 //! control: shared by the node loop and the connection's task.
 
+use super::connection_counts::AddressSlot;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,11 +24,15 @@ const MAX_PENDING_REQUESTS: usize = 128;
 /// idle session (issue 15). The connection's one task waits on it through a
 /// single stored waker rather than `Notify`s, whose waiting futures would
 /// take room in every idle connection's task (issue 52).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Flow {
     queued_bytes: AtomicUsize,
     pending_requests: AtomicUsize,
     outbox: Mutex<Outbox>,
+    /// The connection's place in its address's count (`maxClientCnxns`),
+    /// given back once neither its task nor the node loop holds it. Kept
+    /// here rather than in the task, whose size tokio rounds up to 128 bytes.
+    _slot: AddressSlot,
 }
 
 /// Frames for the writer, in order, what is to become of the connection,
@@ -43,6 +48,16 @@ struct Outbox {
 }
 
 impl Flow {
+    /// The flow of a connection holding `slot`.
+    pub fn new(slot: AddressSlot) -> Flow {
+        Flow {
+            queued_bytes: AtomicUsize::new(0),
+            pending_requests: AtomicUsize::new(0),
+            outbox: Mutex::default(),
+            _slot: slot,
+        }
+    }
+
     /// Queues a frame for the writer; `answers_request` is false for
     /// notifications and the ConnectResponse, which flow control must not
     /// count as answers.

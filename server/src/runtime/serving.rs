@@ -7,7 +7,6 @@
 //! write buffer, no waiting futures. Written with `async`, the same task
 //! took about 1.9 KB for each idle session (issue 52).
 
-use super::connection_counts::AddressSlot;
 use super::flow::Flow;
 use super::Inbound;
 use crate::core::ConnId;
@@ -29,7 +28,7 @@ use zkd_protocol::client_codec::FrameCodec;
 /// while reads keep filling it, so pipelined requests still arrive many to
 /// a read. A frame's own length reserves room for it.
 pub(super) const READ_MIN: usize = 512;
-const READ_MAX: usize = 64 * 1024;
+const READ_MAX: u32 = 64 * 1024;
 
 /// Frames smaller than this are copied into one buffer and written
 /// together; a larger one is written from its own.
@@ -113,25 +112,27 @@ pub(super) struct Serving<S> {
     flow: Arc<Flow>,
     reading: Reading,
     writing: Writing,
-    /// Its place in its address's count, given back when it ends.
-    _slot: AddressSlot,
 }
 
 /// The reading side: bytes read and not yet taken as frames.
 struct Reading {
     buf: BytesMut,
     /// The room the next read makes.
-    want: usize,
+    want: u32,
     codec: FrameCodec,
     /// A frame the node loop's full channel has not taken yet. Rare, so it
-    /// is boxed rather than kept in every connection.
-    stalled: Option<Pin<Box<dyn Future<Output = bool> + Send>>>,
+    /// is boxed (twice, for a thin pointer) rather than kept in every task.
+    stalled: Option<Box<Stalled>>,
 }
+
+/// Sending a frame to the node loop: true once sent, false if it is gone.
+type Stalled = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 /// The writing side: what the node loop sent, in chunks to write.
 #[derive(Default)]
 struct Writing {
-    chunks: VecDeque<Chunk>,
+    /// Last first: the next to write is popped from the end.
+    chunks: Vec<Chunk>,
     /// Close once the chunks are written.
     closing: bool,
 }
@@ -154,7 +155,6 @@ impl<S: Stream> Serving<S> {
         (buf, codec): (BytesMut, FrameCodec),
         inbound: mpsc::Sender<Inbound>,
         flow: Arc<Flow>,
-        slot: AddressSlot,
     ) -> Self {
         Serving {
             conn,
@@ -163,12 +163,11 @@ impl<S: Stream> Serving<S> {
             flow,
             reading: Reading {
                 buf,
-                want: READ_MIN,
+                want: READ_MIN as u32,
                 codec,
                 stalled: None,
             },
             writing: Writing::default(),
-            _slot: slot,
         }
     }
 
@@ -220,7 +219,7 @@ impl Reading {
         loop {
             if let Some(stalled) = self.stalled.as_mut() {
                 // Waiting here is the backpressure: a busy node loop slows readers.
-                if !ready!(stalled.as_mut().poll(cx)) {
+                if !ready!(stalled.as_mut().as_mut().poll(cx)) {
                     return Poll::Ready(());
                 }
                 self.stalled = None;
@@ -234,8 +233,8 @@ impl Reading {
                         Ok(()) => {}
                         Err(TrySendError::Full(msg)) => {
                             let inbound = inbound.clone();
-                            self.stalled =
-                                Some(Box::pin(async move { inbound.send(msg).await.is_ok() }));
+                            let send = async move { inbound.send(msg).await.is_ok() };
+                            self.stalled = Some(Box::new(Box::pin(send)));
                         }
                         Err(TrySendError::Closed(_)) => return Poll::Ready(()),
                     }
@@ -251,7 +250,7 @@ impl Reading {
             if self.buf.is_empty() {
                 self.buf = BytesMut::new();
             }
-            match ready!(stream.poll_read_into(cx, &mut self.buf, self.want)) {
+            match ready!(stream.poll_read_into(cx, &mut self.buf, self.want as usize)) {
                 Ok(0) | Err(_) => return Poll::Ready(()),
                 // It filled all the room there was: more is likely queued.
                 Ok(_) if self.buf.len() == self.buf.capacity() => {
@@ -269,14 +268,14 @@ impl Writing {
     fn poll<S: Stream>(&mut self, cx: &mut Context<'_>, stream: &mut S, flow: &Flow) -> Poll<()> {
         let mut stream = Pin::new(stream);
         loop {
-            while let Some(chunk) = self.chunks.front_mut() {
+            while let Some(chunk) = self.chunks.last_mut() {
                 match ready!(stream.as_mut().poll_write(cx, &chunk.bytes)) {
                     Ok(0) | Err(_) => return Poll::Ready(()),
                     Ok(n) => chunk.bytes.advance(n),
                 }
                 if chunk.bytes.is_empty() {
                     flow.written(chunk.frame_bytes, chunk.answers);
-                    self.chunks.pop_front();
+                    self.chunks.pop();
                 }
             }
             if ready!(stream.as_mut().poll_flush(cx)).is_err() {
@@ -287,7 +286,7 @@ impl Writing {
                 return Poll::Ready(());
             }
             // Written out: an idle connection keeps no buffer.
-            self.chunks = VecDeque::new();
+            self.chunks = Vec::new();
             let (frames, close) = ready!(flow.poll_frames(cx));
             self.chunks = chunks(frames);
             self.closing = close;
@@ -295,16 +294,16 @@ impl Writing {
     }
 }
 
-/// The frames, length-prefixed, as chunks to write: pipelined replies
-/// share a buffer (and so a write); a large frame is not copied.
-fn chunks(frames: VecDeque<(Bytes, bool)>) -> VecDeque<Chunk> {
-    let mut chunks = VecDeque::new();
+/// The frames, length-prefixed, as chunks to write, last first: pipelined
+/// replies share a buffer (and so a write); a large frame is not copied.
+fn chunks(frames: VecDeque<(Bytes, bool)>) -> Vec<Chunk> {
+    let mut chunks = Vec::new();
     let mut batch = Batch::default();
     for (frame, answers_request) in frames {
         batch.bytes.put_i32(frame.len() as i32);
         if frame.len() >= WRITE_BATCH {
-            chunks.push_back(batch.take());
-            chunks.push_back(Chunk {
+            chunks.push(batch.take());
+            chunks.push(Chunk {
                 frame_bytes: frame.len(),
                 answers: usize::from(answers_request),
                 bytes: frame,
@@ -315,12 +314,13 @@ fn chunks(frames: VecDeque<(Bytes, bool)>) -> VecDeque<Chunk> {
         batch.frame_bytes += frame.len();
         batch.answers += usize::from(answers_request);
         if batch.bytes.len() >= WRITE_BATCH {
-            chunks.push_back(batch.take());
+            chunks.push(batch.take());
         }
     }
     if !batch.bytes.is_empty() {
-        chunks.push_back(batch.take());
+        chunks.push(batch.take());
     }
+    chunks.reverse();
     chunks
 }
 
