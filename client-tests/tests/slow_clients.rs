@@ -21,6 +21,21 @@ fn still_serves(port: u16) {
     assert_eq!(h.err, 0, "another client must be unaffected");
 }
 
+/// Creates `path` holding `size` bytes, from a session of its own.
+fn create_sized(port: u16, path: &str, size: usize) {
+    let (mut setup, _) = RawClient::new_session(port, 10_000);
+    let create = ClientRequest::Create(
+        OpCode::Create,
+        CreateRequest {
+            path: path.into(),
+            data: Some(Bytes::from(vec![1u8; size])),
+            acl: vec![Acl::world(31)],
+            flags: 0,
+        },
+    );
+    assert_eq!(setup.call(1, &create).0.err, 0);
+}
+
 fn rss_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: u64 = status
@@ -38,17 +53,7 @@ fn rss_mib(pid: u32) -> u64 {
 #[test]
 fn a_client_that_never_reads_its_replies_cannot_exhaust_memory() {
     let server = ZkdProcess::start();
-    let (mut setup, _) = RawClient::new_session(server.port, 10_000);
-    let big = ClientRequest::Create(
-        OpCode::Create,
-        CreateRequest {
-            path: "/big".into(),
-            data: Some(Bytes::from(vec![1u8; 1_000_000])),
-            acl: vec![Acl::world(31)],
-            flags: 0,
-        },
-    );
-    assert_eq!(setup.call(1, &big).0.err, 0);
+    create_sized(server.port, "/big", 1_000_000);
     let (mut greedy, _) = RawClient::new_session(server.port, 30_000);
     // 2 GB of replies requested; the client reads none of them.
     for xid in 0..2000 {
@@ -77,17 +82,7 @@ fn a_client_that_never_reads_its_replies_cannot_exhaust_memory() {
 #[test]
 fn a_client_that_pauses_reading_is_held_back_not_cut_off() {
     let server = ZkdProcess::start();
-    let (mut setup, _) = RawClient::new_session(server.port, 10_000);
-    let create = ClientRequest::Create(
-        OpCode::Create,
-        CreateRequest {
-            path: "/medium".into(),
-            data: Some(Bytes::from(vec![1u8; 100_000])),
-            acl: vec![Acl::world(31)],
-            flags: 0,
-        },
-    );
-    assert_eq!(setup.call(1, &create).0.err, 0);
+    create_sized(server.port, "/medium", 100_000);
     let (mut paused, _) = RawClient::new_session(server.port, 30_000);
     // 200 MB of replies, 100 KB each: at most 128 of them (12.8 MB) are
     // ever taken in at once, so only the byte bound holds the rest back.

@@ -181,7 +181,6 @@ impl<S: Stream> Serving<S> {
             flow,
             reading,
             writing,
-            ..
         } = self;
         if flow.poll_ended(cx).is_ready() || writing.poll(cx, stream, flow).is_ready() {
             return Poll::Ready(());
