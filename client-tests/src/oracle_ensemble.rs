@@ -216,6 +216,18 @@ impl ZooKeeperEnsemble {
         ZooKeeperEnsemble::start_configured(n, 500, properties, TEST_HEAP, &|_| lines.to_owned())
     }
 
+    /// Starts `n` members with `tickTime=tick_time_ms`, a heap of `heap`
+    /// (as `-Xmx` takes it), every zoo.cfg ending with `lines`, and waits
+    /// until every one serves.
+    pub fn start_sized_with_lines(
+        n: usize,
+        tick_time_ms: u64,
+        heap: &'static str,
+        lines: &str,
+    ) -> ZooKeeperEnsemble {
+        ZooKeeperEnsemble::start_configured(n, tick_time_ms, &[], heap, &|_| lines.to_owned())
+    }
+
     /// Starts `n` members with `tickTime=tick_time_ms`, every zoo.cfg ending
     /// with `lines`, and waits until every one serves.
     pub fn start_ticked_with_lines(n: usize, tick_time_ms: u64, lines: &str) -> ZooKeeperEnsemble {

@@ -27,8 +27,12 @@ mod fanout;
 mod memory;
 #[path = "bench/migrate.rs"]
 mod migrate;
+#[path = "bench/scale.rs"]
+mod scale;
 #[path = "bench/stall.rs"]
 mod stall;
+#[path = "bench/svg.rs"]
+mod svg;
 #[cfg(feature = "bench-tls")]
 #[path = "bench/tls.rs"]
 mod tls;
@@ -89,6 +93,19 @@ struct Args {
     /// wrote at half its warm rate, and applications meet it warm.
     #[arg(long, default_value_t = 5)]
     warm: u64,
+    /// Runs the scale scenario instead (3 members, `bench/scale.rs`) at
+    /// these sizes, in znodes: `--scale 20000,200000,2000000`.
+    #[arg(long, value_delimiter = ',')]
+    scale: Vec<usize>,
+    /// Sizes above this run zkd alone in the scale scenario.
+    #[arg(long, default_value_t = 2_000_000)]
+    zookeeper_up_to: usize,
+    /// Idle sessions opened over the members in the scale scenario.
+    #[arg(long, default_value_t = 15_000)]
+    idle_sessions: usize,
+    /// Where the scale scenario writes its charts (SVG, one per row).
+    #[arg(long, default_value = "zkd-bench-scale")]
+    svg_dir: std::path::PathBuf,
 }
 
 /// The parts of a standalone run.
@@ -457,6 +474,10 @@ async fn main() {
         "zkd-bench: {} member(s), {} sessions x {} in flight, {} B payload, {} s per phase after {} s of warm-up (stock zookeeper-client)",
         args.members, args.sessions, args.window, args.payload, args.seconds, args.warm
     );
+    if !args.scale.is_empty() {
+        scale::run(&args).await;
+        return;
+    }
     if args.members > 1 {
         ensemble::run(&args).await;
         return;

@@ -40,7 +40,7 @@ const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 const PLACEMENT_TRIES: usize = 30;
 
 /// What the benchmark needs from either ensemble.
-trait Cluster {
+pub(super) trait Cluster {
     fn ports(&self) -> Vec<u16>;
     /// The members' process ids (of those running).
     fn pids(&self) -> Vec<u32>;
@@ -50,6 +50,11 @@ trait Cluster {
     fn restart(&mut self, i: usize);
     /// Waits until every member serves.
     fn wait_serving(&mut self);
+    /// Kills member `i` (-9), deletes everything it stored (its id stays:
+    /// a disk replaced) and starts it again.
+    fn wipe_and_restart(&mut self, i: usize);
+    /// Every member's log so far.
+    fn logs(&self) -> String;
 }
 
 impl Cluster for Ensemble {
@@ -71,6 +76,14 @@ impl Cluster for Ensemble {
     fn wait_serving(&mut self) {
         self.wait_until_serving(&(0..self.members.len()).collect::<Vec<_>>());
     }
+    fn wipe_and_restart(&mut self, i: usize) {
+        self.members[i].kill9();
+        self.members[i].wipe_data();
+        self.members[i].restart();
+    }
+    fn logs(&self) -> String {
+        Ensemble::logs(self)
+    }
 }
 
 impl Cluster for ZooKeeperEnsemble {
@@ -91,6 +104,18 @@ impl Cluster for ZooKeeperEnsemble {
     }
     fn wait_serving(&mut self) {
         self.wait_until_serving(&(0..self.members.len()).collect::<Vec<_>>());
+    }
+    fn wipe_and_restart(&mut self, i: usize) {
+        let member = &mut self.members[i];
+        member.kill9();
+        let stored = member.data_dir().join("version-2");
+        if stored.exists() {
+            std::fs::remove_dir_all(&stored).expect("wipe ZooKeeper's version-2");
+        }
+        member.restart();
+    }
+    fn logs(&self) -> String {
+        ZooKeeperEnsemble::logs(self)
     }
 }
 

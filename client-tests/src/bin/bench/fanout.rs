@@ -69,7 +69,7 @@ pub async fn measure(addr: &str, pid: u32, args: &Args) -> Fanout {
 }
 
 /// Connects sessions to `addr`, [`CONNECT_BATCH`] at a time, until `sessions` holds `n`.
-async fn connect_up_to(addr: &str, sessions: &mut Vec<zk::Client>, n: usize) {
+pub(super) async fn connect_up_to(addr: &str, sessions: &mut Vec<zk::Client>, n: usize) {
     while sessions.len() < n {
         let batch = CONNECT_BATCH.min(n - sessions.len());
         let connecting = (0..batch).map(|_| {

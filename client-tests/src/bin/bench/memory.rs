@@ -35,7 +35,7 @@ pub async fn measure(addr: &str, pid: u32, args: &Args, jvm: bool) -> Memory {
     populate(addr, args.nodes, args.payload).await;
     let full = rss_kib(pid);
     let live_full = live_heap();
-    let watchers = watch_znodes(addr, args.watches.min(args.nodes)).await;
+    let watchers = watch_paths(addr, super::populated_paths(args.watches.min(args.nodes))).await;
     let watched = rss_kib(pid);
     let live_watched = live_heap();
     // As the server counts them: a watch the client failed to set is not one.
@@ -58,7 +58,7 @@ pub async fn measure(addr: &str, pid: u32, args: &Args, jvm: bool) -> Memory {
 
 /// The watches the server at `addr` holds, from `wchs`'s
 /// `Total watches:N` line (0 if it cannot be read).
-fn watch_count(addr: &str) -> usize {
+pub(super) fn watch_count(addr: &str) -> usize {
     let Some((host, port)) = addr.rsplit_once(':') else {
         return 0;
     };
@@ -71,13 +71,14 @@ fn watch_count(addr: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// Sets an exists watch on each of the first `count` znodes [`populate`]
-/// made, from four sessions; returns the sessions and the watchers, which
-/// keep the watches set while they live.
-async fn watch_znodes(addr: &str, count: usize) -> (Vec<zk::Client>, Vec<zk::OneshotWatcher>) {
+/// Sets an exists watch on each of `paths`, from four sessions; returns the
+/// sessions and the watchers, which keep the watches set while they live.
+pub(super) async fn watch_paths(
+    addr: &str,
+    paths: Vec<String>,
+) -> (Vec<zk::Client>, Vec<zk::OneshotWatcher>) {
     const SESSIONS: usize = 4;
     const TASKS_PER_SESSION: usize = 16;
-    let paths = super::populated_paths(count);
     let tasks = SESSIONS * TASKS_PER_SESSION;
     let mut running = Vec::new();
     let mut sessions = Vec::new();
