@@ -155,6 +155,21 @@ impl MemberDriver {
         self.step(node, now, io, |m, ctx| m.handle_timeout(ctx))
     }
 
+    /// Whether the member has work for a loop with nothing else to do.
+    pub fn has_idle_work(&self) -> bool {
+        self.member.has_idle_work()
+    }
+
+    /// The loop has nothing else to do: the member's idle work.
+    pub fn handle_idle(
+        &mut self,
+        node: &mut Node,
+        now: Now,
+        io: MemberIo<'_>,
+    ) -> Result<(), ServeError> {
+        self.step(node, now, io, |m, ctx| m.handle_idle(ctx))
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) next has work.
     pub fn poll_timeout(&self) -> Option<u64> {
         self.member.poll_timeout()

@@ -77,6 +77,10 @@ impl NodeLoop {
                 .faults
                 .as_ref()
                 .is_some_and(faults::Faults::clients_cut);
+            let idle_work = self
+                .member
+                .as_ref()
+                .is_some_and(|m| m.member.has_idle_work());
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -110,6 +114,14 @@ impl NodeLoop {
                     Some(msg) => self.inbound(msg),
                     None => return Ok(()),
                 },
+                // Background work (a SNAP's image) whenever nothing above is
+                // ready, a slice at a time: then the connections' and links'
+                // tasks on this thread run (a link drains what it sent).
+                _ = std::future::ready(()), if idle_work => {
+                    self.woke();
+                    self.with_member(|m, node, now, io| m.handle_idle(node, now, io))?;
+                    tokio::task::yield_now().await;
+                }
                 _ = sleep => {
                     let now = self.woke();
                     self.node.handle_timeout(now);

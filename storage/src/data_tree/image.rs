@@ -92,6 +92,13 @@ impl SnapshotCursor {
 
     /// Writes up to `budget` nodes of `tree` as it is now. True when done.
     pub fn step(&mut self, tree: &DataTree, budget: usize) -> bool {
+        self.step_until(tree, budget, usize::MAX)
+    }
+
+    /// [`step`](Self::step), stopping early once `buffered` bytes wait to be
+    /// taken: a caller sizing its slices in bytes walks many nodes per call
+    /// (each call looks its place up again) and overshoots by one node.
+    pub fn step_until(&mut self, tree: &DataTree, budget: usize, buffered: usize) -> bool {
         let mut written = 0;
         if self.root_pending {
             self.root_pending = false;
@@ -101,7 +108,7 @@ impl SnapshotCursor {
                 self.descend(node);
             }
         }
-        while written < budget {
+        while written < budget && self.out.len() < buffered {
             let Some(frame) = self.stack.last_mut() else {
                 return true;
             };
@@ -119,7 +126,7 @@ impl SnapshotCursor {
                 let Some(node) = tree.nodes.node(id) else {
                     continue;
                 };
-                if written == budget {
+                if written == budget || self.out.len() >= buffered {
                     break;
                 }
                 self.encoder.node(&mut self.out, node);

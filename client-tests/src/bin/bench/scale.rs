@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Every row is printed with zkd / ZooKeeper per size, then drawn against the
-//! size as an SVG per row (`--svg-dir`). Sizes above `--zookeeper-up-to` run
+//! size as an SVG per row in `--svg-dir`, beside each run's member logs. Sizes above `--zookeeper-up-to` run
 //! zkd alone (three JVMs cannot hold them on one machine).
 
 use super::ensemble::Cluster;
@@ -143,7 +143,9 @@ pub async fn run(args: &Args) {
             let mut zk = tokio::task::block_in_place(|| {
                 ZooKeeperEnsemble::start_sized_with_lines(3, 500, HEAP, "maxClientCnxns=0\n")
             });
-            Some(measure(&mut zk, size, args).await)
+            let run = measure(&mut zk, size, args).await;
+            keep_logs(args, &format!("zookeeper-{size}"), &zk.logs());
+            Some(run)
         } else {
             None
         };
@@ -154,12 +156,24 @@ pub async fn run(args: &Args) {
             }
             .with("maxClientCnxns", "0");
             let mut zkd = tokio::task::block_in_place(|| Ensemble::start_with(3, options));
-            measure(&mut zkd, size, args).await
+            let run = measure(&mut zkd, size, args).await;
+            keep_logs(args, &format!("zkd-{size}"), &Cluster::logs(&zkd));
+            run
         };
         print(size, &ours, theirs.as_ref(), args);
         results.push((size, ours, theirs));
     }
     svg::write_charts(&args.svg_dir, &results);
+}
+
+/// Writes the members' logs of one run beside the charts, for a reader
+/// who wants to see where a row's time went.
+fn keep_logs(args: &Args, name: &str, logs: &str) {
+    let path = args.svg_dir.join(format!("{name}.log"));
+    let written = std::fs::create_dir_all(&args.svg_dir).and_then(|()| std::fs::write(&path, logs));
+    if let Err(e) = written {
+        eprintln!("cannot keep the logs in {}: {e}", path.display());
+    }
 }
 
 /// Every step on `cluster`, in order, on a tree of `size` znodes.

@@ -360,6 +360,26 @@ impl Member {
         let moved = self
             .snaps_out
             .step(ctx.now.mono_ms, ctx.node.tree(), &mut self.out);
+        self.snaps_moved(ctx, moved)
+    }
+
+    /// Whether work waits that a loop with nothing else to do should run
+    /// now ([`handle_idle`](Self::handle_idle)) rather than on its timer: a
+    /// SNAP being streamed.
+    pub fn has_idle_work(&self) -> bool {
+        self.snaps_out.has_idle_work()
+    }
+
+    /// The loop has nothing else to do: the SNAPs in flight take a turn.
+    pub fn handle_idle(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Fatal> {
+        let moved = self
+            .snaps_out
+            .idle_turn(ctx.now.mono_ms, ctx.node.tree(), &mut self.out);
+        self.snaps_moved(ctx, moved)
+    }
+
+    /// Followers that read their SNAP are alive.
+    fn snaps_moved(&mut self, ctx: &mut Ctx<'_>, moved: Vec<ServerId>) -> Result<(), Fatal> {
         if let Role::Leading(l) = &mut self.role {
             for peer in moved {
                 l.heard_from(peer, ctx.now.mono_ms);
