@@ -34,7 +34,7 @@ pub fn recover(storage: &mut (impl TxnLog + SnapshotStore)) -> Result<DataTree, 
 pub fn recover_timed(
     storage: &mut (impl TxnLog + SnapshotStore),
 ) -> Result<(DataTree, LoadFigures), StorageError> {
-    let tree = rebuild_timed(storage);
+    let tree = rebuild_timed(storage, None);
     // A preloaded snapshot recovery did not use is not kept.
     drop(storage.take_preloaded());
     let (tree, figures) = tree?;
@@ -61,16 +61,27 @@ pub fn fuzzy_through(storage: &impl SnapshotStore, tree: &DataTree) -> Result<Zx
 /// txn, or its purge mark if it is empty), never one past a truncation. A log
 /// that never held anything (no txn, no purge mark) puts no bound on it.
 pub fn rebuild(storage: &(impl TxnLog + SnapshotStore)) -> Result<DataTree, StorageError> {
-    rebuild_timed(storage).map(|(tree, _)| tree)
+    rebuild_timed(storage, None).map(|(tree, _)| tree)
 }
 
-/// [`rebuild`], with how long it took.
+/// [`rebuild`], starting from `received` (the tree of the snapshot at its
+/// zxid, decoded as a SNAP streamed in) when that is the base snapshot,
+/// rather than reading it back.
+pub fn rebuild_from(
+    storage: &(impl TxnLog + SnapshotStore),
+    received: Option<(Zxid, DataTree)>,
+) -> Result<DataTree, StorageError> {
+    rebuild_timed(storage, received).map(|(tree, _)| tree)
+}
+
+/// [`rebuild_from`], with how long it took.
 fn rebuild_timed(
     storage: &(impl TxnLog + SnapshotStore),
+    received: Option<(Zxid, DataTree)>,
 ) -> Result<(DataTree, LoadFigures), StorageError> {
     let purged = storage.purged_through()?;
     let started = Instant::now();
-    let mut tree = match load_base_snapshot(storage)? {
+    let mut tree = match load_base(storage, received)? {
         Some((found, tree)) => {
             tracing::info!(zxid = %found.zxid, bytes = found.seal.len, "loaded snapshot");
             tree
@@ -125,12 +136,25 @@ fn rebuild_timed(
 pub fn load_base_snapshot(
     storage: &(impl TxnLog + SnapshotStore),
 ) -> Result<Option<(SnapshotRef, DataTree)>, StorageError> {
+    load_base(storage, None)
+}
+
+/// [`load_base_snapshot`], taking `received` for the snapshot at its zxid.
+fn load_base(
+    storage: &(impl TxnLog + SnapshotStore),
+    mut received: Option<(Zxid, DataTree)>,
+) -> Result<Option<(SnapshotRef, DataTree)>, StorageError> {
     let end = storage.last_zxid()?.max(storage.purged_through()?);
     for (zxid, seal) in storage.snapshot_seals()?.into_iter().rev() {
         if end.is_some_and(|end| zxid > end) {
             continue;
         }
         let found = SnapshotRef { zxid, seal };
+        // Another base: dropped before that one is decoded.
+        if let Some((_, tree)) = received.take().filter(|(at, _)| *at == zxid) {
+            tracing::info!(%zxid, "the SNAP's tree, decoded as it came, is the base");
+            return Ok(Some((found, tree)));
+        }
         match zkd_storage::store::load_snapshot(storage, found) {
             Ok(tree) => return Ok(Some((found, tree))),
             Err(StorageError::Corrupt(e)) => {

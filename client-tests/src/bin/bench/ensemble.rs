@@ -50,9 +50,9 @@ pub(super) trait Cluster {
     fn restart(&mut self, i: usize);
     /// Waits until every member serves.
     fn wait_serving(&mut self);
-    /// Kills member `i` (-9), deletes everything it stored (its id stays:
-    /// a disk replaced) and starts it again.
-    fn wipe_and_restart(&mut self, i: usize);
+    /// Kills member `i` (-9) and deletes everything it stored (its id
+    /// stays: a disk replaced); [`restart`](Cluster::restart) starts it.
+    fn wipe(&mut self, i: usize);
     /// Every member's log so far.
     fn logs(&self) -> String;
 }
@@ -76,10 +76,9 @@ impl Cluster for Ensemble {
     fn wait_serving(&mut self) {
         self.wait_until_serving(&(0..self.members.len()).collect::<Vec<_>>());
     }
-    fn wipe_and_restart(&mut self, i: usize) {
+    fn wipe(&mut self, i: usize) {
         self.members[i].kill9();
         self.members[i].wipe_data();
-        self.members[i].restart();
     }
     fn logs(&self) -> String {
         Ensemble::logs(self)
@@ -105,14 +104,13 @@ impl Cluster for ZooKeeperEnsemble {
     fn wait_serving(&mut self) {
         self.wait_until_serving(&(0..self.members.len()).collect::<Vec<_>>());
     }
-    fn wipe_and_restart(&mut self, i: usize) {
+    fn wipe(&mut self, i: usize) {
         let member = &mut self.members[i];
         member.kill9();
         let stored = member.data_dir().join("version-2");
         if stored.exists() {
             std::fs::remove_dir_all(&stored).expect("wipe ZooKeeper's version-2");
         }
-        member.restart();
     }
     fn logs(&self) -> String {
         ZooKeeperEnsemble::logs(self)

@@ -5,7 +5,7 @@
 //! ```text
 //!   load SIZE znodes under 1,000 parents ─> --watches watches on one follower
 //!   ─> --idle-sessions idle sessions over the members ─> writes while members snapshot
-//!   ─> a follower killed -9 and restarted ─> a follower wiped, SNAP rejoin, writes on the leader
+//!   ─> a follower killed -9 and restarted ─> a follower wiped and restarted: SNAP rejoin, writes on the leader
 //! ```
 //!
 //! Every row is printed with zkd / ZooKeeper per size, then drawn against the
@@ -34,8 +34,8 @@ const HEAP: &str = "4g";
 const MARKER: &str = "/scale-done";
 /// How long a member may take to serve again after a restart or a wipe.
 const SERVE_LIMIT: Duration = Duration::from_secs(300);
-/// Writes on the leader timed before the wipe, as the baseline.
-const BEFORE_WIPE: Duration = Duration::from_secs(2);
+/// Writes on the leader timed before the wiped follower starts, as the baseline.
+const BEFORE_REJOIN: Duration = Duration::from_secs(2);
 
 /// One server's rows at one size.
 #[derive(Clone, Debug, Default)]
@@ -197,8 +197,9 @@ async fn measure(cluster: &mut impl Cluster, size: usize, args: &Args) -> ScaleR
     run.rss_per_session = idle_sessions(&addrs, &pids, args.idle_sessions).await;
     (run.snapshot_write_p999_ms, run.snapshots) = snapshot_writes(cluster, &addrs, args).await;
     run.restart_ms = timed_restart(&addrs[follower], || cluster.restart(follower)).await;
-    let wipe = || cluster.wipe_and_restart(follower);
-    let rejoin = rejoin(&addrs[leader], &addrs[follower], args, wipe).await;
+    tokio::task::block_in_place(|| cluster.wipe(follower));
+    let start = || cluster.restart(follower);
+    let rejoin = rejoin(&addrs[leader], &addrs[follower], args, start).await;
     (
         run.rejoin_ms,
         run.rejoin_leader_p999_ms,
@@ -330,16 +331,21 @@ async fn serves_marker(addr: &str, started: Instant) -> f64 {
     f64::NAN
 }
 
-/// Writes on the leader at `leader` throughout; after [`BEFORE_WIPE`],
-/// `wipe` empties the follower at `follower` and starts it. Returns the ms
-/// until the follower serves the marker, and the leader's write p99.9 in
-/// ms during the rejoin and before it.
-async fn rejoin(leader: &str, follower: &str, args: &Args, wipe: impl FnOnce()) -> (f64, f64, f64) {
+/// Writes on the leader at `leader` throughout; after [`BEFORE_REJOIN`],
+/// `start` starts the follower at `follower`, whose data was wiped. Returns
+/// the ms until the follower serves the marker, and the leader's write
+/// p99.9 in ms during the rejoin and before it.
+async fn rejoin(
+    leader: &str,
+    follower: &str,
+    args: &Args,
+    start: impl FnOnce(),
+) -> (f64, f64, f64) {
     let writers = LeaderWriters::start(leader, args.sessions).await;
-    tokio::time::sleep(BEFORE_WIPE).await;
-    let wiped_at = Instant::now();
-    tokio::task::block_in_place(wipe);
-    let rejoin_ms = serves_marker(follower, wiped_at).await;
+    tokio::time::sleep(BEFORE_REJOIN).await;
+    let started_at = Instant::now();
+    tokio::task::block_in_place(start);
+    let rejoin_ms = serves_marker(follower, started_at).await;
     let served_at = Instant::now();
     let sent = writers.stop().await;
     let p999 = |from: Instant, to: Instant| {
@@ -351,8 +357,8 @@ async fn rejoin(leader: &str, follower: &str, args: &Args, wipe: impl FnOnce()) 
     };
     (
         rejoin_ms,
-        p999(wiped_at, served_at),
-        p999(wiped_at - BEFORE_WIPE, wiped_at),
+        p999(started_at, served_at),
+        p999(started_at - BEFORE_REJOIN, started_at),
     )
 }
 

@@ -30,12 +30,14 @@ use zkd_storage::{StorageError, Store};
 mod disk_faults;
 mod job_queue;
 mod local_snapshots;
+mod received_image;
 mod storage_metrics;
 pub use crate::core::storage_job::{LoggedTxns, ReadState, RebuiltTree, StorageJob, StorageReport};
 pub use disk_faults::DiskFaults;
 pub use job_queue::{job_queue, JobReceiver, JobSender, Queued};
 use local_snapshots::LocalSnapshots;
 pub use local_snapshots::SnapshotProgress;
+use received_image::ReceivedImage;
 use storage_metrics::BatchFigures;
 pub use storage_metrics::{StorageFigures, StorageMetrics};
 
@@ -92,6 +94,7 @@ pub fn run<S: Store>(
         disk_faults,
         verified: VerifiedSnapshots::default(),
         metrics,
+        received: ReceivedImage::default(),
     };
     if let Err(e) = worker.serve(jobs) {
         // Nothing more is acknowledged. The store is not dropped: after an
@@ -127,6 +130,7 @@ impl<S: Store> InlineWorker<S> {
             disk_faults: None,
             verified: VerifiedSnapshots::default(),
             metrics: StorageMetrics::default(),
+            received: ReceivedImage::default(),
         })
     }
 
@@ -180,6 +184,8 @@ struct Worker<S> {
     /// Snapshots read whole once already, for the durable state's lowest cut.
     verified: VerifiedSnapshots,
     metrics: StorageMetrics,
+    /// A SNAP decoded as it streams in, for the rebuild after its install.
+    received: ReceivedImage,
 }
 
 impl<S: Store> Worker<S> {
@@ -262,6 +268,7 @@ impl<S: Store> Worker<S> {
                     self.storage.remove_snapshot(SnapshotSlot::Staging)?;
                 }
                 self.storage.append_snapshot(SnapshotSlot::Staging, &data)?;
+                self.received.piece(first, &data);
                 // Paced writeback, as a local snapshot's: left to the seal,
                 // a 2M-znode image (428 MB) was one fsync that stalled the
                 // log's fsyncs of every member on the disk for 200-340 ms.
@@ -276,7 +283,12 @@ impl<S: Store> Worker<S> {
                 if fuzzy_through > zxid {
                     self.storage.set_fuzzy_image(zxid, fuzzy_through)?;
                 }
+                let staged = matches!(image, zkd_storage::store::SnapshotSource::Staged(_));
                 zkd_storage::store::install_snapshot(&mut self.storage, zxid, image)?;
+                match staged {
+                    true => self.received.installed(zxid),
+                    false => self.received = ReceivedImage::Nothing,
+                }
                 if self.storage.diverged_at()?.is_some() {
                     // The leader's image replaced the tree that diverged.
                     self.storage.set_diverged_at(None)?;
@@ -288,7 +300,8 @@ impl<S: Store> Worker<S> {
             StorageJob::MarkDiverged(zxid) => self.storage.set_diverged_at(Some(zxid))?,
             StorageJob::Barrier(token) => self.report(StorageReport::Reached(token)),
             StorageJob::Rebuild => {
-                let tree = super::recovery::rebuild(&self.storage)?;
+                let received = self.received.take();
+                let tree = super::recovery::rebuild_from(&self.storage, received)?;
                 let fuzzy_through = super::recovery::fuzzy_through(&self.storage, &tree)?;
                 self.report(StorageReport::Rebuilt(RebuiltTree {
                     tree: Box::new(tree),
