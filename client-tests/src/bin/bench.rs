@@ -470,14 +470,18 @@ fn ceiling_rows(ours: &ServerRun, theirs: &ServerRun) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = Args::parse();
+    if !args.scale.is_empty() {
+        println!(
+            "zkd-bench --scale: 3 members of each server, sizes {:?} (stock zookeeper-client)",
+            args.scale
+        );
+        scale::run(&args).await;
+        return;
+    }
     println!(
         "zkd-bench: {} member(s), {} sessions x {} in flight, {} B payload, {} s per phase after {} s of warm-up (stock zookeeper-client)",
         args.members, args.sessions, args.window, args.payload, args.seconds, args.warm
     );
-    if !args.scale.is_empty() {
-        scale::run(&args).await;
-        return;
-    }
     if args.members > 1 {
         ensemble::run(&args).await;
         return;
