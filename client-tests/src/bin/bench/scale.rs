@@ -43,8 +43,8 @@ pub struct ScaleRun {
     pub load_rate: f64,
     pub cpu_us_per_create: f64,
     pub rss_per_znode: f64,
-    pub rss_per_watch: f64,
-    pub rss_per_session: f64,
+    pub memory_per_watch: f64,
+    pub memory_per_session: f64,
     pub snapshot_write_p999_ms: f64,
     pub snapshots: usize,
     pub restart_ms: f64,
@@ -91,15 +91,15 @@ pub const ROWS: [Row; 10] = [
         "<= 200 B",
     ),
     row(
-        "RSS per watch, one follower",
+        "memory per watch, one follower (RSS; a JVM's live heap)",
         "B",
-        |r| r.rss_per_watch,
+        |r| r.memory_per_watch,
         "<= 0.1x",
     ),
     row(
-        "RSS per idle session",
+        "memory per idle session (RSS; a JVM's live heap)",
         "B",
-        |r| r.rss_per_session,
+        |r| r.memory_per_session,
         "<= 1000 B",
     ),
     row(
@@ -143,7 +143,7 @@ pub async fn run(args: &Args) {
             let mut zk = tokio::task::block_in_place(|| {
                 ZooKeeperEnsemble::start_sized_with_lines(3, 500, HEAP, "maxClientCnxns=0\n")
             });
-            let run = measure(&mut zk, size, args).await;
+            let run = measure(&mut zk, size, args, true).await;
             keep_logs(args, &format!("zookeeper-{size}"), &zk.logs());
             Some(run)
         } else {
@@ -156,7 +156,7 @@ pub async fn run(args: &Args) {
             }
             .with("maxClientCnxns", "0");
             let mut zkd = tokio::task::block_in_place(|| Ensemble::start_with(3, options));
-            let run = measure(&mut zkd, size, args).await;
+            let run = measure(&mut zkd, size, args, false).await;
             keep_logs(args, &format!("zkd-{size}"), &Cluster::logs(&zkd));
             run
         };
@@ -176,8 +176,9 @@ fn keep_logs(args: &Args, name: &str, logs: &str) {
     }
 }
 
-/// Every step on `cluster`, in order, on a tree of `size` znodes.
-async fn measure(cluster: &mut impl Cluster, size: usize, args: &Args) -> ScaleRun {
+/// Every step on `cluster`, in order, on a tree of `size` znodes; `jvm`:
+/// the members are JVMs (see [`Memory`]).
+async fn measure(cluster: &mut impl Cluster, size: usize, args: &Args, jvm: bool) -> ScaleRun {
     let addrs: Vec<String> = cluster
         .ports()
         .iter()
@@ -193,8 +194,9 @@ async fn measure(cluster: &mut impl Cluster, size: usize, args: &Args) -> ScaleR
     run.rss_per_znode = per(full.saturating_sub(empty), size * pids.len());
     let leader = tokio::task::block_in_place(|| cluster.leader()).expect("a leader");
     let follower = (0..addrs.len()).find(|i| *i != leader).expect("a follower");
-    run.rss_per_watch = watches(&addrs[follower], pids[follower], size, args).await;
-    run.rss_per_session = idle_sessions(&addrs, &pids, args.idle_sessions).await;
+    let memory = Memory { jvm };
+    run.memory_per_watch = watches(&addrs[follower], pids[follower], size, args, memory).await;
+    run.memory_per_session = idle_sessions(&addrs, &pids, args.idle_sessions, memory).await;
     (run.snapshot_write_p999_ms, run.snapshots) = snapshot_writes(cluster, &addrs, args).await;
     run.restart_ms = timed_restart(&addrs[follower], || cluster.restart(follower)).await;
     tokio::task::block_in_place(|| cluster.wipe(follower));
@@ -210,6 +212,30 @@ async fn measure(cluster: &mut impl Cluster, size: usize, args: &Args) -> ScaleR
 
 fn per(kib: u64, n: usize) -> f64 {
     kib as f64 * 1024.0 / n.max(1) as f64
+}
+
+/// How a server's memory growth is read: its RSS, or for a JVM its live
+/// heap (`jmap -histo:live`, after a full GC). A JVM's RSS hardly moves for
+/// watches and sessions, as it took its heap's pages while loading the tree
+/// (15.7 B per watch at 2M znodes); its live heap is what they cost.
+#[derive(Clone, Copy)]
+struct Memory {
+    jvm: bool,
+}
+
+impl Memory {
+    /// KiB in use by the processes `pids`.
+    fn kib(self, pids: &[u32]) -> u64 {
+        match self.jvm {
+            true => {
+                pids.iter()
+                    .filter_map(|p| memory::jvm_live_heap(*p))
+                    .sum::<u64>()
+                    / 1024
+            }
+            false => pids.iter().map(|p| rss_kib(*p)).sum(),
+        }
+    }
 }
 
 /// The path of the `k`th znode of the load.
@@ -262,28 +288,28 @@ async fn load(addrs: &[String], pids: &[u32], size: usize, payload: usize) -> (D
 }
 
 /// `--watches` exists watches (at most one a znode) from four sessions on
-/// the follower at `addr`: its RSS growth per watch it reports holding.
-async fn watches(addr: &str, pid: u32, size: usize, args: &Args) -> f64 {
-    let before = rss_kib(pid);
+/// the follower at `addr`: its memory growth per watch it reports holding.
+async fn watches(addr: &str, pid: u32, size: usize, args: &Args, memory: Memory) -> f64 {
+    let before = memory.kib(&[pid]);
     let paths = (0..args.watches.min(size)).map(znode).collect();
     let held = memory::watch_paths(addr, paths).await;
-    let after = rss_kib(pid);
+    let after = memory.kib(&[pid]);
     let count = memory::watch_count(addr);
     drop(held);
     per(after.saturating_sub(before), count)
 }
 
-/// `count` idle sessions spread over the members: the members' RSS growth
-/// per session. The sessions close again.
-async fn idle_sessions(addrs: &[String], pids: &[u32], count: usize) -> f64 {
-    let before: u64 = pids.iter().map(|p| rss_kib(*p)).sum();
+/// `count` idle sessions spread over the members: the members' memory
+/// growth per session. The sessions close again.
+async fn idle_sessions(addrs: &[String], pids: &[u32], count: usize, memory: Memory) -> f64 {
+    let before = memory.kib(pids);
     let mut sessions = Vec::with_capacity(count);
     for (i, addr) in addrs.iter().enumerate() {
         let share = count * (i + 1) / addrs.len();
         fanout::connect_up_to(addr, &mut sessions, share).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after: u64 = pids.iter().map(|p| rss_kib(*p)).sum();
+    let after = memory.kib(pids);
     drop(sessions);
     per(after.saturating_sub(before), count)
 }
