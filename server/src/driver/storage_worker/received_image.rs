@@ -4,9 +4,16 @@
 //! reload was 1.9 s of a 6.3 s rejoin (issue 52), spent after the last byte
 //! had arrived; decoding as the pieces come overlaps it with the transfer.
 
-use zkd_protocol::Zxid;
+use bytes::Bytes;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
+use zkd_protocol::{DecodeError, Zxid};
 use zkd_storage::data_tree::ImageDecoder;
 use zkd_storage::DataTree;
+
+/// Pieces waiting for the decoding thread (1 MiB each from a runtime
+/// leader): past them the storage thread waits for it.
+const QUEUED_PIECES: usize = 8;
 
 /// The image streaming in, then the tree it made.
 #[derive(Debug, Default)]
@@ -14,32 +21,82 @@ pub(super) enum ReceivedImage {
     /// None, or one that could not be decoded: the rebuild reads the file.
     #[default]
     Nothing,
-    Decoding(Box<ImageDecoder>),
+    Decoding(Decoding),
     /// The tree of the image installed as the snapshot at this zxid.
     Installed(Zxid, Box<DataTree>),
+}
+
+/// A thread of its own decodes the pieces, so the storage thread goes on
+/// writing them out meanwhile: on the storage thread, decoding slowed a
+/// 2M-znode SNAP's transfer from 2.7 s to 4.8 s.
+#[derive(Debug)]
+pub(super) struct Decoding {
+    pieces: SyncSender<Bytes>,
+    decoder: JoinHandle<Result<DataTree, DecodeError>>,
+}
+
+impl Decoding {
+    fn start() -> Option<Decoding> {
+        let (pieces, arriving) = sync_channel::<Bytes>(QUEUED_PIECES);
+        let decode = move || {
+            let mut decoder = ImageDecoder::new();
+            for piece in arriving {
+                decoder.feed(&piece)?;
+            }
+            decoder.finish()
+        };
+        let spawned = std::thread::Builder::new()
+            .name("zkd-snap-decode".into())
+            .spawn(decode);
+        match spawned {
+            Ok(decoder) => Some(Decoding { pieces, decoder }),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot start a thread to decode a SNAP ({e}); the rebuild will read the file"
+                );
+                None
+            }
+        }
+    }
+
+    /// The tree, once every piece was given (the sender is dropped here).
+    fn finish(self) -> Result<DataTree, String> {
+        drop(self.pieces);
+        match self.decoder.join() {
+            Ok(decoded) => decoded.map_err(|e| e.to_string()),
+            Err(_) => Err("the decoding thread panicked".to_string()),
+        }
+    }
 }
 
 impl ReceivedImage {
     /// A piece of the image, appended to the staged file (`first` starts a
     /// new one).
-    pub fn piece(&mut self, first: bool, data: &[u8]) {
+    pub fn piece(&mut self, first: bool, data: &Bytes) {
         if first {
-            *self = ReceivedImage::Decoding(Box::default());
+            // An image cut short, if any, ends with an error nobody needs.
+            if let ReceivedImage::Decoding(old) = std::mem::take(self) {
+                let _ = old.finish();
+            }
+            *self = Decoding::start().map_or(ReceivedImage::Nothing, ReceivedImage::Decoding);
         }
-        let ReceivedImage::Decoding(decoder) = self else {
+        let ReceivedImage::Decoding(decoding) = self else {
             return;
         };
-        if let Err(e) = decoder.feed(data) {
-            // The file is the record; the install checks it and the rebuild reads it.
-            tracing::warn!("a SNAP piece did not decode ({e}); the rebuild will read the file");
-            *self = ReceivedImage::Nothing;
+        if decoding.pieces.send(data.clone()).is_err() {
+            // The decoder stopped: the piece before did not decode.
+            if let ReceivedImage::Decoding(failed) = std::mem::take(self) {
+                let e = failed.finish().err().unwrap_or_default();
+                // The file is the record; the install checks it and the rebuild reads it.
+                tracing::warn!("a SNAP piece did not decode ({e}); the rebuild will read the file");
+            }
         }
     }
 
     /// The staged image was installed as the snapshot at `zxid`.
     pub fn installed(&mut self, zxid: Zxid) {
         *self = match std::mem::take(self) {
-            ReceivedImage::Decoding(decoder) => match (*decoder).finish() {
+            ReceivedImage::Decoding(decoding) => match decoding.finish() {
                 Ok(tree) if tree.last_zxid() == zxid => {
                     ReceivedImage::Installed(zxid, Box::new(tree))
                 }
