@@ -471,20 +471,14 @@ fn ceiling_rows(ours: &ServerRun, theirs: &ServerRun) {
 async fn main() {
     let args = Args::parse();
     if !args.scale.is_empty() {
-        println!(
-            "zkd-bench --scale: 3 members of each server, sizes {:?} (stock zookeeper-client)",
-            args.scale
-        );
-        scale::run(&args).await;
-        return;
+        return scale::run(&args).await;
     }
     println!(
         "zkd-bench: {} member(s), {} sessions x {} in flight, {} B payload, {} s per phase after {} s of warm-up (stock zookeeper-client)",
         args.members, args.sessions, args.window, args.payload, args.seconds, args.warm
     );
     if args.members > 1 {
-        ensemble::run(&args).await;
-        return;
+        return ensemble::run(&args).await;
     }
     // Every session from one address: lift the default limit of 60 on both.
     let start_zkd = || {
@@ -505,29 +499,7 @@ async fn main() {
         print_phases(&ours, &theirs);
     }
     if args.only.contains(&Part::Stall) && args.stall_nodes > 0 {
-        let zkd = ZkdProcess::start_with(ServerOptions {
-            extra: vec![
-                ("maxClientCnxns".to_string(), "0".to_string()),
-                ("snapCount".to_string(), stall::SNAP_COUNT.to_string()),
-            ],
-            ..ServerOptions::default()
-        });
-        let zkd_log = || zkd.log();
-        let ours = stall::measure(
-            &zkd.addr(),
-            zkd.pid().unwrap_or(0),
-            &args,
-            zkd_log,
-            "taking snapshot",
-        )
-        .await;
-        drop(zkd);
-        let more = format!("maxClientCnxns=0\nsnapCount={}\n", stall::SNAP_COUNT);
-        let zk = ZooKeeperProcess::start_sized(2000, &[], &more, BENCH_HEAP);
-        let zk_log = || zk.log();
-        let theirs = stall::measure(&zk.addr(), zk.pid(), &args, zk_log, "Snapshotting: 0x").await;
-        drop(zk);
-        stall::print(&ours, &theirs, &args);
+        stall_part(&args).await;
     }
     if args.only.contains(&Part::Tls) {
         tls_part(&args).await;
@@ -548,6 +520,34 @@ async fn main() {
     if args.only.contains(&Part::Memory) {
         memory_part(&args, start_zkd, start_zookeeper).await;
     }
+}
+
+/// The stall part: a fresh server of each kind, its tree snapshotted again
+/// and again under writes.
+async fn stall_part(args: &Args) {
+    let zkd = ZkdProcess::start_with(ServerOptions {
+        extra: vec![
+            ("maxClientCnxns".to_string(), "0".to_string()),
+            ("snapCount".to_string(), stall::SNAP_COUNT.to_string()),
+        ],
+        ..ServerOptions::default()
+    });
+    let zkd_log = || zkd.log();
+    let ours = stall::measure(
+        &zkd.addr(),
+        zkd.pid().unwrap_or(0),
+        args,
+        zkd_log,
+        "taking snapshot",
+    )
+    .await;
+    drop(zkd);
+    let more = format!("maxClientCnxns=0\nsnapCount={}\n", stall::SNAP_COUNT);
+    let zk = ZooKeeperProcess::start_sized(2000, &[], &more, BENCH_HEAP);
+    let zk_log = || zk.log();
+    let theirs = stall::measure(&zk.addr(), zk.pid(), args, zk_log, "Snapshotting: 0x").await;
+    drop(zk);
+    stall::print(&ours, &theirs, args);
 }
 
 /// The memory rows: a fresh server of each kind filled, then restarted.

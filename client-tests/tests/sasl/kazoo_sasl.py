@@ -17,7 +17,9 @@ states = []
 zk = KazooClient(hosts=hosts, connection_retry={"max_tries": 1}, timeout=6, **options)
 zk.add_listener(lambda state: states.append(str(state)))
 try:
-    zk.start(timeout=5)
+    # Generous: a wrong password's failed login and kazoo's one retry take
+    # a few seconds on a loaded machine (a CI run timed out at 5 s on zkd).
+    zk.start(timeout=15)
 except Exception as e:
     print("no-connection", type(e).__name__)
     zk.stop()

@@ -73,20 +73,9 @@ impl NodeLoop {
             self.overdue_timers(&mut peer_events)?;
             let deadline = self.next_deadline();
             // A test's cut-clients leaves client traffic (4lw too) unread.
-            let clients = !self
-                .faults
-                .as_ref()
-                .is_some_and(faults::Faults::clients_cut);
-            let idle_work = self
-                .member
-                .as_ref()
-                .is_some_and(|m| m.member.has_idle_work());
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let clients = !self.clients_cut();
+            let idle_work = self.has_idle_work();
+            let sleep = sleep_until(deadline);
             // biased: storage reports first so replies are not starved by new requests.
             // Every arm is cancel-safe: channel receives lose nothing when another arm wins.
             tokio::select! {
@@ -117,11 +106,7 @@ impl NodeLoop {
                 // Background work (a SNAP's image) whenever nothing above is
                 // ready, a slice at a time: then the connections' and links'
                 // tasks on this thread run (a link drains what it sent).
-                _ = std::future::ready(()), if idle_work => {
-                    self.woke();
-                    self.with_member(|m, node, now, io| m.handle_idle(node, now, io))?;
-                    tokio::task::yield_now().await;
-                }
+                _ = std::future::ready(()), if idle_work => self.idle_turn().await?,
                 _ = sleep => {
                     let now = self.woke();
                     self.node.handle_timeout(now);
@@ -130,6 +115,29 @@ impl NodeLoop {
             }
             self.route_commands()?;
         }
+    }
+
+    /// Whether a test cut this member off from its clients.
+    fn clients_cut(&self) -> bool {
+        self.faults
+            .as_ref()
+            .is_some_and(faults::Faults::clients_cut)
+    }
+
+    /// Whether the member has work for the loop when nothing else is ready.
+    fn has_idle_work(&self) -> bool {
+        self.member
+            .as_ref()
+            .is_some_and(|m| m.member.has_idle_work())
+    }
+
+    /// One slice of the member's idle work, then the connections' and
+    /// links' tasks on this thread run (a link drains what it was given).
+    async fn idle_turn(&mut self) -> Result<(), ServeError> {
+        self.woke();
+        self.with_member(|m, node, now, io| m.handle_idle(node, now, io))?;
+        tokio::task::yield_now().await;
+        Ok(())
     }
 
     /// Runs the node's and the member's timers that are due. Timeouts run
@@ -379,5 +387,13 @@ impl NodeLoop {
         self.jobs
             .send(job)
             .map_err(|_| ServeError::Storage("storage worker stopped".into()))
+    }
+}
+
+/// Sleeps until `deadline`, or for ever without one.
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
     }
 }

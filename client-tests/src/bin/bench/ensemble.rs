@@ -42,6 +42,13 @@ const PLACEMENT_TRIES: usize = 30;
 /// What the benchmark needs from either ensemble.
 pub(super) trait Cluster {
     fn ports(&self) -> Vec<u16>;
+    /// The members' client addresses.
+    fn addrs(&self) -> Vec<String> {
+        self.ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect()
+    }
     /// The members' process ids (of those running).
     fn pids(&self) -> Vec<u32>;
     fn leader(&self) -> Option<usize>;
@@ -178,11 +185,7 @@ const EQUAL_LOAD: f64 = 0.8;
 /// Every phase on `cluster`; the equal-load phase offers `equal_load` ops/s,
 /// or [`EQUAL_LOAD`] of this cluster's own write rate if `None`.
 async fn measure(cluster: &mut impl Cluster, args: &Args, equal_load: Option<f64>) -> EnsembleRun {
-    let addrs: Vec<String> = cluster
-        .ports()
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect();
+    let addrs = cluster.addrs();
     let pids = cluster.pids();
     let phases = run_phases(&addrs, &pids, args).await;
     let rate = equal_load.unwrap_or(EQUAL_LOAD * phases.write.throughput());

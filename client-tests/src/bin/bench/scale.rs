@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Every row is printed with zkd / ZooKeeper per size, then drawn against the
-//! size as an SVG per row in `--svg-dir`, beside each run's member logs. Sizes above `--zookeeper-up-to` run
-//! zkd alone (three JVMs cannot hold them on one machine).
+//! size as an SVG per row in `--svg-dir`, beside each run's member logs.
+//! Sizes above `--zookeeper-up-to` run zkd alone (three JVMs cannot hold
+//! them on one machine).
 
 use super::ensemble::Cluster;
 use super::{cpu_secs, fanout, memory, rss_kib, run_phase, svg, Args, Phase};
@@ -40,23 +41,37 @@ const BEFORE_REJOIN: Duration = Duration::from_secs(2);
 /// One server's rows at one size.
 #[derive(Clone, Debug, Default)]
 pub struct ScaleRun {
+    /// Creates per second during the load.
     pub load_rate: f64,
+    /// Every member's CPU over the load, per create, us.
     pub cpu_us_per_create: f64,
+    /// Each member's RSS growth over the load, per znode, mean of the members.
     pub rss_per_znode: f64,
+    /// One follower's memory growth per watch (see `Memory`).
     pub memory_per_watch: f64,
+    /// The members' memory growth per idle session.
     pub memory_per_session: f64,
+    /// setData's p99.9 while the members snapshot, ms.
     pub snapshot_write_p999_ms: f64,
+    /// Snapshots the members began meanwhile.
     pub snapshots: usize,
+    /// A killed follower's restart until it serves the tree, ms.
     pub restart_ms: f64,
+    /// A wiped follower's restart until it serves the tree, ms.
     pub rejoin_ms: f64,
+    /// The leader's write p99.9 during that rejoin, ms.
     pub rejoin_leader_p999_ms: f64,
-    pub before_wipe_leader_p999_ms: f64,
+    /// The same in the 2 s before it, ms.
+    pub before_rejoin_leader_p999_ms: f64,
 }
 
 /// A row: its title, unit, value, and issue 52's goal.
 pub struct Row {
+    /// What the row is, as printed and as the chart's title.
     pub title: &'static str,
+    /// The value's unit.
     pub unit: &'static str,
+    /// The row's value in one run.
     pub value: fn(&ScaleRun) -> f64,
     goal: &'static str,
 }
@@ -129,7 +144,7 @@ pub const ROWS: [Row; 10] = [
     row(
         "leader's write p99.9 before it",
         "ms",
-        |r| r.before_wipe_leader_p999_ms,
+        |r| r.before_rejoin_leader_p999_ms,
         "",
     ),
 ];
@@ -137,6 +152,10 @@ pub const ROWS: [Row; 10] = [
 /// Runs every size on both servers, prints each size's table as it ends,
 /// and draws the curves.
 pub async fn run(args: &Args) {
+    println!(
+        "zkd-bench --scale: 3 members of each server, sizes {:?} (stock zookeeper-client)",
+        args.scale
+    );
     let mut results = Vec::new();
     for &size in &args.scale {
         let theirs = if size <= args.zookeeper_up_to {
@@ -179,11 +198,7 @@ fn keep_logs(args: &Args, name: &str, logs: &str) {
 /// Every step on `cluster`, in order, on a tree of `size` znodes; `jvm`:
 /// the members are JVMs (see [`Memory`]).
 async fn measure(cluster: &mut impl Cluster, size: usize, args: &Args, jvm: bool) -> ScaleRun {
-    let addrs: Vec<String> = cluster
-        .ports()
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect();
+    let addrs = cluster.addrs();
     let pids = cluster.pids();
     let mut run = ScaleRun::default();
     let empty: u64 = pids.iter().map(|p| rss_kib(*p)).sum();
@@ -205,7 +220,7 @@ async fn measure(cluster: &mut impl Cluster, size: usize, args: &Args, jvm: bool
     (
         run.rejoin_ms,
         run.rejoin_leader_p999_ms,
-        run.before_wipe_leader_p999_ms,
+        run.before_rejoin_leader_p999_ms,
     ) = rejoin;
     run
 }

@@ -189,6 +189,44 @@ struct Worker<S> {
 }
 
 impl<S: Store> Worker<S> {
+    /// A piece of a SNAP streaming in (`StorageJob::StageSnapshotPiece`).
+    fn stage(&mut self, first: bool, data: &bytes::Bytes) -> Result<(), StorageError> {
+        if first {
+            self.storage.remove_snapshot(SnapshotSlot::Staging)?;
+        }
+        self.storage.append_snapshot(SnapshotSlot::Staging, data)?;
+        self.received.piece(first, data);
+        // Paced writeback, as a local snapshot's: left to the seal, a
+        // 2M-znode image (428 MB) was one fsync that stalled the log's
+        // fsyncs of every member on the disk for 200-340 ms.
+        self.storage.write_out_snapshot(SnapshotSlot::Staging)
+    }
+
+    /// A follower's SNAP becomes its history (`StorageJob::InstallSnapshot`).
+    fn install(
+        &mut self,
+        zxid: Zxid,
+        image: zkd_storage::store::SnapshotSource,
+        fuzzy_through: Zxid,
+    ) -> Result<(), StorageError> {
+        self.settle_snapshots()?;
+        if fuzzy_through > zxid {
+            self.storage.set_fuzzy_image(zxid, fuzzy_through)?;
+        }
+        let staged = matches!(image, zkd_storage::store::SnapshotSource::Staged(_));
+        zkd_storage::store::install_snapshot(&mut self.storage, zxid, image)?;
+        match staged {
+            true => self.received.installed(zxid),
+            false => self.received = ReceivedImage::Nothing,
+        }
+        if self.storage.diverged_at()?.is_some() {
+            // The leader's image replaced the tree that diverged.
+            self.storage.set_diverged_at(None)?;
+        }
+        tracing::info!(%zxid, "snapshot from the leader installed");
+        Ok(())
+    }
+
     /// Processes jobs until the channel closes (Ok) or storage fails.
     fn serve(&mut self, jobs: JobReceiver) -> Result<(), StorageError> {
         loop {
@@ -263,38 +301,12 @@ impl<S: Store> Worker<S> {
                 zkd_storage::store::truncate_history(&mut self.storage, zxid)?;
                 tracing::info!(%zxid, "log truncated");
             }
-            StorageJob::StageSnapshotPiece { first, data, .. } => {
-                if first {
-                    self.storage.remove_snapshot(SnapshotSlot::Staging)?;
-                }
-                self.storage.append_snapshot(SnapshotSlot::Staging, &data)?;
-                self.received.piece(first, &data);
-                // Paced writeback, as a local snapshot's: left to the seal,
-                // a 2M-znode image (428 MB) was one fsync that stalled the
-                // log's fsyncs of every member on the disk for 200-340 ms.
-                self.storage.write_out_snapshot(SnapshotSlot::Staging)?;
-            }
+            StorageJob::StageSnapshotPiece { first, data, .. } => self.stage(first, &data)?,
             StorageJob::InstallSnapshot {
                 zxid,
                 image,
                 fuzzy_through,
-            } => {
-                self.settle_snapshots()?;
-                if fuzzy_through > zxid {
-                    self.storage.set_fuzzy_image(zxid, fuzzy_through)?;
-                }
-                let staged = matches!(image, zkd_storage::store::SnapshotSource::Staged(_));
-                zkd_storage::store::install_snapshot(&mut self.storage, zxid, image)?;
-                match staged {
-                    true => self.received.installed(zxid),
-                    false => self.received = ReceivedImage::Nothing,
-                }
-                if self.storage.diverged_at()?.is_some() {
-                    // The leader's image replaced the tree that diverged.
-                    self.storage.set_diverged_at(None)?;
-                }
-                tracing::info!(%zxid, "snapshot from the leader installed");
-            }
+            } => self.install(zxid, image, fuzzy_through)?,
             StorageJob::SetAcceptedEpoch(epoch) => self.storage.set_accepted_epoch(epoch)?,
             StorageJob::SetCurrentEpoch(epoch) => self.storage.set_current_epoch(epoch)?,
             StorageJob::MarkDiverged(zxid) => self.storage.set_diverged_at(Some(zxid))?,
