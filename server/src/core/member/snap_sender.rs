@@ -324,6 +324,16 @@ mod tests {
         tree
     }
 
+    /// An outbox with the follower's link up and roomy.
+    fn outbox() -> Outbox {
+        let mut out = Outbox::new(LinkLimits {
+            max_queued: 256 << 20,
+            flow: FlowMarks::RUNTIME,
+        });
+        out.link_up(FOLLOWER);
+        out
+    }
+
     /// Image bytes sent so far.
     fn sent(out: &mut Outbox) -> usize {
         let mut commands = VecDeque::new();
@@ -341,11 +351,7 @@ mod tests {
     #[test]
     fn a_turn_writes_a_slice_of_the_image() {
         let tree = tree();
-        let mut out = Outbox::new(LinkLimits {
-            max_queued: 256 << 20,
-            flow: FlowMarks::RUNTIME,
-        });
-        out.link_up(FOLLOWER);
+        let mut out = outbox();
         let mut sender = SnapSender::default();
         sender.start(0, FOLLOWER, &tree, &mut out);
         sender.step(0, &tree, &mut out);
@@ -380,11 +386,7 @@ mod tests {
     #[test]
     fn a_full_link_leaves_no_idle_work() {
         let tree = tree();
-        let mut out = Outbox::new(LinkLimits {
-            max_queued: 256 << 20,
-            flow: FlowMarks::RUNTIME,
-        });
-        out.link_up(FOLLOWER);
+        let mut out = outbox();
         let mut sender = SnapSender::with_chunk(4096);
         sender.start(0, FOLLOWER, &tree, &mut out);
         let mut turns = 0;
